@@ -1,0 +1,2 @@
+//! Benchmarks (placeholder until the criterion suite lands).
+fn main() {}

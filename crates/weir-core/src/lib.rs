@@ -1,0 +1,141 @@
+//! # weir-core
+//!
+//! The pure heart of Weir: every rate-limiting algorithm as a step over a small state, the
+//! clock, the [`Limiter`], and the embedded [`MemoryStore`]. No I/O and no runtime (tokio's
+//! timer is used only by [`SystemClock::sleep_until`], behind the default `tokio` feature).
+//!
+//! The path of one decision: [`Limiter::check`] reads `now` from a [`Clock`], and asks a
+//! [`Store`] to run [`step::apply`] atomically on the key's [`Record`]; the step dispatches
+//! to the rule's [`algorithm`] and returns a [`Decision`].
+//!
+//! ## Quick start
+//!
+//! ```
+//! use std::time::Duration;
+//! use weir_core::{Key, Limiter, Rule};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let limiter = Limiter::default(); // memory store, system clock
+//! let rule = Rule::sliding_log(100, Duration::from_secs(60))?;
+//! let decision = limiter.check(&Key::new("user:42")?, &rule, 1).await?;
+//! assert!(decision.allowed);
+//! assert_eq!(decision.remaining, 99);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! ## Recipes
+//!
+//! **Login lockout**: three failed passwords for one account within a minute lock it for
+//! five minutes, doubling for repeat offenders up to an hour; a success clears it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use weir_core::{Key, Limiter, Lockout, ManualClock, MemoryStore, Rule};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let clock = ManualClock::new(1_700_000_000_000_000_000);
+//! let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+//! let lockout = Lockout::new(Duration::from_secs(300))?.escalating(Duration::from_secs(3600))?;
+//! let failed_logins = Rule::sliding_log(3, Duration::from_secs(60))?.with_lockout(lockout);
+//! let account = Key::new("login-failures:alice@example.com")?;
+//!
+//! // Before checking the password: is the account locked out?
+//! assert!(limiter.peek(&account, &failed_logins).await?.allowed);
+//! // Three wrong passwords are counted...
+//! for _ in 0..3 {
+//!     limiter.check(&account, &failed_logins, 1).await?;
+//! }
+//! // ...the fourth attempt is refused and locks the account for five minutes.
+//! let locked = limiter.check(&account, &failed_logins, 1).await?;
+//! assert!(!locked.allowed);
+//! assert_eq!(locked.retry_after, Duration::from_secs(300));
+//! assert_eq!(limiter.inspect(&account, &failed_logins).await?.blocked_for, Duration::from_secs(300));
+//!
+//! // After the lockout, a correct password clears the count and the strikes.
+//! clock.advance(Duration::from_secs(300));
+//! limiter.reset(&account, &failed_logins).await?;
+//! assert_eq!(limiter.inspect(&account, &failed_logins).await?.used, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! **An API quota with two limits**: 10 per second and 1000 per hour for one user, checked
+//! together, all-or-nothing.
+//!
+//! ```
+//! use std::time::Duration;
+//! use weir_core::{Key, Limiter, ManualClock, MemoryStore, Rule};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let clock = ManualClock::new(1_700_000_000_000_000_000);
+//! let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+//! let limits = [
+//!     (Key::new("api:1s:user-7")?, Rule::per_second(10)?),
+//!     (Key::new("api:1h:user-7")?, Rule::sliding_window(1000, Duration::from_secs(3600), Duration::from_secs(60))?),
+//! ];
+//! for _ in 0..10 {
+//!     assert!(limiter.check_all(&limits, 1).await?.allowed);
+//! }
+//! let denied = limiter.check_all(&limits, 1).await?;
+//! assert!(!denied.allowed);
+//! let headers = denied.most_restrictive().unwrap();
+//! assert_eq!(headers.retry_after, Duration::from_millis(100));
+//! // The hourly limit was not charged for the denied request.
+//! assert_eq!(limiter.inspect(&limits[1].0, &limits[1].1).await?.used, 10);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! **A semaphore and a timed lock**: at most 3 concurrent exports per tenant; `N = 1` is a
+//! lock whose lease expires if its holder crashes.
+//!
+//! ```
+//! use std::time::Duration;
+//! use weir_core::{Key, Limiter, ManualClock, MemoryStore, Rule};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let clock = ManualClock::new(1_700_000_000_000_000_000);
+//! let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+//! let exports = Rule::concurrency(3)?;
+//! let tenant = Key::new("exports:tenant-9")?;
+//! let ttl = Duration::from_secs(60);
+//! for worker in ["a", "b", "c"] {
+//!     assert!(limiter.acquire(&tenant, &exports, worker, ttl).await?.allowed);
+//! }
+//! assert!(!limiter.acquire(&tenant, &exports, "d", ttl).await?.allowed);
+//! limiter.release(&tenant, &exports, "a").await?;
+//! assert!(limiter.acquire(&tenant, &exports, "d", ttl).await?.allowed);
+//!
+//! let lock = Rule::concurrency(1)?;
+//! let job = Key::new("lock:nightly-report")?;
+//! assert!(limiter.acquire(&job, &lock, "host-1", ttl).await?.allowed);
+//! assert!(limiter.acquire(&job, &lock, "host-1", ttl).await?.allowed, "re-entrant");
+//! assert!(!limiter.acquire(&job, &lock, "host-2", ttl).await?.allowed);
+//! clock.advance(ttl); // host-1 died without releasing
+//! assert!(limiter.acquire(&job, &lock, "host-2", ttl).await?.allowed);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+pub mod algorithm;
+mod clock;
+mod decision;
+mod error;
+mod key;
+mod limiter;
+mod rule;
+mod state;
+pub mod step;
+mod store;
+pub mod time;
+
+pub use clock::{Clock, ManualClock, Sleep, SystemClock};
+pub use decision::{Decision, Usage};
+pub use error::{CheckError, KeyError, RuleError, StoreError};
+pub use key::Key;
+pub use limiter::Limiter;
+pub use rule::{Algorithm, Lockout, Rule};
+pub use state::{Guard, Record, State};
+pub use step::{Op, Outcome};
+pub use store::{Decisions, MemoryStore, MemoryStoreBuilder, Store};

@@ -1,0 +1,283 @@
+//! The library's front door: a [`Limiter`] reads `now` from its [`Clock`] once per call and
+//! asks its [`Store`] to apply one step. Everything a user does to a key goes through here;
+//! adapters (tower layer, server, proxy) build keys and rules and call it.
+
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+use crate::decision::{Decision, Usage};
+use crate::error::CheckError;
+use crate::key::Key;
+use crate::rule::Rule;
+use crate::step::{Op, Outcome};
+use crate::store::{Decisions, MemoryStore, Store};
+use crate::time::duration_ns;
+
+/// Rate limits keys against rules, on a store, by a clock.
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_core::{Key, Limiter, ManualClock, MemoryStore, Rule};
+///
+/// # tokio_test_block_on(async {
+/// let clock = ManualClock::new(0);
+/// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+/// let rule = Rule::per_second(2)?;
+/// let key = Key::new("api:alice")?;
+///
+/// assert!(limiter.check(&key, &rule, 1).await?.allowed);
+/// assert!(limiter.check(&key, &rule, 1).await?.allowed);
+/// let denied = limiter.check(&key, &rule, 1).await?;
+/// assert!(!denied.allowed);
+/// assert_eq!(denied.retry_after, Duration::from_millis(500));
+///
+/// clock.advance(Duration::from_millis(500));
+/// assert!(limiter.check(&key, &rule, 1).await?.allowed);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Limiter<S = MemoryStore, C = SystemClock> {
+    store: S,
+    clock: C,
+}
+
+impl Default for Limiter {
+    /// The embedded memory store and the system clock.
+    fn default() -> Self {
+        Self::new(MemoryStore::default(), SystemClock::new())
+    }
+}
+
+fn decision(outcome: Outcome) -> Decision {
+    match outcome {
+        Outcome::Decision(d) => d,
+        // Every decision-returning op returns one; anything else is a store bug that must
+        // not read as "allowed".
+        _ => Decision {
+            allowed: false,
+            limit: 0,
+            remaining: 0,
+            reset_after: Duration::ZERO,
+            retry_after: Duration::ZERO,
+            delay: Duration::ZERO,
+        },
+    }
+}
+
+impl<S: Store, C: Clock> Limiter<S, C> {
+    /// A limiter over `store`, reading time from `clock`.
+    pub fn new(store: S, clock: C) -> Self {
+        Self { store, clock }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    async fn run(&self, key: &Key, rule: &Rule, op: Op<'_>) -> Result<Outcome, CheckError> {
+        self.store.apply(key, rule, op, self.clock.now_ns()).await
+    }
+
+    /// Checks a request of `cost` units and consumes them if allowed. `cost == 0` is a peek.
+    /// A cost above the rule's limit is [`CheckError::CostAboveCapacity`], not a denial.
+    pub async fn check(&self, key: &Key, rule: &Rule, cost: u64) -> Result<Decision, CheckError> {
+        self.run(key, rule, Op::Check { cost }).await.map(decision)
+    }
+
+    /// Whether a request of cost 1 would pass now, without consuming anything.
+    pub async fn peek(&self, key: &Key, rule: &Rule) -> Result<Decision, CheckError> {
+        self.check(key, rule, 0).await
+    }
+
+    /// Checks several limits at once, all-or-nothing: nothing is consumed unless all allow
+    /// (e.g. 10 per second and 1000 per hour for one user). Keys must differ per limit.
+    pub async fn check_all(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+    ) -> Result<Decisions, CheckError> {
+        self.store
+            .check_all(limits, cost, self.clock.now_ns())
+            .await
+    }
+
+    /// Adds `n` units of usage (e.g. an expensive request found out after the fact, a
+    /// failed login). Returns the state after, as a peek.
+    pub async fn penalty(&self, key: &Key, rule: &Rule, n: u64) -> Result<Decision, CheckError> {
+        self.run(key, rule, Op::Penalty { n }).await.map(decision)
+    }
+
+    /// Gives `n` units of usage back (e.g. a request that turned out to be free). Returns
+    /// the state after, as a peek.
+    pub async fn reward(&self, key: &Key, rule: &Rule, n: u64) -> Result<Decision, CheckError> {
+        self.run(key, rule, Op::Reward { n }).await.map(decision)
+    }
+
+    /// Blocks the key for `duration`: every check is denied until then.
+    pub async fn block(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        duration: Duration,
+    ) -> Result<(), CheckError> {
+        let duration_ns = duration_ns(duration);
+        self.run(key, rule, Op::Block { duration_ns })
+            .await
+            .map(drop)
+    }
+
+    /// Lifts a block or a lockout now (lockout strikes are kept, so a repeat escalates).
+    pub async fn unblock(&self, key: &Key, rule: &Rule) -> Result<(), CheckError> {
+        self.run(key, rule, Op::Unblock).await.map(drop)
+    }
+
+    /// Forgets the key: usage, block and lockout strikes.
+    pub async fn reset(&self, key: &Key, rule: &Rule) -> Result<(), CheckError> {
+        self.run(key, rule, Op::Reset).await.map(drop)
+    }
+
+    /// Reports the key's usage, block and strikes without changing anything.
+    pub async fn inspect(&self, key: &Key, rule: &Rule) -> Result<Usage, CheckError> {
+        match self.run(key, rule, Op::Inspect).await? {
+            Outcome::Usage(u) => Ok(u),
+            _ => Err(CheckError::Unsupported {
+                op: "inspect",
+                algorithm: rule.algorithm().name(),
+            }),
+        }
+    }
+
+    /// Takes a concurrency lease on `key` for `holder`, living `ttl` unless released first.
+    /// Re-entrant for the same holder. Denied when all leases are taken.
+    pub async fn acquire(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Decision, CheckError> {
+        let ttl_ns = duration_ns(ttl);
+        self.run(key, rule, Op::Acquire { holder, ttl_ns })
+            .await
+            .map(decision)
+    }
+
+    /// Releases one hold of `holder`'s lease. Returns whether it held a live lease.
+    pub async fn release(&self, key: &Key, rule: &Rule, holder: &str) -> Result<bool, CheckError> {
+        match self.run(key, rule, Op::Release { holder }).await? {
+            Outcome::Released(released) => Ok(released),
+            _ => Ok(false),
+        }
+    }
+
+    /// Waits until a request of `cost` is allowed, then consumes it; gives up (returning the
+    /// denial) when that would take longer than `max_wait`. Sleeps on the clock until each
+    /// `retry_after`, never spinning. For the leaky-bucket queue it also sleeps the
+    /// allowed request's `delay`, so it returns when the request may go.
+    pub async fn wait(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Decision, CheckError> {
+        let deadline_ns = self.clock.now_ns().saturating_add(duration_ns(max_wait));
+        loop {
+            let d = self.check(key, rule, cost).await?;
+            let now_ns = self.clock.now_ns();
+            if d.allowed {
+                if !d.delay.is_zero() {
+                    let go_ns = now_ns.saturating_add(duration_ns(d.delay));
+                    self.clock.sleep_until(go_ns).await;
+                }
+                return Ok(d);
+            }
+            // At least 1 µs, so a zero retry_after can never become a busy loop.
+            let retry_ns = now_ns.saturating_add(duration_ns(d.retry_after).max(1_000));
+            if retry_ns > deadline_ns {
+                return Ok(d);
+            }
+            self.clock.sleep_until(retry_ns).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn limiter() -> (Limiter<MemoryStore, ManualClock>, ManualClock) {
+        let clock = ManualClock::new(1_000_000_000_000);
+        (Limiter::new(MemoryStore::default(), clock.clone()), clock)
+    }
+
+    #[tokio::test]
+    async fn wait_sleeps_until_retry_after_and_gives_up_past_max_wait() {
+        let (limiter, clock) = limiter();
+        let rule = Rule::per_second(1).unwrap();
+        let key = Key::new("w").unwrap();
+        limiter.check(&key, &rule, 1).await.unwrap();
+
+        let gave_up = limiter
+            .wait(&key, &rule, 1, Duration::from_millis(999))
+            .await
+            .unwrap();
+        assert!(!gave_up.allowed, "a wait of 1 s does not fit in 999 ms");
+
+        let waiter = {
+            let limiter = limiter.clone();
+            let key = key.clone();
+            tokio::spawn(async move { limiter.wait(&key, &rule, 1, Duration::from_secs(2)).await })
+        };
+        while clock.sleepers() == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!waiter.is_finished());
+        clock.advance(Duration::from_secs(1));
+        assert!(waiter.await.unwrap().unwrap().allowed);
+    }
+
+    #[tokio::test]
+    async fn a_mutex_with_a_timed_lease() {
+        let (limiter, clock) = limiter();
+        let lock = Rule::concurrency(1).unwrap();
+        let key = Key::new("job:nightly").unwrap();
+        let ttl = Duration::from_secs(30);
+        assert!(
+            limiter
+                .acquire(&key, &lock, "worker-1", ttl)
+                .await
+                .unwrap()
+                .allowed
+        );
+        assert!(
+            !limiter
+                .acquire(&key, &lock, "worker-2", ttl)
+                .await
+                .unwrap()
+                .allowed
+        );
+        // worker-1 crashes; its lease expires.
+        clock.advance(ttl);
+        assert!(
+            limiter
+                .acquire(&key, &lock, "worker-2", ttl)
+                .await
+                .unwrap()
+                .allowed
+        );
+        assert!(limiter.release(&key, &lock, "worker-2").await.unwrap());
+        assert!(!limiter.release(&key, &lock, "worker-2").await.unwrap());
+    }
+}

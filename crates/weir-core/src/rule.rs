@@ -1,0 +1,408 @@
+//! Rules: an algorithm with validated parameters, plus an optional lockout. Built once (from
+//! code or, later, from YAML) and checked when built, so a bad parameter is a typed error that
+//! names it, never a surprise at check time.
+
+use std::time::Duration;
+
+use crate::algorithm::{
+    interval_ns, Concurrency, FixedWindow, Gcra, LeakyBucket, LeakyQueue, Sliding, TokenBucket,
+    WeightedWindow,
+};
+use crate::error::RuleError;
+use crate::time::duration_ns;
+
+/// The algorithm of a rule, with its validated parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// Fixed window aligned to the epoch.
+    FixedWindow(FixedWindow),
+    /// Exact sliding window log.
+    SlidingLog(Sliding),
+    /// Sliding window counter with a precision.
+    SlidingWindow(Sliding),
+    /// Two-window weighted sliding estimate.
+    WeightedWindow(WeightedWindow),
+    /// Token bucket.
+    TokenBucket(TokenBucket),
+    /// Leaky bucket as a meter.
+    LeakyBucket(LeakyBucket),
+    /// GCRA.
+    Gcra(Gcra),
+    /// Leaky bucket as a queue (shaping).
+    LeakyQueue(LeakyQueue),
+    /// Concurrency leases.
+    Concurrency(Concurrency),
+}
+
+impl Algorithm {
+    /// The algorithm's name as used in configuration and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::FixedWindow(_) => "fixed_window",
+            Self::SlidingLog(_) => "sliding_log",
+            Self::SlidingWindow(_) => "sliding_window",
+            Self::WeightedWindow(_) => "weighted_window",
+            Self::TokenBucket(_) => "token_bucket",
+            Self::LeakyBucket(_) => "leaky_bucket",
+            Self::Gcra(_) => "gcra",
+            Self::LeakyQueue(_) => "leaky_queue",
+            Self::Concurrency(_) => "concurrency",
+        }
+    }
+
+    /// Whether the algorithm never admits more than its limit in a window of its length
+    /// (the sliding log), or more than `burst + rate·t` over `t` (the buckets and GCRA).
+    /// False for the fixed window (boundary burst) and the approximations.
+    pub fn is_exact(&self) -> bool {
+        matches!(
+            self,
+            Self::SlidingLog(_)
+                | Self::TokenBucket(_)
+                | Self::LeakyBucket(_)
+                | Self::Gcra(_)
+                | Self::LeakyQueue(_)
+                | Self::Concurrency(_)
+        )
+    }
+}
+
+/// Lock a key out for a while once it hits its limit, escalating for repeat offenders.
+///
+/// The first denied check blocks the key for `duration`; each further lockout before the
+/// strikes are forgiven doubles it (`D, 2D, 4D, …`) up to `max`. Strikes are forgotten
+/// `forgive_after` after the last lockout ends (default 24 hours). `Limiter::reset` clears
+/// the count and the strikes (the "successful login" case); `unblock` lifts the block only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lockout {
+    pub(crate) base_ns: u64,
+    pub(crate) max_ns: u64,
+    pub(crate) forgive_ns: u64,
+}
+
+impl Lockout {
+    /// A lockout of `duration` that does not escalate.
+    pub fn new(duration: Duration) -> Result<Self, RuleError> {
+        let base_ns = duration_ns(duration);
+        if base_ns == 0 {
+            return Err(RuleError::Zero {
+                param: "lockout.duration",
+            });
+        }
+        Ok(Self {
+            base_ns,
+            max_ns: base_ns,
+            forgive_ns: duration_ns(Duration::from_secs(24 * 3600)),
+        })
+    }
+
+    /// Escalates: each repeat doubles the lockout, up to `max`.
+    pub fn escalating(mut self, max: Duration) -> Result<Self, RuleError> {
+        let max_ns = duration_ns(max);
+        if max_ns < self.base_ns {
+            return Err(RuleError::Inconsistent {
+                param: "lockout.max",
+                reason: "must be at least lockout.duration",
+            });
+        }
+        self.max_ns = max_ns;
+        Ok(self)
+    }
+
+    /// Forgets strikes this long after the last lockout ends.
+    pub fn forgive_after(mut self, after: Duration) -> Self {
+        self.forgive_ns = duration_ns(after);
+        self
+    }
+
+    /// The lockout for a key that has served `strikes` lockouts already.
+    pub(crate) fn duration_ns(&self, strikes: u32) -> u64 {
+        let factor = 1u64.checked_shl(strikes.min(63)).unwrap_or(u64::MAX);
+        self.base_ns.saturating_mul(factor).min(self.max_ns)
+    }
+}
+
+/// A validated rule: an algorithm and its policies. Cheap to copy.
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_core::{Rule, RuleError};
+///
+/// let api = Rule::gcra(10, Duration::from_secs(1), 10)?;
+/// assert_eq!(api.limit(), 10);
+/// assert_eq!(
+///     Rule::fixed_window(0, Duration::from_secs(1)).unwrap_err().to_string(),
+///     "limit must be greater than zero"
+/// );
+/// # Ok::<(), RuleError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub(crate) algorithm: Algorithm,
+    pub(crate) lockout: Option<Lockout>,
+}
+
+fn positive(param: &'static str, value: u64) -> Result<u64, RuleError> {
+    if value == 0 {
+        Err(RuleError::Zero { param })
+    } else {
+        Ok(value)
+    }
+}
+
+fn at_most(param: &'static str, value: u64, max: u64) -> Result<u64, RuleError> {
+    if value > max {
+        Err(RuleError::TooLarge { param, value, max })
+    } else {
+        Ok(value)
+    }
+}
+
+/// `count` per `per` as an interval, checking both and that the interval is at least 1 ns.
+fn rate_interval(count: u64, per: Duration) -> Result<u64, RuleError> {
+    let count = positive("rate", count)?;
+    let per_ns = positive("period", duration_ns(per))?;
+    at_most("rate", count, per_ns)?;
+    Ok(interval_ns(count, per_ns))
+}
+
+impl Rule {
+    fn new(algorithm: Algorithm) -> Self {
+        Self {
+            algorithm,
+            lockout: None,
+        }
+    }
+
+    /// At most `limit` per fixed `window`, windows aligned to the Unix epoch.
+    pub fn fixed_window(limit: u64, window: Duration) -> Result<Self, RuleError> {
+        Ok(Self::new(Algorithm::FixedWindow(FixedWindow {
+            limit: positive("limit", limit)?,
+            window_ns: positive("window", duration_ns(window))?,
+        })))
+    }
+
+    /// At most `limit` in any window of length `window`, exactly (one timestamp per admitted
+    /// request; `limit` at most [`Sliding::MAX_LOG_LIMIT`]).
+    pub fn sliding_log(limit: u64, window: Duration) -> Result<Self, RuleError> {
+        let limit = at_most("limit", positive("limit", limit)?, Sliding::MAX_LOG_LIMIT)?;
+        Ok(Self::new(Algorithm::SlidingLog(Sliding {
+            limit,
+            window_ns: positive("window", duration_ns(window))?,
+            precision_ns: 1,
+        })))
+    }
+
+    /// At most `limit` per sliding `window`, counted in buckets of `precision` (which must
+    /// divide the window; at most [`Sliding::MAX_BUCKETS`] buckets).
+    pub fn sliding_window(
+        limit: u64,
+        window: Duration,
+        precision: Duration,
+    ) -> Result<Self, RuleError> {
+        let limit = positive("limit", limit)?;
+        let window_ns = positive("window", duration_ns(window))?;
+        let precision_ns = positive("precision", duration_ns(precision))?;
+        if window_ns % precision_ns != 0 {
+            return Err(RuleError::PrecisionDoesNotDivideWindow {
+                precision_ns,
+                window_ns,
+            });
+        }
+        at_most(
+            "window / precision",
+            window_ns / precision_ns,
+            Sliding::MAX_BUCKETS,
+        )?;
+        Ok(Self::new(Algorithm::SlidingWindow(Sliding {
+            limit,
+            window_ns,
+            precision_ns,
+        })))
+    }
+
+    /// At most `limit` per sliding `window`, estimated from two fixed windows (error bound in
+    /// [`WeightedWindow`]).
+    pub fn weighted_window(limit: u64, window: Duration) -> Result<Self, RuleError> {
+        Ok(Self::new(Algorithm::WeightedWindow(WeightedWindow {
+            limit: positive("limit", limit)?,
+            window_ns: positive("window", duration_ns(window))?,
+        })))
+    }
+
+    /// A bucket of `capacity` tokens, refilled with `rate` tokens per `per`, starting full.
+    pub fn token_bucket(capacity: u64, rate: u64, per: Duration) -> Result<Self, RuleError> {
+        let capacity = positive("capacity", capacity)?;
+        Ok(Self::new(Algorithm::TokenBucket(TokenBucket {
+            capacity,
+            interval_ns: rate_interval(rate, per)?,
+            initial: capacity,
+        })))
+    }
+
+    /// For a token bucket: a key starts with `initial` tokens instead of a full bucket.
+    pub fn with_initial_tokens(mut self, initial: u64) -> Result<Self, RuleError> {
+        let Algorithm::TokenBucket(tb) = &mut self.algorithm else {
+            return Err(RuleError::Inconsistent {
+                param: "initial_tokens",
+                reason: "only a token bucket has initial tokens",
+            });
+        };
+        tb.initial = at_most("initial_tokens", initial, tb.capacity)?;
+        Ok(self)
+    }
+
+    /// A leaky bucket meter of `capacity` that drains `rate` units per `per`.
+    pub fn leaky_bucket(capacity: u64, rate: u64, per: Duration) -> Result<Self, RuleError> {
+        Ok(Self::new(Algorithm::LeakyBucket(LeakyBucket {
+            capacity: positive("capacity", capacity)?,
+            interval_ns: rate_interval(rate, per)?,
+        })))
+    }
+
+    /// GCRA: `rate` per `per` on average, with bursts of up to `burst`.
+    pub fn gcra(rate: u64, per: Duration, burst: u64) -> Result<Self, RuleError> {
+        let interval_ns = rate_interval(rate, per)?;
+        Ok(Self::new(Algorithm::Gcra(Gcra::new(
+            positive("burst", burst)?,
+            interval_ns,
+        ))))
+    }
+
+    /// `n` per second with a burst of `n`: the usual API limit, as GCRA.
+    pub fn per_second(n: u64) -> Result<Self, RuleError> {
+        Self::gcra(n, Duration::from_secs(1), n)
+    }
+
+    /// A leaky bucket queue: requests leave at `rate` per `per`; at most `max_depth` units
+    /// wait, and none waits longer than `max_wait` (`Duration::MAX` for no time bound).
+    pub fn leaky_queue(
+        rate: u64,
+        per: Duration,
+        max_depth: u64,
+        max_wait: Duration,
+    ) -> Result<Self, RuleError> {
+        Ok(Self::new(Algorithm::LeakyQueue(LeakyQueue {
+            interval_ns: rate_interval(rate, per)?,
+            max_depth: positive("max_depth", max_depth)?,
+            max_wait_ns: duration_ns(max_wait),
+        })))
+    }
+
+    /// At most `max_leases` live leases per key (`1`: a timed exclusive lock).
+    pub fn concurrency(max_leases: u64) -> Result<Self, RuleError> {
+        Ok(Self::new(Algorithm::Concurrency(Concurrency {
+            max_leases: positive("max_leases", max_leases)?,
+        })))
+    }
+
+    /// Adds a lockout: once a check is denied, the key is blocked (see [`Lockout`]).
+    pub fn with_lockout(mut self, lockout: Lockout) -> Self {
+        self.lockout = Some(lockout);
+        self
+    }
+
+    /// The algorithm and its parameters.
+    pub fn algorithm(&self) -> &Algorithm {
+        &self.algorithm
+    }
+
+    /// The lockout policy, if any.
+    pub fn lockout(&self) -> Option<&Lockout> {
+        self.lockout.as_ref()
+    }
+
+    /// The rule's limit: requests per window, capacity, burst, queue depth or leases. Also
+    /// the largest cost one request can have.
+    pub fn limit(&self) -> u64 {
+        match &self.algorithm {
+            Algorithm::FixedWindow(a) => a.limit,
+            Algorithm::SlidingLog(a) | Algorithm::SlidingWindow(a) => a.limit,
+            Algorithm::WeightedWindow(a) => a.limit,
+            Algorithm::TokenBucket(a) => a.capacity,
+            Algorithm::LeakyBucket(a) => a.capacity,
+            Algorithm::Gcra(a) => a.burst,
+            Algorithm::LeakyQueue(a) => a.max_depth,
+            Algorithm::Concurrency(a) => a.max_leases,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn every_bad_parameter_is_named() {
+        let cases = [
+            (Rule::fixed_window(0, S), "limit must be greater than zero"),
+            (
+                Rule::fixed_window(1, Duration::ZERO),
+                "window must be greater than zero",
+            ),
+            (
+                Rule::sliding_window(5, Duration::from_secs(10), Duration::from_secs(3)),
+                "precision (3000000000 ns) must divide the window (10000000000 ns) evenly",
+            ),
+            (
+                Rule::sliding_window(5, S, Duration::ZERO),
+                "precision must be greater than zero",
+            ),
+            (
+                Rule::sliding_log(20_000, S),
+                "limit is 20000, above the maximum of 10000",
+            ),
+            (Rule::gcra(0, S, 1), "rate must be greater than zero"),
+            (Rule::gcra(1, S, 0), "burst must be greater than zero"),
+            (
+                Rule::gcra(1, Duration::ZERO, 1),
+                "period must be greater than zero",
+            ),
+            (
+                Rule::token_bucket(0, 1, S),
+                "capacity must be greater than zero",
+            ),
+            (
+                Rule::leaky_queue(1, S, 0, S),
+                "max_depth must be greater than zero",
+            ),
+            (Rule::concurrency(0), "max_leases must be greater than zero"),
+            (
+                Rule::gcra(2_000_000_000, S, 1),
+                "rate is 2000000000, above the maximum of 1000000000",
+            ),
+        ];
+        for (result, message) in cases {
+            assert_eq!(result.unwrap_err().to_string(), message);
+        }
+    }
+
+    #[test]
+    fn rates_above_a_million_per_second_keep_integer_intervals() {
+        let rule = Rule::gcra(10_000_000, S, 100).unwrap();
+        let Algorithm::Gcra(g) = rule.algorithm() else {
+            unreachable!()
+        };
+        assert_eq!(g.interval_ns(), 100);
+    }
+
+    #[test]
+    fn lockout_escalates_up_to_its_cap() {
+        let l = Lockout::new(Duration::from_secs(60))
+            .unwrap()
+            .escalating(Duration::from_secs(300))
+            .unwrap();
+        let mins: Vec<u64> = (0..5).map(|k| l.duration_ns(k) / 60_000_000_000).collect();
+        assert_eq!(mins, [1, 2, 4, 5, 5]);
+        assert!(Lockout::new(Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn initial_tokens_are_checked() {
+        let tb = Rule::token_bucket(5, 1, S).unwrap();
+        assert!(tb.with_initial_tokens(6).is_err());
+        assert!(Rule::per_second(5).unwrap().with_initial_tokens(1).is_err());
+    }
+}

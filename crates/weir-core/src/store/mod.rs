@@ -1,0 +1,72 @@
+//! Stores: where records live, and the promise each makes: [`step::apply`](crate::step::apply)
+//! runs atomically per key. The embedded [`MemoryStore`] is the default; Redis and memcached
+//! stores live in their own crates and must pass `weir-testkit`'s conformance suite.
+
+mod memory;
+
+use std::future::Future;
+
+pub use memory::{MemoryStore, MemoryStoreBuilder};
+
+use crate::decision::Decision;
+use crate::error::CheckError;
+use crate::key::Key;
+use crate::rule::Rule;
+use crate::step::{Op, Outcome};
+
+/// The decisions of several limits checked together (e.g. 10/s and 1000/h for one user).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decisions {
+    /// True iff every limit allowed; only then was anything consumed.
+    pub allowed: bool,
+    /// One decision per limit, in the order given. When `allowed` is false, the limits
+    /// that would have allowed show `allowed: true` but consumed nothing.
+    pub each: Vec<Decision>,
+}
+
+impl Decisions {
+    /// One decision standing for all: the overall `allowed`, the smallest `remaining` (with
+    /// its limit), and the longest `retry_after`, `reset_after` and `delay`. This is what
+    /// goes into `RateLimit` headers.
+    pub fn most_restrictive(&self) -> Option<Decision> {
+        let tightest = self.each.iter().min_by_key(|d| (d.allowed, d.remaining))?;
+        Some(Decision {
+            allowed: self.allowed,
+            limit: tightest.limit,
+            remaining: tightest.remaining,
+            reset_after: self.each.iter().map(|d| d.reset_after).max()?,
+            retry_after: self
+                .each
+                .iter()
+                .filter(|d| !d.allowed)
+                .map(|d| d.retry_after)
+                .max()
+                .unwrap_or_default(),
+            delay: self.each.iter().map(|d| d.delay).max()?,
+        })
+    }
+}
+
+/// Somewhere to keep records, applying one [`Op`] per key atomically.
+///
+/// `now_ns` is the caller's clock; a store that counts on its own clock (Redis `TIME`) may
+/// ignore it, but must never move a record backwards in time.
+pub trait Store: Send + Sync + 'static {
+    /// Applies `op` to `key`'s record under `rule`, atomically.
+    fn apply(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> impl Future<Output = Result<Outcome, CheckError>> + Send;
+
+    /// Checks `cost` against every `(key, rule)` at once, all-or-nothing: nothing is
+    /// consumed unless every limit allows. A denied limit still engages its lockout.
+    fn check_all(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> impl Future<Output = Result<Decisions, CheckError>> + Send;
+}
