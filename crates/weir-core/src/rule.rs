@@ -328,6 +328,26 @@ impl Rule {
     }
 }
 
+impl Rule {
+    /// The time over which [`limit`](Self::limit) applies: the window of the window
+    /// algorithms, and the time to go from empty to full (`limit × interval`) for the
+    /// buckets, GCRA and the queue. Zero for concurrency leases, which have no window. This
+    /// is the `w` of an IETF `RateLimit-Policy` header.
+    pub fn window(&self) -> Duration {
+        let ns = match &self.algorithm {
+            Algorithm::FixedWindow(a) => a.window_ns,
+            Algorithm::SlidingLog(a) | Algorithm::SlidingWindow(a) => a.window_ns,
+            Algorithm::WeightedWindow(a) => a.window_ns,
+            Algorithm::TokenBucket(a) => a.capacity.saturating_mul(a.interval_ns),
+            Algorithm::LeakyBucket(a) => a.capacity.saturating_mul(a.interval_ns),
+            Algorithm::Gcra(a) => a.tolerance_ns,
+            Algorithm::LeakyQueue(a) => a.max_depth.saturating_mul(a.interval_ns),
+            Algorithm::Concurrency(_) => 0,
+        };
+        Duration::from_nanos(ns)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,13 @@ pub struct LeakyBucketState {
 }
 
 impl LeakyBucket {
+    /// The interval between two units, in nanoseconds.
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
+}
+
+impl LeakyBucket {
     fn drain(&self, state: &LeakyBucketState, now_ns: u64) -> LeakyBucketState {
         let mut s = *state;
         if now_ns > s.last_ns {

@@ -35,6 +35,18 @@ pub struct LeakyQueueState {
 }
 
 impl LeakyQueue {
+    /// The interval between two units, in nanoseconds.
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
+
+    /// The maximum wait in nanoseconds (`u64::MAX`: unbounded).
+    pub fn max_wait_ns(&self) -> u64 {
+        self.max_wait_ns
+    }
+}
+
+impl LeakyQueue {
     fn queued(&self, next_free_ns: u64, now_ns: u64) -> u64 {
         crate::time::div_ceil(next_free_ns.saturating_sub(now_ns), self.interval_ns)
     }

@@ -54,6 +54,11 @@ impl Sliding {
     /// The most buckets a sliding window counter may have (`window / precision`).
     pub const MAX_BUCKETS: u64 = 10_000;
 
+    /// The bucket width (1 ns for a sliding log).
+    pub fn precision_ns(&self) -> u64 {
+        self.precision_ns
+    }
+
     fn max_entries(&self) -> usize {
         let by_buckets = self.window_ns / self.precision_ns;
         usize::try_from(self.limit.min(by_buckets).max(1)).unwrap_or(usize::MAX)

@@ -14,9 +14,10 @@ use super::Meter;
 /// a token is ever lost or invented. A penalty beyond zero tokens pushes `last` into the
 /// future (a debt that must refill first).
 ///
-/// A key starts with `initial` tokens (default: full). Once it has refilled to capacity it is
-/// equivalent to fresh and a store may forget it, so an idle key comes back with `initial`
-/// tokens: `initial` is the cold-start allowance.
+/// A key starts with `initial` tokens (default: full). A full bucket is forgotten once it
+/// has been full for one more refill period (`capacity × T`), so a key idle that long comes
+/// back with `initial` tokens: `initial` is the cold-start allowance. (With `initial =
+/// capacity`, a full bucket is forgotten at once, as it equals a fresh one.)
 ///
 /// Over any interval of length `t` it allows at most `capacity + t / T` tokens.
 /// `retry_after` is exact: `last + (cost − tokens)·T − now`.
@@ -36,6 +37,13 @@ pub struct TokenBucketState {
     pub tokens: u64,
     /// When the last whole token was added (may be in the future after a penalty).
     pub last_ns: u64,
+}
+
+impl TokenBucket {
+    /// The interval between two units, in nanoseconds.
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
 }
 
 impl TokenBucket {
@@ -134,10 +142,17 @@ impl Meter for TokenBucket {
     }
 
     fn fresh_at_ns(&self, state: &TokenBucketState) -> u64 {
-        self.full_at_ns(&TokenBucketState {
+        let full_ns = self.full_at_ns(&TokenBucketState {
             tokens: state.tokens.min(self.capacity),
             last_ns: state.last_ns,
-        })
+        });
+        if self.initial < self.capacity {
+            // A full bucket is more than a fresh one here; keep it one more refill period
+            // so a client waiting for a full bucket gets it, then forget it.
+            full_ns.saturating_add(self.capacity.saturating_mul(self.interval_ns))
+        } else {
+            full_ns
+        }
     }
 }
 
