@@ -57,6 +57,17 @@ pub enum Op<'a> {
 }
 
 impl Op<'_> {
+    /// Whether the operation may create a record for a key the store does not hold. Only
+    /// operations that add usage do; a peek, inspect, reward, unblock, reset or release of
+    /// an unknown key must leave it unknown (a stored fresh record is not always the same
+    /// as no record: a token bucket starting below capacity would begin refilling).
+    pub fn creates_record(&self) -> bool {
+        matches!(
+            self,
+            Op::Check { cost: 1.. } | Op::Penalty { .. } | Op::Block { .. } | Op::Acquire { .. }
+        )
+    }
+
     /// The operation's name, for errors and metrics.
     pub fn name(&self) -> &'static str {
         match self {
@@ -145,7 +156,8 @@ fn validate(rule: &Rule, op: &Op<'_>) -> Result<(), CheckError> {
 ///
 /// `record` is the key's stored record, or [`Record::fresh`] when the store has none. After
 /// the call, the store keeps the record iff [`Record::is_live`] at `now_ns`, and drops it
-/// otherwise (it is equivalent to fresh). A record that expired before `now_ns` is treated
+/// otherwise (it is equivalent to fresh); for a key it did not hold, it stores the record
+/// only if [`Op::creates_record`]. A record that expired before `now_ns` is treated
 /// as fresh, exactly as a store with TTLs would have forgotten it.
 pub fn apply(
     rule: &Rule,
@@ -286,6 +298,7 @@ fn used(rule: &Rule, record: &Record, now_ns: u64) -> u64 {
 
 fn inspect(rule: &Rule, record: &Record, now_ns: u64) -> Usage {
     let used = used(rule, record, now_ns);
+    let expires_ns = expiry(rule, record);
     let guard = record.guard.as_deref().copied().unwrap_or_default();
     Usage {
         used,
@@ -293,7 +306,7 @@ fn inspect(rule: &Rule, record: &Record, now_ns: u64) -> Usage {
         remaining: rule.limit().saturating_sub(used),
         blocked_for: until(guard.blocked_until_ns, now_ns),
         strikes: guard.strikes,
-        reset_after: until(record.expires_ns, now_ns),
+        reset_after: until(expires_ns, now_ns),
     }
 }
 

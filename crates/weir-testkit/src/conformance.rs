@@ -260,8 +260,7 @@ pub async fn leases<S: Store>(store: &S, suite: Suite) {
             }
             for k in 0..strategy::KEYS {
                 let key = key(&suite, "lease", case, k);
-                let Ok(Outcome::Usage(u)) = store.apply(&key, &rule, Op::Inspect, now).await
-                else {
+                let Ok(Outcome::Usage(u)) = store.apply(&key, &rule, Op::Inspect, now).await else {
                     panic!("inspect failed")
                 };
                 assert!(u.used <= max, "{} live leases > {max}", u.used);
@@ -292,4 +291,3 @@ pub async fn check_all_atomic<S: Store>(store: &S, suite: Suite) {
         }
     }
 }
-

@@ -50,7 +50,9 @@ pub fn check(rule: &Rule, trace: &[Checked]) -> Result<(), String> {
         Algorithm::SlidingLog(_) => {
             let max = max_in_any_window(trace, window_ns);
             if max > limit {
-                return Err(format!("sliding log admitted {max} > {limit} in one window"));
+                return Err(format!(
+                    "sliding log admitted {max} > {limit} in one window"
+                ));
             }
         }
         Algorithm::FixedWindow(_) => {

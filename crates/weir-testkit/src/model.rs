@@ -26,12 +26,11 @@ impl Model {
         op: Op<'_>,
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
-        let mut record = self
-            .records
-            .remove(key)
-            .unwrap_or_else(|| Record::fresh(rule, now_ns));
+        let held = self.records.remove(key);
+        let was_held = held.is_some();
+        let mut record = held.unwrap_or_else(|| Record::fresh(rule, now_ns));
         let outcome = apply(rule, &mut record, &op, now_ns);
-        if record.is_live(now_ns) {
+        if record.is_live(now_ns) && (was_held || op.creates_record()) {
             self.records.insert(key.clone(), record);
         }
         outcome
@@ -64,7 +63,7 @@ impl Model {
         }
         let allowed = each.iter().all(|d| d.allowed);
         for ((key, record), decision) in work.into_iter().zip(&each) {
-            if allowed || !decision.allowed {
+            if cost > 0 && (allowed || !decision.allowed) {
                 if record.is_live(now_ns) {
                     self.records.insert(key, record);
                 } else {

@@ -76,7 +76,12 @@ pub enum Action {
 pub const KEYS: u8 = 3;
 
 fn windows() -> impl Strategy<Value = u64> {
-    prop_oneof![Just(1_000u64), Just(60_000), Just(1_000_000), Just(1_000_000_000)]
+    prop_oneof![
+        Just(1_000u64),
+        Just(60_000),
+        Just(1_000_000),
+        Just(1_000_000_000)
+    ]
 }
 
 /// A rule of any algorithm, without lockout.
@@ -93,9 +98,12 @@ pub fn counting_rule() -> impl Strategy<Value = Rule> {
     prop_oneof![
         (1u64..=6, windows()).prop_map(move |(l, w)| Rule::fixed_window(l, d(w)).unwrap()),
         (1u64..=6, windows()).prop_map(move |(l, w)| Rule::sliding_log(l, d(w)).unwrap()),
-        (1u64..=6, windows(), prop_oneof![Just(2u64), Just(4), Just(10)]).prop_map(
-            move |(l, w, k)| Rule::sliding_window(l, d(w), d(w / k)).unwrap()
-        ),
+        (
+            1u64..=6,
+            windows(),
+            prop_oneof![Just(2u64), Just(4), Just(10)]
+        )
+            .prop_map(move |(l, w, k)| Rule::sliding_window(l, d(w), d(w / k)).unwrap()),
         (1u64..=6, windows()).prop_map(move |(l, w)| Rule::weighted_window(l, d(w)).unwrap()),
         (1u64..=6, 1u64..=3, windows(), 0u64..=6).prop_map(move |(c, r, w, i)| {
             Rule::token_bucket(c, r, d(w))
@@ -105,18 +113,21 @@ pub fn counting_rule() -> impl Strategy<Value = Rule> {
         }),
         (1u64..=6, 1u64..=3, windows())
             .prop_map(move |(c, r, w)| Rule::leaky_bucket(c, r, d(w)).unwrap()),
-        (1u64..=4, windows(), 1u64..=6)
-            .prop_map(move |(r, w, b)| Rule::gcra(r, d(w), b).unwrap()),
-        (1u64..=4, windows(), 1u64..=6, prop_oneof![Just(u64::MAX), 0u64..=3]).prop_map(
-            move |(r, w, depth, waits)| {
+        (1u64..=4, windows(), 1u64..=6).prop_map(move |(r, w, b)| Rule::gcra(r, d(w), b).unwrap()),
+        (
+            1u64..=4,
+            windows(),
+            1u64..=6,
+            prop_oneof![Just(u64::MAX), 0u64..=3]
+        )
+            .prop_map(move |(r, w, depth, waits)| {
                 let max_wait = if waits == u64::MAX {
                     Duration::MAX
                 } else {
                     d(w * waits / 2)
                 };
                 Rule::leaky_queue(r, d(w), depth, max_wait).unwrap()
-            }
-        ),
+            }),
     ]
 }
 

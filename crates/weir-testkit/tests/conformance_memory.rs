@@ -1,5 +1,7 @@
 //! The conformance suite on the embedded memory store.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
 use weir_core::MemoryStore;
 use weir_testkit::conformance;
 

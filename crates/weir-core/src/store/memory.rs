@@ -229,6 +229,9 @@ impl MemoryStore {
         }
         let mut record = Record::fresh(rule, now_ns);
         let outcome = apply(rule, &mut record, &op, now_ns)?;
+        if !op.creates_record() {
+            return Ok(outcome);
+        }
         table.put(
             hash,
             record,
@@ -277,7 +280,8 @@ impl MemoryStore {
         }
         let allowed = each.iter().all(|d| d.allowed);
         for ((hash, record), decision) in work.into_iter().zip(&each) {
-            if allowed || !decision.allowed {
+            // A peek writes nothing; otherwise all when allowed, and denials for lockouts.
+            if cost > 0 && (allowed || !decision.allowed) {
                 if let Some(t) = table_of(&mut tables, hash) {
                     tables[t].1.put(
                         hash,
