@@ -12,6 +12,8 @@
 //! - [`conformance`]: one suite any [`Store`](weir_core::Store) must pass: it replays
 //!   random sequences against the store and the model under a manual clock, compares every
 //!   outcome, and checks the invariants on the store's own answers.
+//! - [`servers`]: throwaway `redis-server` (single and Cluster) and `memcached` processes
+//!   on free loopback ports, for the store crates' tests.
 
 // A test kit states expectations by panicking, like a test does.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
@@ -19,6 +21,7 @@
 pub mod conformance;
 pub mod invariants;
 mod model;
+pub mod servers;
 pub mod strategy;
 
 pub use model::Model;
