@@ -1,2 +1,343 @@
-//! Benchmarks (placeholder until the criterion suite lands).
-fn main() {}
+//! Weir's [`MemoryStore`] against `governor` 0.10, side by side in one run, mirroring the
+//! scenarios of the shared governor harness (`/work/shared/bench/governor_bench`).
+//! Not a test: nothing here asserts a timing. `scripts/bench` runs it and tabulates the
+//! results into `BENCHMARKS.md`.
+//!
+//! Groups (each on 1 and 2 threads sharing one limiter/store):
+//! - `direct_allow`: one hot key, every check allowed (governor's CAS path). Both sides use
+//!   the same GCRA quota: 10^9 per second, burst 10^9 (T = 1 ns, tau = 1 s).
+//! - `direct_deny`: one hot key, 1 per second, burst 1: every check after the first denied.
+//! - `keyed_{1,10000,1000000}`: u64 keys, 10 per second, burst 10 (governor
+//!   `Quota::per_second(10)`, Weir `Rule::per_second(10)`: the same GCRA), keys pre-populated
+//!   and drawn uniformly at random with xorshift inside the timed loop. `weir` builds a
+//!   `Key::from(u64)` per check, as a caller holding a u64 must; `weir-prebuilt-key` indexes
+//!   a `Vec<Key>` built beforehand (store cost without the key allocation; 1 and 10k keys
+//!   only); `naive-mutex-hashmap` is one `Mutex<HashMap<u64, u64>>` running GCRA inline.
+//! - `parts`: single-thread costs of the pieces of one Weir check (clock, key, step).
+//!
+//! Each library reads its own default clock once per check: governor its quanta clock,
+//! Weir `SystemClock::now_ns()`. Timing is `iter_custom`: every thread does `iters` checks
+//! after a barrier, and the sample is the slowest thread's time, so criterion's time per
+//! iteration is one thread's latency per check and `Throughput::Elements(threads)` gives
+//! the aggregate checks per second.
+
+// Benches may unwrap (setup only), read `Instant::now` (they measure time), and truncate in
+// the Lemire multiply-shift reduction, which is the point of it.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    clippy::cast_possible_truncation
+)]
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use governor::clock::Clock as _;
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use weir_core::{Clock, Key, MemoryStore, Op, Outcome, Record, Rule, SystemClock};
+
+/// xorshift64*, as in the governor harness: about 1 ns per key.
+struct Rng(u64);
+
+impl Rng {
+    #[inline(always)]
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `[0, n)` (Lemire multiply-shift).
+    #[inline(always)]
+    fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// One limiter under test: `check(k)` is one rate-limit decision for key `k`.
+trait Subject: Sync {
+    fn check(&self, k: u64) -> bool;
+}
+
+impl Subject for DefaultDirectRateLimiter {
+    #[inline]
+    fn check(&self, _k: u64) -> bool {
+        RateLimiter::check(self).is_ok()
+    }
+}
+
+impl Subject for DefaultKeyedRateLimiter<u64> {
+    #[inline]
+    fn check(&self, k: u64) -> bool {
+        self.check_key(&k).is_ok()
+    }
+}
+
+/// How a Weir subject turns the drawn u64 into a [`Key`].
+enum Keys {
+    /// One key for every check (the direct scenarios).
+    One(Key),
+    /// `Key::from(k)` per check.
+    Build,
+    /// `keys[k]`, built before timing.
+    Prebuilt(Vec<Key>),
+}
+
+struct Weir {
+    store: MemoryStore,
+    rule: Rule,
+    clock: SystemClock,
+    keys: Keys,
+}
+
+impl Weir {
+    fn new(rule: Rule, nkeys: u64, keys: Keys) -> Self {
+        let capacity = usize::try_from(nkeys * 2).unwrap().max(1 << 20);
+        let store = MemoryStore::builder().capacity(capacity).shards(64).build();
+        Self {
+            store,
+            rule,
+            clock: SystemClock::new(),
+            keys,
+        }
+    }
+
+    #[inline]
+    fn decide(&self, key: &Key) -> bool {
+        let now = self.clock.now_ns();
+        match self
+            .store
+            .apply_now(key, &self.rule, Op::Check { cost: 1 }, now)
+        {
+            Ok(Outcome::Decision(d)) => d.allowed,
+            _ => false,
+        }
+    }
+}
+
+impl Subject for Weir {
+    #[inline]
+    fn check(&self, k: u64) -> bool {
+        match &self.keys {
+            Keys::One(key) => self.decide(key),
+            Keys::Build => self.decide(&Key::from(k)),
+            Keys::Prebuilt(keys) => self.decide(&keys[k as usize]),
+        }
+    }
+}
+
+/// The naive baseline: one `Mutex<HashMap<u64, TAT>>` (std SipHash) and GCRA inline, on
+/// Weir's clock. What a hand-rolled limiter looks like; both libraries should beat it.
+struct Naive {
+    tats: Mutex<HashMap<u64, u64>>,
+    interval_ns: u64,
+    tolerance_ns: u64,
+    clock: SystemClock,
+}
+
+impl Naive {
+    fn new(rate: u64, per: Duration, burst: u64) -> Self {
+        let interval_ns = u64::try_from(per.as_nanos()).unwrap() / rate;
+        Self {
+            tats: Mutex::new(HashMap::new()),
+            interval_ns,
+            tolerance_ns: interval_ns * burst,
+            clock: SystemClock::new(),
+        }
+    }
+}
+
+impl Subject for Naive {
+    #[inline]
+    fn check(&self, k: u64) -> bool {
+        let now = self.clock.now_ns();
+        let mut tats = self.tats.lock().unwrap();
+        let tat = tats.entry(k).or_insert(0);
+        let new_tat = (*tat).max(now) + self.interval_ns;
+        let allowed = new_tat - now <= self.tolerance_ns;
+        if allowed {
+            *tat = new_tat;
+        }
+        allowed
+    }
+}
+
+static SEED: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
+
+/// `threads` threads each do `iters` checks on keys uniform in `[0, nkeys)` (always 0 when
+/// `nkeys == 1`). Returns the slowest thread's time and the number of allowed checks.
+fn run<S: Subject>(subject: &S, threads: usize, iters: u64, nkeys: u64) -> (Duration, u64) {
+    let barrier = Barrier::new(threads);
+    let work = || {
+        let mut rng = Rng(SEED.fetch_add(0x1234_5678_9ABC_DEF1, Ordering::Relaxed) | 1);
+        barrier.wait();
+        let start = Instant::now();
+        let mut allowed = 0u64;
+        for _ in 0..iters {
+            let k = if nkeys == 1 { 0 } else { rng.below(nkeys) };
+            allowed += u64::from(subject.check(black_box(k)));
+        }
+        (start.elapsed(), black_box(allowed))
+    };
+    if threads == 1 {
+        return work();
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((Duration::ZERO, 0), |(t, a), (dt, da)| (t.max(dt), a + da))
+    })
+}
+
+/// Benchmarks `subject` as `{name}/{threads}t` and prints the share of checks allowed, so
+/// the two libraries can be seen to decide alike.
+fn bench<S: Subject>(
+    group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    group_name: &str,
+    name: &str,
+    subject: &S,
+    threads: usize,
+    nkeys: u64,
+) {
+    let id = format!("{name}/{threads}t");
+    let (mut checks, mut allowed) = (0u64, 0u64);
+    group.throughput(Throughput::Elements(threads as u64));
+    group.bench_function(&id, |b| {
+        b.iter_custom(|iters| {
+            let (elapsed, a) = run(subject, threads, iters, nkeys);
+            checks += iters * threads as u64;
+            allowed += a;
+            elapsed
+        });
+    });
+    if checks > 0 {
+        eprintln!(
+            "allowed {group_name}/{id}: {:.2}% of {checks} checks",
+            100.0 * allowed as f64 / checks as f64
+        );
+    }
+}
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap()
+}
+
+fn direct(c: &mut Criterion) {
+    let cases = [("direct_allow", 1_000_000_000u32), ("direct_deny", 1u32)];
+    for (group_name, per_second) in cases {
+        let mut group = c.benchmark_group(group_name);
+        for threads in [1, 2] {
+            // Fresh limiters per thread count, so the 2-thread run starts like the 1-thread one.
+            let gov: DefaultDirectRateLimiter =
+                RateLimiter::direct(Quota::per_second(nz(per_second)));
+            let rule = Rule::per_second(u64::from(per_second)).unwrap();
+            let weir = Weir::new(rule, 1, Keys::One(Key::from(0u64)));
+            bench(&mut group, group_name, "governor", &gov, threads, 1);
+            bench(&mut group, group_name, "weir", &weir, threads, 1);
+        }
+        group.finish();
+    }
+}
+
+fn keyed(c: &mut Criterion) {
+    for nkeys in [1u64, 10_000, 1_000_000] {
+        let group_name = format!("keyed_{nkeys}");
+        let group_name = group_name.as_str();
+        let mut group = c.benchmark_group(group_name);
+        let gov: DefaultKeyedRateLimiter<u64> = RateLimiter::keyed(Quota::per_second(nz(10)));
+        let rule = Rule::per_second(10).unwrap();
+        let weir = Weir::new(rule, nkeys, Keys::Build);
+        // At 1M keys a `Vec<Key>` costs two extra cache misses per check (the vector slot and
+        // the key's heap bytes), more than building the key, so it would measure nothing useful.
+        let prebuilt = (nkeys <= 10_000).then(|| {
+            Weir::new(
+                rule,
+                nkeys,
+                Keys::Prebuilt((0..nkeys).map(Key::from).collect()),
+            )
+        });
+        let naive = Naive::new(10, Duration::from_secs(1), 10);
+        for k in 0..nkeys {
+            Subject::check(&gov, k);
+            Subject::check(&weir, k);
+            Subject::check(&naive, k);
+            if let Some(p) = &prebuilt {
+                Subject::check(p, k);
+            }
+        }
+        for threads in [1, 2] {
+            bench(&mut group, group_name, "governor", &gov, threads, nkeys);
+            bench(&mut group, group_name, "weir", &weir, threads, nkeys);
+            if let Some(p) = &prebuilt {
+                bench(
+                    &mut group,
+                    group_name,
+                    "weir-prebuilt-key",
+                    p,
+                    threads,
+                    nkeys,
+                );
+            }
+            bench(
+                &mut group,
+                group_name,
+                "naive-mutex-hashmap",
+                &naive,
+                threads,
+                nkeys,
+            );
+        }
+        group.finish();
+    }
+}
+
+/// Where a Weir check spends its time, piece by piece (one thread, one hot key).
+fn parts(c: &mut Criterion) {
+    let mut group = c.benchmark_group("parts");
+    group.throughput(Throughput::Elements(1));
+    let clock = SystemClock::new();
+    group.bench_function("weir_clock_now_ns", |b| b.iter(|| clock.now_ns()));
+    let quanta = governor::clock::DefaultClock::default();
+    group.bench_function("governor_clock_now", |b| b.iter(|| quanta.now()));
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    group.bench_function("xorshift_below_1m", |b| {
+        b.iter(|| rng.below(black_box(1_000_000)))
+    });
+    group.bench_function("key_from_u64", |b| b.iter(|| Key::from(black_box(42u64))));
+    let hasher = foldhash::quality::RandomState::default();
+    let key = Key::from(42u64);
+    group.bench_function("foldhash_8_bytes", |b| {
+        b.iter(|| std::hash::BuildHasher::hash_one(&hasher, black_box(key.as_bytes())))
+    });
+    let rule = Rule::per_second(1_000_000_000).unwrap();
+    let mut record = Record::fresh(&rule, 0);
+    let mut now = 1_700_000_000_000_000_000u64;
+    group.bench_function("step_apply_gcra_allow", |b| {
+        b.iter(|| {
+            now += 20;
+            weir_core::step::apply(&rule, &mut record, &Op::Check { cost: 1 }, black_box(now))
+        })
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(15);
+    targets = direct, keyed, parts
+}
+criterion_main!(benches);

@@ -52,6 +52,7 @@ fn ask(port: u16, request: &[u8]) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
+#[allow(clippy::disallowed_methods)] // a real process's startup deadline, not a decision's clock
 fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ready() {
