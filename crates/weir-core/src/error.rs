@@ -69,9 +69,18 @@ pub enum StoreError {
         /// The configured capacity in keys.
         capacity: usize,
     },
-    /// The store failed or timed out (network stores).
+    /// The store failed: refused, reset, an error reply (network stores).
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The store did not answer within the configured timeout.
+    #[error("store timed out after {timeout_ms} ms")]
+    Timeout {
+        /// The timeout that passed.
+        timeout_ms: u64,
+    },
+    /// The store holds a record this version cannot read (corrupt or from another version).
+    #[error("store returned an unreadable record: {0}")]
+    Corrupt(String),
 }
 
 /// Why a check could not be decided.

@@ -9,7 +9,7 @@ use std::future::Future;
 pub use memory::{MemoryStore, MemoryStoreBuilder};
 
 use crate::decision::Decision;
-use crate::error::CheckError;
+use crate::error::{CheckError, StoreError};
 use crate::key::Key;
 use crate::rule::Rule;
 use crate::step::{Op, Outcome};
@@ -69,4 +69,10 @@ pub trait Store: Send + Sync + 'static {
         cost: u64,
         now_ns: u64,
     ) -> impl Future<Output = Result<Decisions, CheckError>> + Send;
+
+    /// Whether the store answers (Redis `PING`, memcached `version`). Health probes and
+    /// readiness checks call it; the memory store always answers.
+    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(Ok(()))
+    }
 }
