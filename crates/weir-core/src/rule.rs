@@ -122,6 +122,21 @@ impl Lockout {
     }
 }
 
+/// What a rule does when its store cannot decide (down, timed out, circuit open). Applied
+/// by `weir_resilience::FailoverStore`; the memory store never fails this way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Decide in-process with this instance's share of the limit (the limit divided by the
+    /// configured instance count; see [`Rule::share`]). The default: limiting goes on.
+    #[default]
+    LocalFallback,
+    /// Allow every request while the store is down (availability over protection).
+    FailOpen,
+    /// Deny every request while the store is down (protection over availability).
+    FailClosed,
+}
+
 /// A validated rule: an algorithm and its policies. Cheap to copy.
 ///
 /// ```
@@ -140,6 +155,7 @@ impl Lockout {
 pub struct Rule {
     pub(crate) algorithm: Algorithm,
     pub(crate) lockout: Option<Lockout>,
+    pub(crate) on_failure: FailurePolicy,
 }
 
 fn positive(param: &'static str, value: u64) -> Result<u64, RuleError> {
@@ -171,6 +187,7 @@ impl Rule {
         Self {
             algorithm,
             lockout: None,
+            on_failure: FailurePolicy::LocalFallback,
         }
     }
 
@@ -302,6 +319,52 @@ impl Rule {
         self
     }
 
+    /// Sets what happens when the store cannot decide (default: local fallback).
+    pub fn on_failure(mut self, policy: FailurePolicy) -> Self {
+        self.on_failure = policy;
+        self
+    }
+
+    /// The failure policy.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.on_failure
+    }
+
+    /// This instance's share of the rule when `instances` share it and each decides alone
+    /// (local fallback): limits, capacities, bursts, depths and lease counts divided by
+    /// `instances` (rounded down, at least 1), rates divided likewise (intervals
+    /// multiplied). Windows, lockout and policy are unchanged. `instances <= 1` returns the
+    /// rule itself.
+    pub fn share(&self, instances: u64) -> Rule {
+        if instances <= 1 {
+            return *self;
+        }
+        let part = |n: u64| (n / instances).max(1);
+        let slower = |interval_ns: u64| interval_ns.saturating_mul(instances);
+        let mut rule = *self;
+        match &mut rule.algorithm {
+            Algorithm::FixedWindow(a) => a.limit = part(a.limit),
+            Algorithm::SlidingLog(a) | Algorithm::SlidingWindow(a) => a.limit = part(a.limit),
+            Algorithm::WeightedWindow(a) => a.limit = part(a.limit),
+            Algorithm::TokenBucket(a) => {
+                a.capacity = part(a.capacity);
+                a.initial = part(a.initial).min(a.capacity);
+                a.interval_ns = slower(a.interval_ns);
+            }
+            Algorithm::LeakyBucket(a) => {
+                a.capacity = part(a.capacity);
+                a.interval_ns = slower(a.interval_ns);
+            }
+            Algorithm::Gcra(a) => *a = Gcra::new(part(a.burst), slower(a.interval_ns)),
+            Algorithm::LeakyQueue(a) => {
+                a.max_depth = part(a.max_depth);
+                a.interval_ns = slower(a.interval_ns);
+            }
+            Algorithm::Concurrency(a) => a.max_leases = part(a.max_leases),
+        }
+        rule
+    }
+
     /// The algorithm and its parameters.
     pub fn algorithm(&self) -> &Algorithm {
         &self.algorithm
@@ -417,6 +480,19 @@ mod tests {
         let mins: Vec<u64> = (0..5).map(|k| l.duration_ns(k) / 60_000_000_000).collect();
         assert_eq!(mins, [1, 2, 4, 5, 5]);
         assert!(Lockout::new(Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn an_instance_share_divides_limits_and_rates() {
+        let rule = Rule::gcra(100, S, 40).unwrap();
+        let share = rule.share(4);
+        assert_eq!(share.limit(), 10);
+        let Algorithm::Gcra(g) = share.algorithm() else {
+            unreachable!()
+        };
+        assert_eq!(g.interval_ns(), 40_000_000, "25 per second");
+        assert_eq!(Rule::concurrency(2).unwrap().share(8).limit(), 1);
+        assert_eq!(rule.share(1), rule);
     }
 
     #[test]
