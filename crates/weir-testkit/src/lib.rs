@@ -12,6 +12,7 @@
 //! - [`conformance`]: one suite any [`Store`](weir_core::Store) must pass: it replays
 //!   random sequences against the store and the model under a manual clock, compares every
 //!   outcome, and checks the invariants on the store's own answers.
+//! - [`faults`]: a memory store behind a fault switch, for the wrappers that guard stores.
 //! - [`servers`]: throwaway `redis-server` (single and Cluster) and `memcached` processes
 //!   on free loopback ports, for the store crates' tests.
 
@@ -19,6 +20,7 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod conformance;
+pub mod faults;
 pub mod invariants;
 mod model;
 pub mod servers;

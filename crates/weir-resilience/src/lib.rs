@@ -1,0 +1,44 @@
+//! # weir-resilience
+//!
+//! What stands between a decision and a shared store that may fail or be flooded. Both
+//! types wrap any [`Store`](weir_core::Store) and are stores themselves, so they stack:
+//!
+//! ```text
+//! Limiter ─▶ OverLimitCache ─▶ FailoverStore ─▶ RedisStore / MemcachedStore
+//!            (denied keys        (timeout, breaker,
+//!             answered locally)   PING probe, policy)
+//! ```
+//!
+//! - [`FailoverStore`]: every store call has a tight timeout; after `failure_threshold`
+//!   consecutive failures the circuit opens and every request goes straight to its rule's
+//!   [`FailurePolicy`](weir_core::FailurePolicy) (local fallback with this instance's share
+//!   of the limit, fail open, or fail closed) without waiting on the dead store. A
+//!   background PING probe closes the circuit when the store answers again and, if
+//!   enabled, pushes the usage counted locally during the outage to the store.
+//! - [`OverLimitCache`]: once a key is denied with `retry_after` T, the same check within
+//!   T is answered in-process, so an attack does not turn into load on the store.
+//!
+//! ```
+//! use std::time::Duration;
+//! use weir_core::{Key, Limiter, MemoryStore, Rule, SystemClock};
+//! use weir_resilience::{FailoverConfig, FailoverStore, OverLimitCache};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! // In production the primary is a RedisStore; any Store works.
+//! let primary = MemoryStore::default();
+//! let config = FailoverConfig { instances: 4, ..FailoverConfig::default() };
+//! let store = OverLimitCache::new(FailoverStore::new(primary, config));
+//! let limiter = Limiter::new(store, SystemClock::new());
+//! let d = limiter.check(&Key::new("api:alice")?, &Rule::per_second(10)?, 1).await?;
+//! assert!(d.allowed);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+mod breaker;
+mod deny_cache;
+mod failover;
+
+pub use breaker::Mode;
+pub use deny_cache::{OverLimitCache, OverLimitStats};
+pub use failover::{FailoverConfig, FailoverStats, FailoverStore};

@@ -1,0 +1,125 @@
+//! The failover store under injected faults: limiting goes on under each policy, no request
+//! waits past the timeout, the probe switches back, and outage usage is reconciled.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+use std::time::Duration;
+
+use weir_core::{Clock, Decision, FailurePolicy, Key, Op, Outcome, Rule, Store, SystemClock};
+use weir_resilience::{FailoverConfig, FailoverStore, Mode};
+use weir_testkit::faults::{Fault, FaultyStore};
+
+fn config() -> FailoverConfig {
+    FailoverConfig {
+        timeout: Duration::from_millis(30),
+        failure_threshold: 2,
+        probe_interval: Duration::from_millis(20),
+        instances: 2,
+        reconcile: true,
+        ..FailoverConfig::default()
+    }
+}
+
+async fn check<S: Store>(store: &S, key: &Key, rule: &Rule, now: u64) -> Decision {
+    match store.apply(key, rule, Op::Check { cost: 1 }, now).await {
+        Ok(Outcome::Decision(d)) => d,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Waits (bounded) until the store is back in `Store` mode.
+async fn until_store_mode<S: Store>(store: &FailoverStore<S>) {
+    for _ in 0..200 {
+        if store.mode() == Mode::Store {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the probe never switched back");
+}
+
+#[tokio::test]
+async fn local_fallback_limits_with_this_instances_share_and_no_request_fails() {
+    let primary = FaultyStore::new();
+    let store = FailoverStore::new(primary.clone(), config());
+    let rule = Rule::fixed_window(10, Duration::from_secs(60)).unwrap();
+    let key = Key::new("k").unwrap();
+    let now = SystemClock::new().now_ns();
+
+    primary.set(Fault::Down);
+    let allowed = {
+        let mut n = 0;
+        for _ in 0..20 {
+            n += u32::from(check(&store, &key, &rule, now).await.allowed);
+        }
+        n
+    };
+    assert_eq!(allowed, 5, "two instances share 10: this one allows 5");
+    assert_eq!(store.mode(), Mode::Fallback);
+    let calls_when_open = primary.calls();
+    check(&store, &key, &rule, now).await;
+    assert!(
+        primary.calls() <= calls_when_open + 1,
+        "an open circuit skips the store"
+    );
+
+    primary.set(Fault::None);
+    until_store_mode(&store).await;
+    assert!(check(&store, &key, &rule, now).await.allowed);
+    let stats = store.stats();
+    assert_eq!(stats.mode_changes, 2);
+    assert_eq!(stats.reconciled_keys, 1);
+    let usage = primary
+        .store()
+        .apply_now(&key, &rule, Op::Inspect, now)
+        .unwrap();
+    let Outcome::Usage(u) = usage else { panic!() };
+    assert_eq!(
+        u.used, 6,
+        "5 counted during the outage, pushed on recovery, plus 1"
+    );
+}
+
+#[tokio::test]
+async fn fail_open_and_fail_closed_rules() {
+    let primary = FaultyStore::new();
+    let store = FailoverStore::new(primary.clone(), config());
+    let key = Key::new("k").unwrap();
+    let open = Rule::fixed_window(1, Duration::from_secs(60))
+        .unwrap()
+        .on_failure(FailurePolicy::FailOpen);
+    let closed = open.on_failure(FailurePolicy::FailClosed);
+    primary.set(Fault::Down);
+    for _ in 0..5 {
+        assert!(check(&store, &key, &open, 1).await.allowed);
+        let d = check(&store, &key, &closed, 1).await;
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after, config().probe_interval);
+    }
+    // Operators' operations are not faked while the store is down.
+    let inspect = store.apply(&key, &open, Op::Inspect, 1).await;
+    assert!(inspect.is_err());
+}
+
+#[tokio::test]
+async fn a_hanging_store_costs_at_most_the_timeout_and_then_nothing() {
+    let primary = FaultyStore::new();
+    let store = FailoverStore::new(primary.clone(), config());
+    let rule = Rule::per_second(100).unwrap();
+    let key = Key::new("k").unwrap();
+    primary.set(Fault::Hang);
+    // Bounded: if a call waited on the hanging store without a timeout, this would fail.
+    let fifty = async {
+        for _ in 0..50 {
+            check(&store, &key, &rule, 1).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), fifty)
+        .await
+        .expect("decisions hung on a hanging store");
+    // Two timeouts open the circuit; the other 48 decisions never reach the store.
+    assert_eq!(store.stats().store_timeouts, 2);
+    assert_eq!(primary.calls(), 2);
+    primary.set(Fault::None);
+    until_store_mode(&store).await;
+}
