@@ -1,0 +1,142 @@
+//! The help texts that follow clap's option lists: examples for `weir` and `weir simulate`,
+//! and the rule-spec and traffic reference of `weir simulate --help`. Text only; the options
+//! themselves are documented where they are declared (`main.rs`, `cli.rs`). The tests run
+//! every example through the real parser so the help cannot drift from the options.
+
+/// Shown after `weir --help`.
+pub(crate) const WEIR: &str = "\
+Examples:
+  # Compare how four algorithms treat the same bursts, and draw it
+  weir simulate --rule fixed_window:limit=10,window=1s --rule sliding_log:limit=10,window=1s \\
+    --rule token_bucket:capacity=10,rate=10,per=1s --rule gcra:rate=10,per=1s,burst=10 \\
+    --pattern burst --burst 30 --every 2s --rate 5/s --duration 10s --svg burst.svg
+
+  # What does 10/s with bursts of 5 do to a steady 15/s?
+  weir simulate --rule gcra:rate=10,per=1s,burst=5 --rate 15/s --duration 5s
+
+  # Every algorithm's spec, the traffic options and more examples
+  weir simulate --help";
+
+/// The examples closing both `weir simulate -h` and `--help` (a macro so `concat!` can use it).
+macro_rules! examples {
+    () => {
+        "\
+Examples:
+  # How do fixed window, sliding log, token bucket and GCRA treat the same bursts?
+  weir simulate --rule fixed_window:limit=10,window=1s --rule sliding_log:limit=10,window=1s \\
+    --rule token_bucket:capacity=10,rate=10,per=1s --rule gcra:rate=10,per=1s,burst=10 \\
+    --pattern burst --burst 30 --every 2s --rate 5/s --duration 10s --svg burst.svg
+
+  # Steady traffic 50% over the limit, per 100 ms
+  weir simulate --rule gcra:rate=10,per=1s,burst=5 --rate 15/s --duration 3s --interval 100ms
+
+  # Bursts of 10 every 200 ms from 0.9s: around 1s the fixed window lets 20 through
+  weir simulate --rule fixed_window:limit=10,window=1s --rule sliding_log:limit=10,window=1s \\
+    --burst 10 --offset 900ms --every 200ms --duration 2s
+
+  # Shaping instead of rejecting, for 5 clients, as CSV
+  weir simulate --rule leaky_queue:rate=10,per=1s,depth=20,max_wait=2s --burst 100 --every 10s \\
+    --keys 5 --duration 30s --format csv
+
+  # Replay recorded traffic (TIME [KEY] per line) from stdin
+  printf '0.9 alice\\n0.9 alice\\n1.2 bob\\n' | weir simulate --rule gcra:rate=1,per=1s,burst=1 --input -"
+    };
+}
+
+/// Shown after `weir simulate -h`.
+pub(crate) const SIMULATE: &str = concat!(
+    examples!(),
+    "\n\nRun `weir simulate --help` for every algorithm's spec and the traffic file format."
+);
+
+/// Shown after `weir simulate --help`.
+pub(crate) const SIMULATE_LONG: &str = concat!(
+    "\
+Rule specs (--rule ALGORITHM:PARAM=VALUE,...; durations: 100ns 250us 500ms 1.5s 2m 1h 1d):
+  fixed_window:limit=10,window=1s
+      at most `limit` per window; windows start on the clock (t=0 here), so up to 2x
+      the limit can pass around a window boundary
+  sliding_log:limit=10,window=1s
+      at most `limit` in any window of that length, exactly (a timestamp per request)
+  sliding_window:limit=100,window=1m,precision=1s
+      the same counted in `precision`-wide buckets: less memory, slightly lenient
+  weighted_window:limit=10,window=1s
+      estimates the sliding count from two fixed windows (two counters per key)
+  token_bucket:capacity=10,rate=10,per=1s[,initial=5]
+      bursts of up to `capacity`, refilled at `rate` per `per`; starts full (or `initial`)
+  leaky_bucket:capacity=10,rate=10,per=1s
+      a level that drains at `rate` per `per`; denies what would overflow `capacity`
+  gcra:rate=10,per=1s,burst=10
+      `rate` per `per` on average with bursts of up to `burst`; one timestamp per key
+  leaky_queue:rate=10,per=1s,depth=20[,max_wait=2s]
+      shapes instead of rejecting: delays requests so they leave at `rate`; denies
+      beyond `depth` waiting or `max_wait` (default: none)
+
+Traffic (the clock is simulated: nothing sleeps; t=0 is 2023-11-15T00:00:00Z):
+  --pattern constant --rate 30/s
+      evenly spaced requests from t=0
+  --pattern burst --burst 50 [--every 5s] [--offset 0s] [--rate 5/s]
+      50 requests at the same instant, at --offset and then every --every, over an
+      optional background --rate
+  --pattern file --input FILE
+      one request per line: TIME [KEY]. TIME is seconds from the start (0.9) or a
+      duration (900ms); lines need not be sorted; `#` starts a comment; `-` reads stdin;
+      lines without a KEY are spread over --keys
+  --pattern may be left out: it follows from --input, --burst or --rate.
+
+Output:
+  A table on stdout: one row per --interval with allowed/denied for each rule (the
+  leaky queue adds ~ the mean delay), then the totals. --format csv gives one line per
+  interval and rule, --format json the same as an object; --svg FILE also draws a chart
+  (the path written goes to stderr).
+
+",
+    examples!()
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::examples;
+
+    #[test]
+    fn the_long_help_shows_every_algorithm() {
+        for example in examples() {
+            let head = example.split(",max_wait").next().unwrap_or(example);
+            assert!(SIMULATE_LONG.contains(head), "{example} is not in the help");
+        }
+    }
+
+    /// Every `weir ...` command in an examples text parses (without running it).
+    fn assert_examples_parse(examples: &str) {
+        use clap::Parser as _;
+        let joined = examples.replace("\\\n", " ");
+        let mut checked = 0;
+        for line in joined.lines().map(str::trim) {
+            let command = match line.split_once("| weir ") {
+                Some((_, rest)) => rest,
+                None => match line.strip_prefix("weir ") {
+                    Some(rest) => rest,
+                    None => continue,
+                },
+            };
+            let words: Vec<&str> = std::iter::once("weir")
+                .chain(command.split_whitespace())
+                .collect();
+            match crate::Cli::try_parse_from(&words) {
+                Ok(_) => {}
+                Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {}
+                Err(e) => panic!("{line}: {e}"),
+            }
+            checked += 1;
+        }
+        assert!(checked >= 2, "no examples found");
+    }
+
+    #[test]
+    fn the_help_examples_parse() {
+        assert_examples_parse(SIMULATE);
+        assert_examples_parse(SIMULATE_LONG);
+        assert_examples_parse(WEIR);
+    }
+}
