@@ -135,7 +135,7 @@ pub use decision::{Decision, Usage};
 pub use error::{CheckError, KeyError, RuleError, StoreError};
 pub use key::Key;
 pub use limiter::Limiter;
-pub use rule::{Algorithm, FailurePolicy, Lockout, Rule};
+pub use rule::{Algorithm, FailurePolicy, Lockout, Rule, MAX_SPAN};
 pub use state::{Guard, Record, State};
 pub use step::{Op, Outcome};
 pub use store::{Decisions, MemoryStore, MemoryStoreBuilder, Store};

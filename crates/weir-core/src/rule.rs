@@ -83,12 +83,7 @@ pub struct Lockout {
 impl Lockout {
     /// A lockout of `duration` that does not escalate.
     pub fn new(duration: Duration) -> Result<Self, RuleError> {
-        let base_ns = duration_ns(duration);
-        if base_ns == 0 {
-            return Err(RuleError::Zero {
-                param: "lockout.duration",
-            });
-        }
+        let base_ns = span("lockout.duration", duration)?;
         Ok(Self {
             base_ns,
             max_ns: base_ns,
@@ -98,7 +93,7 @@ impl Lockout {
 
     /// Escalates: each repeat doubles the lockout, up to `max`.
     pub fn escalating(mut self, max: Duration) -> Result<Self, RuleError> {
-        let max_ns = duration_ns(max);
+        let max_ns = span("lockout.max", max)?;
         if max_ns < self.base_ns {
             return Err(RuleError::Inconsistent {
                 param: "lockout.max",
@@ -109,9 +104,9 @@ impl Lockout {
         Ok(self)
     }
 
-    /// Forgets strikes this long after the last lockout ends.
+    /// Forgets strikes this long after the last lockout ends (at most [`MAX_SPAN`]).
     pub fn forgive_after(mut self, after: Duration) -> Self {
-        self.forgive_ns = duration_ns(after);
+        self.forgive_ns = duration_ns(after.min(MAX_SPAN));
         self
     }
 
@@ -158,6 +153,17 @@ pub struct Rule {
     pub(crate) on_failure: FailurePolicy,
 }
 
+/// The longest window, period or lockout a rule accepts: ten years. Longer spans are
+/// almost certainly a unit mistake, and keeping them bounded keeps every sum of instants
+/// far from `u64::MAX`.
+pub const MAX_SPAN: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// A span in ns: positive and at most [`MAX_SPAN`].
+fn span(param: &'static str, d: Duration) -> Result<u64, RuleError> {
+    let ns = positive(param, duration_ns(d))?;
+    at_most(param, ns, duration_ns(MAX_SPAN))
+}
+
 fn positive(param: &'static str, value: u64) -> Result<u64, RuleError> {
     if value == 0 {
         Err(RuleError::Zero { param })
@@ -177,7 +183,7 @@ fn at_most(param: &'static str, value: u64, max: u64) -> Result<u64, RuleError> 
 /// `count` per `per` as an interval, checking both and that the interval is at least 1 ns.
 fn rate_interval(count: u64, per: Duration) -> Result<u64, RuleError> {
     let count = positive("rate", count)?;
-    let per_ns = positive("period", duration_ns(per))?;
+    let per_ns = span("period", per)?;
     at_most("rate", count, per_ns)?;
     Ok(interval_ns(count, per_ns))
 }
@@ -195,7 +201,7 @@ impl Rule {
     pub fn fixed_window(limit: u64, window: Duration) -> Result<Self, RuleError> {
         Ok(Self::new(Algorithm::FixedWindow(FixedWindow {
             limit: positive("limit", limit)?,
-            window_ns: positive("window", duration_ns(window))?,
+            window_ns: span("window", window)?,
         })))
     }
 
@@ -205,7 +211,7 @@ impl Rule {
         let limit = at_most("limit", positive("limit", limit)?, Sliding::MAX_LOG_LIMIT)?;
         Ok(Self::new(Algorithm::SlidingLog(Sliding {
             limit,
-            window_ns: positive("window", duration_ns(window))?,
+            window_ns: span("window", window)?,
             precision_ns: 1,
         })))
     }
@@ -218,8 +224,8 @@ impl Rule {
         precision: Duration,
     ) -> Result<Self, RuleError> {
         let limit = positive("limit", limit)?;
-        let window_ns = positive("window", duration_ns(window))?;
-        let precision_ns = positive("precision", duration_ns(precision))?;
+        let window_ns = span("window", window)?;
+        let precision_ns = span("precision", precision)?;
         if window_ns % precision_ns != 0 {
             return Err(RuleError::PrecisionDoesNotDivideWindow {
                 precision_ns,
@@ -243,7 +249,7 @@ impl Rule {
     pub fn weighted_window(limit: u64, window: Duration) -> Result<Self, RuleError> {
         Ok(Self::new(Algorithm::WeightedWindow(WeightedWindow {
             limit: positive("limit", limit)?,
-            window_ns: positive("window", duration_ns(window))?,
+            window_ns: span("window", window)?,
         })))
     }
 
@@ -302,7 +308,12 @@ impl Rule {
         Ok(Self::new(Algorithm::LeakyQueue(LeakyQueue {
             interval_ns: rate_interval(rate, per)?,
             max_depth: positive("max_depth", max_depth)?,
-            max_wait_ns: duration_ns(max_wait),
+            // Anything beyond MAX_SPAN means "no time bound".
+            max_wait_ns: if max_wait > MAX_SPAN {
+                u64::MAX
+            } else {
+                duration_ns(max_wait)
+            },
         })))
     }
 
@@ -452,6 +463,10 @@ mod tests {
                 "max_depth must be greater than zero",
             ),
             (Rule::concurrency(0), "max_leases must be greater than zero"),
+            (
+                Rule::weighted_window(1, Duration::from_secs(150_000 * 86_400)),
+                "window is 12960000000000000000, above the maximum of 315360000000000000",
+            ),
             (
                 Rule::gcra(2_000_000_000, S, 1),
                 "rate is 2000000000, above the maximum of 1000000000",

@@ -124,7 +124,7 @@ impl Meter for TokenBucket {
             let paid = debt.min(n);
             s.last_ns = s
                 .last_ns
-                .saturating_sub(paid * self.interval_ns)
+                .saturating_sub(paid.saturating_mul(self.interval_ns))
                 .max(now_ns);
             n -= paid;
         }

@@ -72,7 +72,8 @@ impl WeightedWindow {
 
     fn empty_at_ns(&self, s: &WeightedWindowState) -> u64 {
         if s.current > 0 {
-            s.window_start_ns.saturating_add(2 * self.window_ns)
+            s.window_start_ns
+                .saturating_add(self.window_ns.saturating_mul(2))
         } else if s.previous > 0 {
             s.window_start_ns.saturating_add(self.window_ns)
         } else {
@@ -105,7 +106,10 @@ impl Meter for WeightedWindow {
             )
         } else {
             // The estimate never rises as time passes, and within 2·W it is zero.
-            let (mut lo, mut hi) = (now_ns, now_ns.saturating_add(2 * self.window_ns));
+            let (mut lo, mut hi) = (
+                now_ns,
+                now_ns.saturating_add(self.window_ns.saturating_mul(2)),
+            );
             while lo + 1 < hi {
                 let mid = lo + (hi - lo) / 2;
                 if self.admits(&s, mid, want) {
