@@ -1,0 +1,57 @@
+//! # weir-config
+//!
+//! Rule files in, a validated and immutable [`RuleSet`] out, and the matching of a request's
+//! descriptors against it. Pure apart from reading files in [`RuleSet::load`]: no clock, no
+//! store, no network. The server (`weir serve`) holds one `RuleSet` snapshot at a time and
+//! swaps it whole on reload.
+//!
+//! Two formats share one tree (see `config/README.md` at the repository root):
+//!
+//! - **envoyproxy/ratelimit's format, unchanged**: `domain`, nested `descriptors` with `key`
+//!   and an optional `value` (a trailing `*` is a prefix wildcard), `rate_limit` {`unit`,
+//!   `requests_per_unit`, `unit_multiplier`, `name`, `replaces`, `unlimited`}, `shadow_mode`,
+//!   `detailed_metric`. A `rate_limit` becomes an epoch-aligned fixed window.
+//! - **Weir's own**: the same tree with a `rule:` block on a node instead of `rate_limit:`,
+//!   choosing any Weir algorithm, a cost, a lockout, a failure policy, shadow mode and an
+//!   enforcement percentage.
+//!
+//! The path of one decision through this crate: the server receives `(domain, descriptors)`
+//! → [`RuleSet::matches`] checks the request [limits](crate::limits), finds the domain, walks
+//! each descriptor's entries down the tree ([`Matched`] or `None` per descriptor), applies
+//! `replaces`, and builds each match's namespaced [`Key`](weir_core::Key) → the server asks
+//! the limiter with `(key, rule, hits)`.
+//!
+//! ```
+//! use weir_config::{Descriptor, RuleSet};
+//!
+//! let rules = RuleSet::parse("inline.yaml", r#"
+//! domain: mongo_cps
+//! descriptors:
+//!   - key: database
+//!     value: users
+//!     rate_limit:
+//!       unit: second
+//!       requests_per_unit: 500
+//! "#)?;
+//! let matched = rules.matches("mongo_cps", &[Descriptor::new([("database", "users")])])?;
+//! let users = matched[0].as_ref().unwrap();
+//! assert_eq!(users.rule_id.as_ref(), "mongo_cps.database_users");
+//! assert_eq!(users.rule.unwrap().limit(), 500);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod compile;
+mod duration;
+mod error;
+mod key;
+pub mod limits;
+mod matcher;
+mod raw;
+mod request;
+mod ruleset;
+mod unit;
+
+pub use error::{ConfigError, MatchError};
+pub use request::{Descriptor, LimitOverride, Matched};
+pub use ruleset::{Format, RuleInfo, RuleSet};
+pub use unit::Unit;

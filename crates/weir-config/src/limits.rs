@@ -1,0 +1,30 @@
+//! The documented limits on one request, checked by [`RuleSet::matches`] before any lookup,
+//! and on one rule file, checked by [`RuleSet::load`] and [`RuleSet::parse`]. A request over a
+//! limit is a [`MatchError`] (a 400 / `INVALID_ARGUMENT` that names the limit), never a panic,
+//! a hang or unbounded memory.
+//!
+//! [`RuleSet::matches`]: crate::RuleSet::matches
+//! [`RuleSet::load`]: crate::RuleSet::load
+//! [`RuleSet::parse`]: crate::RuleSet::parse
+//! [`MatchError`]: crate::MatchError
+
+/// The longest domain accepted in a request, in bytes.
+pub const MAX_DOMAIN_LEN: usize = 256;
+/// The most descriptors one request may carry.
+pub const MAX_DESCRIPTORS: usize = 64;
+/// The most entries one descriptor may carry.
+pub const MAX_ENTRIES: usize = 16;
+/// The longest entry key accepted, in bytes.
+pub const MAX_KEY_LEN: usize = 256;
+/// The longest entry value accepted, in bytes.
+pub const MAX_VALUE_LEN: usize = 1024;
+/// The largest hits addend accepted, per request or per descriptor (a cost above a rule's
+/// limit is refused later by the limiter; this bound only keeps `addend × cost` sane).
+pub const MAX_HITS_ADDEND: u64 = 1_000_000_000;
+
+/// The largest rule file read, in bytes.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+/// The most rule files read from one directory.
+pub const MAX_FILES: usize = 10_000;
+/// The deepest descriptor nesting accepted in a rule file.
+pub const MAX_DEPTH: usize = 32;

@@ -1,0 +1,129 @@
+//! What a request asks about ([`Descriptor`]) and what it is limited by ([`Matched`]). The
+//! server builds descriptors from gRPC, JSON or HTTP input; [`RuleSet::matches`] answers
+//! with one `Option<Matched>` per descriptor; the server then calls the limiter with each
+//! match's key, rule and [`hits`](Matched::hits).
+//!
+//! [`RuleSet::matches`]: crate::RuleSet::matches
+
+use std::sync::Arc;
+
+use weir_core::{Key, Rule};
+
+use crate::Unit;
+
+/// One descriptor of a request: an ordered list of `(key, value)` entries that walks down the
+/// rule tree of a domain, as in envoyproxy/ratelimit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Descriptor {
+    /// The entries, outermost first: `[("remote_address", "10.0.0.1"), ("path", "/foo")]`.
+    pub entries: Vec<(String, String)>,
+    /// This descriptor's hits addend, overriding the request's (ratelimit's per-descriptor
+    /// `hits_addend`). `None`: use the request's.
+    pub hits_addend: Option<u64>,
+    /// A limit sent by the caller instead of the configured one (Envoy's
+    /// `RateLimitOverride`). When set, it applies whatever the rule tree says, as ratelimit
+    /// does, provided the domain is known.
+    pub limit: Option<LimitOverride>,
+}
+
+impl Descriptor {
+    /// A descriptor from `(key, value)` pairs.
+    ///
+    /// ```
+    /// use weir_config::Descriptor;
+    /// let d = Descriptor::new([("database", "users")]);
+    /// assert_eq!(d.entries, [("database".to_string(), "users".to_string())]);
+    /// ```
+    pub fn new<K, V>(entries: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Self {
+            entries: entries
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            hits_addend: None,
+            limit: None,
+        }
+    }
+
+    /// Sets this descriptor's own hits addend.
+    pub fn with_hits_addend(mut self, hits_addend: u64) -> Self {
+        self.hits_addend = Some(hits_addend);
+        self
+    }
+
+    /// Sets a limit override.
+    pub fn with_limit(mut self, limit: LimitOverride) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+/// A caller-supplied limit for one descriptor: `requests_per_unit` per `unit`, a fixed
+/// window aligned to the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitOverride {
+    /// Requests allowed per unit.
+    pub requests_per_unit: u64,
+    /// The unit.
+    pub unit: Unit,
+}
+
+/// The rule that applies to one descriptor of a request, and the key to count it under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Matched {
+    /// A stable label for metrics and logs, of bounded cardinality: ratelimit's stats key
+    /// (`domain.key_value.key2`, from the *configuration*, never the request's values), or
+    /// `domain.<override>` for a limit override. Also [`RuleInfo::id`](crate::RuleInfo::id).
+    pub rule_id: Arc<str>,
+    /// The rule's `name`, if it has one (what `replaces` refers to).
+    pub name: Option<Arc<str>>,
+    /// The rule to check. `None` when the rule is `unlimited`: the descriptor is always
+    /// allowed and no store is touched.
+    pub rule: Option<Rule>,
+    /// The key to count under: the domain, then each entry's key and the request's value,
+    /// escaped so that no two descriptors share a key; a key longer than
+    /// [`Key::MAX_LEN`] keeps its head and replaces the rest with a SHA-256 digest (see
+    /// `config/README.md`, "Keys").
+    pub key: Key,
+    /// The rule's cost multiplier (1 for ratelimit rules).
+    pub cost: u64,
+    /// The descriptor's own hits addend, if it had one.
+    pub hits_addend: Option<u64>,
+    /// Shadow mode: decide, count and report, but never deny.
+    pub shadow: bool,
+    /// The share of requests, 0 to 100, for which a denial is enforced (100 unless set).
+    /// The server draws per request; a denial not enforced is reported like a shadow one.
+    pub enforce_percent: u8,
+    /// ratelimit's `detailed_metric`: the server may add the request's values to this
+    /// rule's metric name (unbounded cardinality; the operator opted in).
+    pub detailed_metric: bool,
+}
+
+impl Matched {
+    /// Whether the rule is `unlimited` (no rule to check).
+    pub fn is_unlimited(&self) -> bool {
+        self.rule.is_none()
+    }
+
+    /// The units this descriptor charges: its own hits addend if it has one, else the
+    /// request's (`0` counts as 1, as in ratelimit), times the rule's cost; saturating.
+    ///
+    /// ```
+    /// # use weir_config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::parse("t.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n")?;
+    /// let m = rules.matches("d", &[Descriptor::new([("k", "v")])])?.remove(0).unwrap();
+    /// assert_eq!(m.hits(0), 1);
+    /// assert_eq!(m.hits(3), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hits(&self, request_hits_addend: u64) -> u64 {
+        self.hits_addend
+            .unwrap_or(request_hits_addend.max(1))
+            .saturating_mul(self.cost)
+    }
+}

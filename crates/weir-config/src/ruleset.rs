@@ -1,0 +1,291 @@
+//! [`RuleSet`]: the validated, immutable snapshot of every domain's rule tree, and
+//! [`RuleInfo`], one rule as an admin "list rules" shows it. Built by [`RuleSet::load`] (a
+//! file or a directory) or [`RuleSet::parse`]; queried by [`RuleSet::matches`] (in
+//! `matcher.rs`). Reading files happens here and nowhere else in the crate.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_core::{FailurePolicy, Rule};
+
+use crate::compile::{self, Tree};
+use crate::error::ConfigError;
+use crate::limits::{MAX_FILES, MAX_FILE_BYTES};
+
+/// The rules of every configured domain: validated, immutable, cheap to clone (one `Arc`).
+///
+/// The server holds one snapshot and replaces it whole on reload; a bad file never yields a
+/// partial `RuleSet`.
+///
+/// ```
+/// use weir_config::RuleSet;
+/// let rules = RuleSet::example();
+/// assert!(rules.domains().any(|d| d == "api"));
+/// assert!(rules.rules().iter().any(|r| r.shadow));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    domains: BTreeMap<Arc<str>, Domain>,
+    rules: Vec<RuleInfo>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Domain {
+    pub(crate) file: PathBuf,
+    pub(crate) tree: Tree,
+    /// Index of this domain's first rule in `Inner::rules`.
+    pub(crate) first_rule: usize,
+}
+
+/// Which format a rule was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// envoyproxy/ratelimit's `rate_limit:` block.
+    Ratelimit,
+    /// Weir's `rule:` block.
+    Weir,
+}
+
+/// One configured rule, for listing and inspection (the admin API's "list rules").
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RuleInfo {
+    /// Stable id, unique in the set: ratelimit's stats key, `domain.key_value.key2` (the
+    /// value part only when the node has a value). Used as the `rule` metrics label.
+    pub id: Arc<str>,
+    /// The domain.
+    pub domain: Arc<str>,
+    /// The descriptor path from the domain root to the rule's node: `(key, value)`, where
+    /// `value` is `None` for a key-only (default) node and may end in `*` (a prefix).
+    pub path: Vec<(String, Option<String>)>,
+    /// The file that defines it.
+    pub file: PathBuf,
+    /// The format it was written in.
+    pub format: Format,
+    /// The rule's `name`, if any.
+    pub name: Option<Arc<str>>,
+    /// Names of the rules this one replaces when both match one request.
+    pub replaces: Vec<Arc<str>>,
+    /// The validated rule; `None` when unlimited.
+    pub rule: Option<Rule>,
+    /// Cost multiplier applied to every hit.
+    pub cost: u64,
+    /// Shadow mode.
+    pub shadow: bool,
+    /// The share of requests, 0 to 100, for which a denial is enforced.
+    pub enforce_percent: u8,
+    /// ratelimit's `detailed_metric`.
+    pub detailed_metric: bool,
+}
+
+impl RuleInfo {
+    /// The algorithm's name (`fixed_window`, `gcra`, …), or `unlimited`.
+    pub fn algorithm(&self) -> &'static str {
+        self.rule.map_or("unlimited", |r| r.algorithm().name())
+    }
+
+    /// The rule's limit (see [`Rule::limit`]); `None` when unlimited.
+    pub fn limit(&self) -> Option<u64> {
+        self.rule.map(|r| r.limit())
+    }
+
+    /// The rule's window (see [`Rule::window`]); `None` when unlimited.
+    pub fn window(&self) -> Option<Duration> {
+        self.rule.map(|r| r.window())
+    }
+
+    /// What the rule does when its store cannot decide; `None` when unlimited.
+    pub fn on_failure(&self) -> Option<FailurePolicy> {
+        self.rule.map(|r| r.failure_policy())
+    }
+
+    /// Whether the rule is `unlimited`.
+    pub fn is_unlimited(&self) -> bool {
+        self.rule.is_none()
+    }
+}
+
+/// The embedded example rules (`config/example.yaml`).
+const EXAMPLE: &str = include_str!("../../../config/example.yaml");
+
+impl RuleSet {
+    /// Loads a rule file, or every `*.yaml` / `*.yml` file of a directory (not recursive,
+    /// hidden files skipped, in name order). Each file holds one domain, as in
+    /// envoyproxy/ratelimit; a domain defined in two files is an error naming both.
+    pub fn load(path: &Path) -> Result<RuleSet, ConfigError> {
+        let io = |source| ConfigError::Io {
+            file: path.to_path_buf(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if !meta.is_dir() {
+            return Self::parse_file(path);
+        }
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(io)? {
+            let file = entry.map_err(io)?.path();
+            if is_rule_file(&file) && file.is_file() {
+                files.push(file);
+            }
+            if files.len() > MAX_FILES {
+                return Err(ConfigError::Invalid {
+                    file: path.to_path_buf(),
+                    line: None,
+                    path: String::new(),
+                    reason: format!("more than {MAX_FILES} rule files"),
+                });
+            }
+        }
+        if files.is_empty() {
+            return Err(ConfigError::NoRuleFiles {
+                dir: path.to_path_buf(),
+            });
+        }
+        files.sort();
+        let mut set = RuleSet::default();
+        for file in files {
+            set = set.merge(Self::parse_file(&file)?)?;
+        }
+        Ok(set)
+    }
+
+    fn parse_file(file: &Path) -> Result<RuleSet, ConfigError> {
+        let io = |source| ConfigError::Io {
+            file: file.to_path_buf(),
+            source,
+        };
+        let len = std::fs::metadata(file).map_err(io)?.len();
+        if len > MAX_FILE_BYTES {
+            return Err(ConfigError::FileTooLarge {
+                file: file.to_path_buf(),
+                len,
+                max: MAX_FILE_BYTES,
+            });
+        }
+        let text = std::fs::read_to_string(file).map_err(io)?;
+        Self::parse_path(file, &text)
+    }
+
+    /// Parses one rule document (one domain). `source_name` names it in errors and in
+    /// [`RuleInfo::file`].
+    pub fn parse(source_name: &str, yaml: &str) -> Result<RuleSet, ConfigError> {
+        Self::parse_path(Path::new(source_name), yaml)
+    }
+
+    fn parse_path(file: &Path, yaml: &str) -> Result<RuleSet, ConfigError> {
+        let compiled = compile::compile(file, yaml)?;
+        let mut domains = BTreeMap::new();
+        let domain: Arc<str> = compiled.domain;
+        domains.insert(
+            domain,
+            Domain {
+                file: file.to_path_buf(),
+                tree: compiled.tree,
+                first_rule: 0,
+            },
+        );
+        Ok(RuleSet {
+            inner: Arc::new(Inner {
+                domains,
+                rules: compiled.rules,
+            }),
+        })
+    }
+
+    /// The example rules shipped as `config/example.yaml` (what `weir serve` runs with no
+    /// `--config`). A test guarantees they load; were they ever not to, this returns an empty
+    /// set rather than panic.
+    pub fn example() -> RuleSet {
+        Self::parse("config/example.yaml", EXAMPLE).unwrap_or_default()
+    }
+
+    /// Both sets' domains in one. A domain in both is [`ConfigError::DuplicateDomain`].
+    pub fn merge(self, other: RuleSet) -> Result<RuleSet, ConfigError> {
+        let mut domains = BTreeMap::new();
+        let mut rules = Vec::with_capacity(self.inner.rules.len() + other.inner.rules.len());
+        for set in [&self, &other] {
+            for (name, domain) in &set.inner.domains {
+                if let Some(first) = domains.get(name).map(|d: &Domain| d.file.clone()) {
+                    return Err(ConfigError::DuplicateDomain {
+                        domain: name.to_string(),
+                        first,
+                        second: domain.file.clone(),
+                    });
+                }
+                let offset = rules.len();
+                let count = set.domain_rules(domain).len();
+                rules.extend_from_slice(set.domain_rules(domain));
+                let _ = count;
+                domains.insert(
+                    Arc::clone(name),
+                    Domain {
+                        file: domain.file.clone(),
+                        tree: domain.tree.clone(),
+                        first_rule: offset,
+                    },
+                );
+            }
+        }
+        Ok(RuleSet {
+            inner: Arc::new(Inner { domains, rules }),
+        })
+    }
+
+    fn domain_rules(&self, domain: &Domain) -> &[RuleInfo] {
+        let end = domain.first_rule.saturating_add(domain.tree.rule_count());
+        self.inner
+            .rules
+            .get(domain.first_rule..end)
+            .unwrap_or_default()
+    }
+
+    /// Every rule, domains in name order, rules in file order.
+    pub fn rules(&self) -> &[RuleInfo] {
+        &self.inner.rules
+    }
+
+    /// The rule with this id, if any.
+    pub fn rule(&self, id: &str) -> Option<&RuleInfo> {
+        self.inner.rules.iter().find(|r| r.id.as_ref() == id)
+    }
+
+    /// The configured domains, in name order.
+    pub fn domains(&self) -> impl Iterator<Item = &str> {
+        self.inner.domains.keys().map(|d| d.as_ref())
+    }
+
+    /// The file a domain came from.
+    pub fn domain_file(&self, domain: &str) -> Option<&Path> {
+        self.inner.domains.get(domain).map(|d| d.file.as_path())
+    }
+
+    /// Whether no domain is configured.
+    pub fn is_empty(&self) -> bool {
+        self.inner.domains.is_empty()
+    }
+
+    pub(crate) fn domain(&self, name: &str) -> Option<(&Domain, &[RuleInfo])> {
+        let domain = self.inner.domains.get(name)?;
+        Some((domain, self.domain_rules(domain)))
+    }
+}
+
+fn is_rule_file(path: &Path) -> bool {
+    let hidden = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_none_or(|n| n.starts_with('.'));
+    let yaml = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e == "yaml" || e == "yml");
+    !hidden && yaml
+}
