@@ -1,1 +1,117 @@
-//! Weir's memcached store: add/incr for counters, gets/cas for every other algorithm. (Being built.)
+//! # weir-memcached
+//!
+//! Weir's memcached store: every algorithm and operation of `weir-core`, decided by the same
+//! pure [`step::apply`](weir_core::step::apply) as the reference model, with the state kept
+//! in memcached so that every instance of a service shares one limit. The conformance suite
+//! of `weir-testkit` passes against a real memcached, every outcome equal to the model's.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use weir_core::{Key, Limiter, Rule, SystemClock};
+//! use weir_memcached::MemcachedStore;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = MemcachedStore::builder("memcached://127.0.0.1:11211")
+//!     .timeout(Duration::from_millis(30))
+//!     .build()?;
+//! let limiter = Limiter::new(store, SystemClock::default());
+//! let rule = Rule::sliding_window(100, Duration::from_secs(60), Duration::from_secs(5))?;
+//! let decision = limiter.check(&Key::new("api:user-42")?, &rule, 1).await?;
+//! if !decision.allowed {
+//!     println!("retry in {:?}", decision.retry_after);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## How each algorithm is stored
+//!
+//! - **Fixed window and sliding window counter** are counters: one decimal value per bucket
+//!   of the precision (per window for the fixed window), named after the bucket's start and
+//!   kept as long as it counts (TTL = until the bucket leaves the window). A check reads the
+//!   key's guard and every bucket inside the window in one `gets`, decides on their sum, and
+//!   charges with one `incr` (an `add` for a new bucket): two round trips. The guard (manual
+//!   block, lockout strikes) lives under the key's record name. Penalties `incr` too;
+//!   rewards, resets and the rare reshaping of buckets use `cas`. A sliding window counter
+//!   with more than [`MAX_BUCKETS`] buckets is stored as one record instead (below), so that
+//!   a read never fetches more than 65 keys.
+//! - **Every other algorithm** keeps its whole [`Record`](weir_core::Record) in one value
+//!   (a compact versioned binary encoding): `gets`, the pure step, then `cas` (`add` for a
+//!   new key), retried with jittered backoff on a conflict, at most `max_retries` times.
+//!   A record that stops being live is replaced by an empty tombstone with a `cas`, the
+//!   text protocol having no compare-and-delete.
+//!
+//! ## Whose clock
+//!
+//! memcached has no clock a client can use, so this store always decides at the `now_ns`
+//! it is given (the process clock; under `ManualClock` in tests). Instances must keep their
+//! clocks in sync: a counter bucket is chosen by the caller's clock, so skew moves window
+//! boundaries by the skew. TTLs are relative, rounded up to whole seconds plus one, and only
+//! reclaim memory: the record's own expiry decides, so memcached forgetting a key late
+//! changes no decision. (TTLs above 30 days, which memcached would read as absolute times,
+//! are sent as 0, no expiry.)
+//!
+//! ## What memcached cannot do atomically, and what it costs
+//!
+//! memcached gives atomicity per key and per command: `incr`, and `cas` against the value a
+//! `gets` returned. Nothing spans two keys or a read and a write. So:
+//!
+//! - **Record algorithms are exact.** Every change is a `cas` on the value the decision was
+//!   made on; a racing writer makes it fail and the decision is made again on the new value.
+//!   Under contention this costs retries, never admissions: many tasks on one key at one
+//!   instant admit exactly what the model admits sequentially. When `max_retries` conflicts
+//!   come in a row the call fails with `StoreError::Unavailable` rather than guess.
+//! - **Counters charge with `incr`, and decide where the `incr` lands.** The `incr` returns
+//!   the count it found; if someone else charged the bucket since the read, the decision is
+//!   made again on that count. If it now denies, the `incr` is taken back with `decr`. So the
+//!   current bucket never admits more than the limit (no over-admission at one instant,
+//!   whatever the concurrency). The cost is **spurious denials**: between an over-limit
+//!   `incr` and its `decr`, other checks see the count inflated by that request's cost and
+//!   may be denied though they would fit. With unit costs this never happens (the first
+//!   request over the limit only finds admitted units before it); with larger costs, a
+//!   request is denied spuriously only while a denied request's units are in flight.
+//! - **Older buckets are read, not locked.** A sliding window sums the older buckets as read
+//!   before the `incr`; only rewards, resets and bucket merges change those (with `cas`), so a
+//!   check racing a reward may decide on the count from just before it.
+//! - **Several writes for one operation are not one transaction.** A reset, a reward spread
+//!   over several buckets, or a bucket merge writes newest bucket first then the rest; a
+//!   racing decision can see it half done. Each write is a `cas`, so a conflict is detected,
+//!   and the operation starts again on what it then reads.
+//! - **[`check_all`](weir_core::Store::check_all)** reads every limit in one `gets`, decides
+//!   all on copies exactly as the model does, and writes in name order; a conflict on any
+//!   write takes back the writes already made (`decr`, or the old value if still ours) and
+//!   starts again. Each write is atomic; the set is not: a concurrent decision can see some
+//!   limits charged before the others are (it may then be denied spuriously), and a rollback
+//!   that finds a value already changed by someone else leaves it (the charge stays, which
+//!   only denies more).
+//! - **Held records.** A record kept past its expiry (memcached forgets it some time after)
+//!   and a key never seen are equivalent for every decision but one: a token bucket with
+//!   `initial < capacity`, where the model keeps a record that an `inspect` or `reset` of
+//!   an expired one rewrites. This store follows the model while memcached still has the
+//!   key (it always does within the TTL margin).
+//!
+//! ## Failures
+//!
+//! Every round trip runs under the configured timeout (default 50 ms, waiting for a pooled
+//! connection included) and fails with `StoreError::Timeout`; a refused or broken connection
+//! is `StoreError::Unavailable` with the reason, and the pool drops its idle connections so
+//! the next call reconnects. A value this version cannot read is `StoreError::Corrupt`. No
+//! call panics or waits without bound. Failure policies (fail open, fail closed, local
+//! fallback) are applied above the store, in `weir-resilience`.
+
+mod apply;
+mod backoff;
+mod check_all;
+mod client;
+mod codec;
+mod config;
+mod exec;
+mod keys;
+mod layout;
+mod plan;
+mod snapshot;
+mod store;
+
+pub use config::{ConfigError, MemcachedStoreBuilder};
+pub use layout::MAX_BUCKETS;
+pub use store::MemcachedStore;

@@ -1,0 +1,264 @@
+//! The writes that turn what was read (a [`Snapshot`]) into what `step::apply` decided (the
+//! new [`Record`]): the fourth step of a decision. Pure; `exec.rs` sends them.
+//!
+//! - Record layout: `cas` the new value (`add` for a new key), or a tombstone (an empty
+//!   value, the CAS-checked delete the text protocol lacks) when the record is no longer
+//!   live. Nothing is created for an operation that adds no usage.
+//! - Counters: per bucket, `incr` by the growth (atomic, no CAS needed), `add` for a new
+//!   bucket, `cas` when a bucket shrinks or disappears (reward, reset, a merge); and the
+//!   guard is written to the record name only when it changed.
+//!
+//! Writes are ordered newest bucket first, then the guard: a racing `incr` can only meet the
+//! newest bucket, so a conflict is found before anything older has been touched.
+
+use std::collections::BTreeMap;
+
+use weir_core::{time::SECOND_NS, Guard, Op, Record, State, StoreError};
+
+use crate::codec;
+use crate::layout::{Counter, CounterKind, Layout};
+use crate::snapshot::{live_guard, Snapshot};
+
+/// memcached reads a TTL above 30 days as an absolute Unix time. This store never sends
+/// one: the process clock may be a test's manual clock, so such TTLs become 0 (no expiry;
+/// the record's own `expires_ns` decides, and memcached's LRU reclaims the memory).
+const MAX_RELATIVE_TTL_S: u64 = 30 * 24 * 3600;
+/// How long a tombstone stays (it only has to outlive the reads racing with it).
+const TOMBSTONE_TTL_S: u32 = 2;
+
+/// One write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Write {
+    pub name: String,
+    pub action: Action,
+}
+
+/// What to do to one name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// `incr` by `delta`; `expect` is the result if nobody else wrote in between.
+    Incr { delta: u64, expect: u64 },
+    /// `cas` (with the unique of the read) or `add` (`unique: None`). `previous` is what was
+    /// read, to undo it.
+    Store {
+        data: Vec<u8>,
+        ttl_s: u32,
+        unique: Option<u64>,
+        previous: Option<Vec<u8>>,
+        previous_ttl_s: u32,
+    },
+}
+
+/// The TTL for a value that must last until `until_ns`: whole seconds rounded up, plus one
+/// for memcached's own second-granular clock, so memcached never forgets it early. Late is
+/// harmless: the record's own expiry decides (an expired record is fresh anyway).
+pub(crate) fn ttl_s(until_ns: u64, now_ns: u64) -> u32 {
+    let secs = until_ns.saturating_sub(now_ns).div_ceil(SECOND_NS) + 1;
+    if secs > MAX_RELATIVE_TTL_S {
+        0
+    } else {
+        u32::try_from(secs).unwrap_or(0)
+    }
+}
+
+/// A `cas` over what was `found` (an `add` if nothing was), undone by writing it back with
+/// `previous_ttl_s`.
+fn store(
+    name: &str,
+    found: &Option<(Vec<u8>, u64)>,
+    data: Vec<u8>,
+    ttl_s: u32,
+    previous_ttl_s: u32,
+) -> Write {
+    Write {
+        name: name.to_owned(),
+        action: Action::Store {
+            data,
+            ttl_s,
+            unique: found.as_ref().map(|(_, u)| *u),
+            previous: found.as_ref().map(|(d, _)| d.clone()),
+            previous_ttl_s,
+        },
+    }
+}
+
+/// The TTL the stored record needed, to put it back.
+fn stored_ttl_s(snap: &Snapshot, now_ns: u64) -> u32 {
+    snap.stored
+        .as_ref()
+        .map_or(TOMBSTONE_TTL_S, |s| ttl_s(s.expires_ns, now_ns))
+}
+
+/// The writes that store `after`, the record `step::apply` left from `before` (the record
+/// read from `snap`).
+pub(crate) fn plan(
+    snap: &Snapshot,
+    before: &Record,
+    after: &Record,
+    op: &Op<'_>,
+    now_ns: u64,
+) -> Result<Vec<Write>, StoreError> {
+    match &snap.layout {
+        Layout::Record => Ok(plan_record(snap, before, after, op, now_ns)?
+            .into_iter()
+            .collect()),
+        Layout::Counter(counter) => plan_counter(snap, counter, after, now_ns),
+    }
+}
+
+fn plan_record(
+    snap: &Snapshot,
+    before: &Record,
+    after: &Record,
+    op: &Op<'_>,
+    now_ns: u64,
+) -> Result<Option<Write>, StoreError> {
+    let name = &snap.record_name;
+    let found = &snap.record_found;
+    let live = after.is_live(now_ns);
+    let previous_ttl = stored_ttl_s(snap, now_ns);
+    let ttl = ttl_s(after.expires_ns, now_ns);
+    Ok(if snap.held() {
+        if !live {
+            Some(store(
+                name,
+                found,
+                Vec::new(),
+                TOMBSTONE_TTL_S,
+                previous_ttl,
+            ))
+        } else if after != before {
+            let data = codec::encode(after, true)?;
+            Some(store(name, found, data, ttl, previous_ttl))
+        } else {
+            None
+        }
+    } else if live && op.creates_record() {
+        let data = codec::encode(after, true)?;
+        Some(store(name, found, data, ttl, previous_ttl))
+    } else {
+        None
+    })
+}
+
+fn plan_counter(
+    snap: &Snapshot,
+    counter: &Counter,
+    after: &Record,
+    now_ns: u64,
+) -> Result<Vec<Write>, StoreError> {
+    let mut writes = Vec::new();
+    let fixed = counter.kind == CounterKind::Fixed;
+    // start -> (bucket index if read, count before, count after)
+    let mut changes: BTreeMap<u64, (Option<usize>, Option<u64>, Option<u64>)> = BTreeMap::new();
+    for (i, (start, count)) in snap.counts(counter).into_iter().enumerate() {
+        changes.insert(start, (Some(i), count, None));
+    }
+    for (start, count) in counter_after(counter, after, now_ns) {
+        changes.entry(start).or_insert((None, None, None)).2 = Some(count);
+    }
+    for (start, (index, mut before, mut now)) in changes.into_iter().rev() {
+        if fixed {
+            // A fixed window's missing counter and a zero are the same.
+            before = before.filter(|c| *c > 0);
+            now = now.filter(|c| *c > 0);
+        }
+        if before == now {
+            continue;
+        }
+        let bucket = index.and_then(|i| snap.buckets.get(i));
+        let name = bucket.map_or_else(|| counter.name(&snap.names, start), |b| b.name.clone());
+        let found = bucket.and_then(|b| b.found.clone());
+        let ttl = ttl_s(start.saturating_add(counter.window_ns), now_ns);
+        let value = bucket.and_then(|b| b.value);
+        let action = match (before.or(fixed.then_some(0)), now) {
+            (Some(b), Some(a)) if a > b && found.is_some() => {
+                let delta = a - b;
+                match value.and_then(|v| v.checked_add(delta)) {
+                    Some(expect) => Some(Action::Incr { delta, expect }),
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        writes.push(match action {
+            Some(action) => Write { name, action },
+            None => {
+                // Shrinks, appears, disappears (tombstone `0`), or would overflow.
+                let stored = now.map_or(0, |c| c.saturating_add(counter.offset()));
+                store(&name, &found, stored.to_string().into_bytes(), ttl, ttl)
+            }
+        });
+    }
+    if let Some(write) = plan_guard(snap, after, now_ns)? {
+        writes.push(write);
+    }
+    Ok(writes)
+}
+
+/// The live buckets of the state `step::apply` left.
+fn counter_after(counter: &Counter, after: &Record, now_ns: u64) -> Vec<(u64, u64)> {
+    match &after.state {
+        State::FixedWindow(s) => vec![(s.window_start_ns, s.count)],
+        State::Sliding(s) => s
+            .buckets
+            .iter()
+            .copied()
+            .filter(|(start, _)| start.saturating_add(counter.window_ns) > now_ns)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn plan_guard(snap: &Snapshot, after: &Record, now_ns: u64) -> Result<Option<Write>, StoreError> {
+    let before = live_guard(snap.stored_guard(), now_ns);
+    let now = live_guard(after.guard.as_deref(), now_ns);
+    if before == now {
+        return Ok(None);
+    }
+    let found = &snap.record_found;
+    let previous_ttl = stored_ttl_s(snap, now_ns);
+    Ok(Some(match now {
+        None => store(
+            &snap.record_name,
+            found,
+            Vec::new(),
+            TOMBSTONE_TTL_S,
+            previous_ttl,
+        ),
+        Some(guard) => {
+            let until_ns = guard_until(&guard);
+            let record = Record {
+                expires_ns: until_ns,
+                state: after.state.clone(),
+                guard: Some(Box::new(guard)),
+            };
+            let data = codec::encode(&record, false)?;
+            store(
+                &snap.record_name,
+                found,
+                data,
+                ttl_s(until_ns, now_ns),
+                previous_ttl,
+            )
+        }
+    }))
+}
+
+fn guard_until(guard: &Guard) -> u64 {
+    guard.blocked_until_ns.max(guard.strikes_expire_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_round_up_and_never_go_absolute() {
+        assert_eq!(ttl_s(0, 5), 1);
+        assert_eq!(ttl_s(SECOND_NS, 0), 2);
+        assert_eq!(ttl_s(SECOND_NS + 1, 0), 3);
+        assert_eq!(ttl_s(MAX_RELATIVE_TTL_S * SECOND_NS, 0), 0);
+        assert_eq!(ttl_s(u64::MAX, 0), 0);
+    }
+}
