@@ -1,1 +1,18 @@
-//! Weir's Redis / Valkey store (single node, Sentinel, Cluster): one Lua script per algorithm, run by EVALSHA. (Being built.)
+//! # weir-redis
+//!
+//! (docs in progress)
+
+mod builder;
+mod connection;
+mod encode;
+mod error;
+mod keys;
+mod reply;
+mod scripts;
+mod store;
+mod url;
+
+pub use builder::{RedisStoreBuilder, TimeSource};
+pub use encode::MAX_SPAN;
+pub use error::BuildError;
+pub use store::RedisStore;

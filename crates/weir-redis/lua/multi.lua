@@ -1,0 +1,53 @@
+-- multi.lua: the entry point of several limits checked at once (Store::check_all).
+-- Mirrors crates/weir-testkit/src/model.rs `Model::check_all`: every limit is decided on
+-- a copy of its key's record; the copies are written back only if all allow, except
+-- that a denial with a cost is written back too (its lockout). Keys are distinct: a key
+-- given twice is loaded once and its limits apply in turn to the same record.
+-- KEYS = the distinct records. ARGV: 1 seconds ('' = TIME), 2 nanoseconds, 3 TTL grace
+-- in ms, 4 cost, 5 the number of limits L, then per limit: the index of its key in KEYS
+-- and its rule (S.rule), 8 fields each.
+-- Reply: {5, allowed, then per limit: allowed, remaining, reset, retry, delay}.
+return S.run(function()
+  local sec, nsec = T.now(ARGV[1], ARGV[2])
+  local grace_ms = tonumber(ARGV[3])
+  local cost, count = tonumber(ARGV[4]), tonumber(ARGV[5])
+  local recs = {}
+  for i = 1, #KEYS do
+    recs[i] = R.load(KEYS[i], sec, nsec)
+  end
+  local each, allowed = {}, true
+  for i = 1, count do
+    local at = 6 + (i - 1) * 8
+    local rec = recs[tonumber(ARGV[at])]
+    local p = S.rule(ARGV, at + 1)
+    local _, d = S.apply(p, rec, 'c', cost, '', rec.now)
+    each[i] = d
+    allowed = allowed and d.ok
+  end
+  -- Record j is written with decision j, as the model zips them (keys are distinct in
+  -- every sensible call, and then record j is limit j's).
+  local actions, fields = {}, {}
+  for j, rec in ipairs(recs) do
+    local d = each[j]
+    actions[j] = 'keep'
+    if d ~= nil and cost > 0 and (allowed or not d.ok) then
+      if rec.x > rec.now then
+        actions[j], fields[j] = 'write', R.fields(rec)
+      else
+        actions[j] = 'delete'
+      end
+    end
+  end
+  for j, rec in ipairs(recs) do
+    S.commit(rec, actions[j], fields[j], grace_ms)
+  end
+  local reply = { 5, allowed and 1 or 0 }
+  for _, d in ipairs(each) do
+    reply[#reply + 1] = d.ok and 1 or 0
+    reply[#reply + 1] = d.rem
+    reply[#reply + 1] = d.reset
+    reply[#reply + 1] = d.retry
+    reply[#reply + 1] = d.delay
+  end
+  return reply
+end)

@@ -1,0 +1,139 @@
+//! Building a [`RedisStore`]: the deployment URL and the options (timeout, key prefix,
+//! whose clock, TTL grace). No I/O happens here; the first call connects.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncConnectionConfig;
+
+use crate::connection::Link;
+use crate::error::BuildError;
+use crate::keys;
+use crate::store::{Inner, RedisStore};
+use crate::url::{self, Target};
+
+/// Whose clock decides: see the crate docs, "Whose clock".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TimeSource {
+    /// Redis's own clock (`TIME` inside the script); `now_ns` passed to the store is
+    /// ignored. The default: skew between application servers does not matter.
+    #[default]
+    Store,
+    /// The caller's clock, `now_ns` of each call (passed in `ARGV`). What tests use, with
+    /// a manual clock.
+    Process,
+}
+
+/// Options of a [`RedisStore`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use weir_redis::{RedisStore, TimeSource};
+///
+/// let store = RedisStore::builder("redis+cluster://10.0.0.1:6379,10.0.0.2:6379")
+///     .timeout(Duration::from_millis(30))
+///     .prefix("rl")
+///     .time_source(TimeSource::Store)
+///     .build()?;
+/// # Ok::<(), weir_redis::BuildError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisStoreBuilder {
+    url: String,
+    timeout: Duration,
+    prefix: String,
+    time: TimeSource,
+    ttl_grace: Option<Duration>,
+}
+
+impl RedisStore {
+    /// The default timeout of every store call.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+    /// The default TTL grace under [`TimeSource::Process`] (clock skew between the
+    /// application servers that share the store).
+    pub const DEFAULT_PROCESS_GRACE: Duration = Duration::from_secs(1);
+
+    /// Options for a store at `url` (see the crate docs for the URL forms).
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.into(),
+            timeout: Self::DEFAULT_TIMEOUT,
+            prefix: "weir".to_owned(),
+            time: TimeSource::default(),
+            ttl_grace: None,
+        }
+    }
+
+    /// A store at `url` with the default options.
+    pub fn open(url: impl Into<String>) -> Result<Self, BuildError> {
+        Self::builder(url).build()
+    }
+}
+
+impl RedisStoreBuilder {
+    /// How long any store call may take, connecting included (default
+    /// [`RedisStore::DEFAULT_TIMEOUT`]). Past it the call fails with
+    /// [`StoreError::Timeout`](weir_core::StoreError::Timeout).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The prefix of every Redis key (default `weir`); no braces.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Whose clock decides (default [`TimeSource::Store`]).
+    pub fn time_source(mut self, time: TimeSource) -> Self {
+        self.time = time;
+        self
+    }
+
+    /// How long past its freshness a key is kept by its TTL (default: zero under the store
+    /// clock, [`RedisStore::DEFAULT_PROCESS_GRACE`] under the process clock). Keeping a
+    /// key longer never changes a decision; dropping it early under a skewed process
+    /// clock would.
+    pub fn ttl_grace(mut self, grace: Duration) -> Self {
+        self.ttl_grace = Some(grace);
+        self
+    }
+
+    /// Builds the store. Parses the URL; connects on first use.
+    pub fn build(self) -> Result<RedisStore, BuildError> {
+        if self.timeout.is_zero() {
+            return Err(BuildError::Option {
+                option: "timeout",
+                reason: "must be greater than zero",
+            });
+        }
+        if !keys::prefix_is_valid(&self.prefix) {
+            return Err(BuildError::Option {
+                option: "prefix",
+                reason: "must not contain `{` or `}`",
+            });
+        }
+        let (target, redactor) = url::parse(&self.url, self.timeout)?;
+        let cluster = matches!(target, Target::Cluster(_));
+        let grace = self.ttl_grace.unwrap_or(match self.time {
+            TimeSource::Store => Duration::ZERO,
+            TimeSource::Process => RedisStore::DEFAULT_PROCESS_GRACE,
+        });
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(None);
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                link: Link::new(target, config),
+                redactor,
+                prefix: self.prefix,
+                timeout: self.timeout,
+                time: self.time,
+                grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+                cluster,
+            }),
+        })
+    }
+}

@@ -1,0 +1,154 @@
+//! The connection under every store call: one multiplexed connection (pipelining every
+//! concurrent call) to a node or to the master Sentinel names, or redis-rs's Cluster
+//! connection. Connected lazily on first use and replaced after it breaks (or after
+//! repeated timeouts), so a Redis that restarts is used again without a new store.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use redis::aio::MultiplexedConnection;
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, RedisResult, ScriptInvocation, Value};
+
+use crate::url::Target;
+
+/// Consecutive timeouts after which a node connection is dropped and made anew.
+const TIMEOUTS_BEFORE_RECONNECT: u32 = 3;
+
+/// A live connection, cheap to clone (clones share the socket).
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Node(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    /// Runs a script (EVALSHA; on NOSCRIPT, SCRIPT LOAD and EVALSHA again).
+    pub(crate) async fn invoke(&mut self, inv: &ScriptInvocation<'_>) -> RedisResult<Value> {
+        match self {
+            Self::Node(c) => inv.invoke_async(c).await,
+            Self::Cluster(c) => inv.invoke_async(c).await,
+        }
+    }
+
+    /// PING (every primary, on a Cluster).
+    pub(crate) async fn ping(&mut self) -> RedisResult<()> {
+        let ping = redis::cmd("PING");
+        match self {
+            Self::Node(c) => ping.query_async::<Value>(c).await.map(|_| ()),
+            Self::Cluster(c) => ping.query_async::<Value>(c).await.map(|_| ()),
+        }
+    }
+}
+
+/// The store's connection, made on demand.
+pub(crate) struct Link {
+    target: Target,
+    config: AsyncConnectionConfig,
+    current: Mutex<Option<(u64, Conn)>>,
+    connecting: tokio::sync::Mutex<()>,
+    generation: AtomicU64,
+    timeouts: AtomicU32,
+}
+
+impl Link {
+    pub(crate) fn new(target: Target, config: AsyncConnectionConfig) -> Self {
+        Self {
+            target,
+            config,
+            current: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            generation: AtomicU64::new(0),
+            timeouts: AtomicU32::new(0),
+        }
+    }
+
+    fn cached(&self) -> Option<(u64, Conn)> {
+        self.current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The current connection and its generation, connecting if there is none.
+    pub(crate) async fn get(&self) -> RedisResult<(u64, Conn)> {
+        if let Some(c) = self.cached() {
+            return Ok(c);
+        }
+        let _one_at_a_time = self.connecting.lock().await;
+        if let Some(c) = self.cached() {
+            return Ok(c);
+        }
+        let conn = match &self.target {
+            Target::Node(client) => Conn::Node(
+                client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await?,
+            ),
+            Target::Sentinel(sentinel) => {
+                // Ask the sentinels for the master each time a connection is made, so a
+                // failover is followed on the next reconnect.
+                let mut sentinel = sentinel.lock().await;
+                Conn::Node(
+                    sentinel
+                        .get_async_connection_with_config(&self.config)
+                        .await?,
+                )
+            }
+            Target::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+        };
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((generation, conn.clone()));
+        Ok((generation, conn))
+    }
+
+    fn drop_generation(&self, generation: u64) {
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if current.as_ref().is_some_and(|(g, _)| *g == generation) {
+            *current = None;
+        }
+    }
+
+    /// A call succeeded.
+    pub(crate) fn succeeded(&self) {
+        self.timeouts.store(0, Ordering::Relaxed);
+    }
+
+    /// A call on `generation` failed: drop the connection if it is broken (or, behind
+    /// Sentinel, talks to a node that is no longer the master). redis-rs's Cluster
+    /// connection repairs itself.
+    pub(crate) fn failed(&self, generation: u64, err: &redis::RedisError) {
+        if matches!(self.target, Target::Cluster(_)) {
+            return;
+        }
+        let read_only = err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
+        if err.is_unrecoverable_error()
+            || err.is_connection_dropped()
+            || err.is_io_error()
+            || read_only
+        {
+            self.drop_generation(generation);
+        }
+    }
+
+    /// A call timed out: after a few in a row, the connection is presumed dead (a
+    /// half-open socket never errors) and made anew.
+    pub(crate) fn timed_out(&self) {
+        if matches!(self.target, Target::Cluster(_)) {
+            return;
+        }
+        if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= TIMEOUTS_BEFORE_RECONNECT {
+            self.timeouts.store(0, Ordering::Relaxed);
+            *self
+                .current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! Deployment URLs: which Redis a store talks to, parsed once when the store is built.
+//!
+//! - `redis://[user:password@]host:port[/db]` (and `redis+unix:///path`, `unix:///path`): one node;
+//! - `redis+cluster://[user:password@]host:port,host:port,...`: a Cluster, from any seed nodes;
+//! - `redis+sentinel://[user:password@]host:port,host:port,.../master_name[/db]`: the master
+//!   Sentinel names (the credentials are the data nodes'; sentinels are asked without them).
+//!
+//! `rediss://` needs TLS, which this build does not include (see the crate docs). Any
+//! password is kept out of every message: [`Redactor`] scrubs it from errors.
+
+use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+use redis::ConnectionAddr;
+
+use crate::error::BuildError;
+
+/// Where the store's records live.
+pub(crate) enum Target {
+    /// One node (or the URL redis-rs parses: `redis://`, `unix://`).
+    Node(redis::Client),
+    /// The master behind Sentinel.
+    Sentinel(Box<tokio::sync::Mutex<redis::sentinel::SentinelClient>>),
+    /// A Cluster.
+    Cluster(redis::cluster::ClusterClient),
+}
+
+/// Scrubs secrets (passwords from the URL) out of messages.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Redactor {
+    secrets: Vec<String>,
+}
+
+impl Redactor {
+    /// `message` with every secret replaced by `***`.
+    pub(crate) fn scrub(&self, message: &str) -> String {
+        let mut out = message.to_owned();
+        for secret in &self.secrets {
+            if !secret.is_empty() {
+                out = out.replace(secret.as_str(), "***");
+            }
+        }
+        out
+    }
+}
+
+/// Credentials from a URL's user info.
+#[derive(Default)]
+struct Credentials {
+    username: Option<String>,
+    password: Option<String>,
+    /// The password as written in the URL (percent-encoded).
+    raw_password: Option<String>,
+}
+
+/// Percent-decodes a URL component (user names and passwords may be encoded).
+fn decode(part: &str) -> String {
+    let bytes = part.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            if let Some(v) = hex {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Splits `user:password@rest` into credentials and the rest.
+fn credentials(authority_and_path: &str) -> (Credentials, &str) {
+    let authority_end = authority_and_path
+        .find('/')
+        .unwrap_or(authority_and_path.len());
+    match authority_and_path
+        .get(..authority_end)
+        .and_then(|a| a.rfind('@'))
+    {
+        Some(at) => {
+            let info = authority_and_path.get(..at).unwrap_or_default();
+            let rest = authority_and_path.get(at + 1..).unwrap_or_default();
+            let (user, password) = match info.split_once(':') {
+                Some((u, p)) => (u, Some(p)),
+                None => (info, None),
+            };
+            let creds = Credentials {
+                username: (!user.is_empty()).then(|| decode(user)),
+                password: password.map(decode),
+                raw_password: password.map(str::to_owned),
+            };
+            (creds, rest)
+        }
+        None => (Credentials::default(), authority_and_path),
+    }
+}
+
+/// `host:port` pairs separated by commas.
+fn hosts(list: &str, redacted: &str) -> Result<Vec<(String, u16)>, BuildError> {
+    list.split(',')
+        .map(|hp| {
+            let (host, port) = hp.rsplit_once(':').unwrap_or((hp, "6379"));
+            let port = port.parse::<u16>().map_err(|_| BuildError::Url {
+                url: redacted.to_owned(),
+                reason: format!("bad port in {hp:?}"),
+            })?;
+            if host.is_empty() {
+                return Err(BuildError::Url {
+                    url: redacted.to_owned(),
+                    reason: "a host is empty".to_owned(),
+                });
+            }
+            Ok((
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned(),
+                port,
+            ))
+        })
+        .collect()
+}
+
+/// The URL with its password replaced, for messages.
+fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest.get(..authority_end).and_then(|a| a.rfind('@')) {
+        Some(at) => {
+            let info = rest.get(..at).unwrap_or_default();
+            let user = info.split_once(':').map_or(info, |(u, _)| u);
+            format!(
+                "{scheme}://{user}:***@{}",
+                rest.get(at + 1..).unwrap_or_default()
+            )
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// Parses a deployment URL.
+pub(crate) fn parse(
+    url: &str,
+    connect_timeout: std::time::Duration,
+) -> Result<(Target, Redactor), BuildError> {
+    let redacted = redact_url(url);
+    let bad = |reason: &str| BuildError::Url {
+        url: redacted.clone(),
+        reason: reason.to_owned(),
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(bad("expected scheme://..."));
+    };
+    let (creds, rest) = credentials(rest);
+    let redactor = Redactor {
+        secrets: [creds.password.clone(), creds.raw_password.clone()]
+            .into_iter()
+            .flatten()
+            .collect(),
+    };
+    let redis_err = |e: redis::RedisError| BuildError::Url {
+        url: redacted.clone(),
+        reason: redactor.scrub(&e.to_string()),
+    };
+    let target = match scheme {
+        "redis" | "redis+unix" | "unix" => {
+            Target::Node(redis::Client::open(url).map_err(redis_err)?)
+        }
+        "rediss" => {
+            return Err(bad(
+                "TLS (rediss://) is not included in this build of weir-redis",
+            ))
+        }
+        "redis+cluster" => {
+            let (list, _) = rest.split_once('/').unwrap_or((rest, ""));
+            let nodes: Vec<String> = hosts(list, &redacted)?
+                .into_iter()
+                .map(|(h, p)| format!("redis://{h}:{p}"))
+                .collect();
+            let mut builder = redis::cluster::ClusterClient::builder(nodes)
+                .connection_timeout(connect_timeout)
+                .response_timeout(connect_timeout);
+            if let Some(u) = &creds.username {
+                builder = builder.username(u);
+            }
+            if let Some(p) = &creds.password {
+                builder = builder.password(p);
+            }
+            Target::Cluster(builder.build().map_err(redis_err)?)
+        }
+        "redis+sentinel" => {
+            let Some((list, path)) = rest.split_once('/') else {
+                return Err(bad("expected redis+sentinel://host:port,.../master_name"));
+            };
+            let (master, db) = path.split_once('/').unwrap_or((path, ""));
+            if master.is_empty() {
+                return Err(bad("the master name is missing"));
+            }
+            let sentinels = hosts(list, &redacted)?
+                .into_iter()
+                .map(|(h, p)| ConnectionAddr::Tcp(h, p));
+            let mut builder =
+                SentinelClientBuilder::new(sentinels, master, SentinelServerType::Master)
+                    .map_err(redis_err)?;
+            if let Some(u) = &creds.username {
+                builder = builder.set_client_to_redis_username(u);
+            }
+            if let Some(p) = &creds.password {
+                builder = builder.set_client_to_redis_password(p);
+            }
+            if !db.is_empty() {
+                let db = db.parse::<i64>().map_err(|_| bad("bad database number"))?;
+                builder = builder.set_client_to_redis_db(db);
+            }
+            Target::Sentinel(Box::new(tokio::sync::Mutex::new(
+                builder.build().map_err(redis_err)?,
+            )))
+        }
+        _ => {
+            return Err(bad(
+                "unknown scheme (expected redis, redis+cluster or redis+sentinel)",
+            ))
+        }
+    };
+    Ok((target, redactor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn err(url: &str) -> String {
+        match parse(url, Duration::from_millis(50)) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{url} parsed"),
+        }
+    }
+
+    #[test]
+    fn every_deployment_parses() {
+        let t = Duration::from_millis(50);
+        assert!(matches!(
+            parse("redis://127.0.0.1:6379", t),
+            Ok((Target::Node(_), _))
+        ));
+        assert!(matches!(
+            parse("redis+cluster://a:1,b:2,c:3", t),
+            Ok((Target::Cluster(_), _))
+        ));
+        assert!(matches!(
+            parse("redis+sentinel://:s3cret@a:26379,b:26379/mymaster", t),
+            Ok((Target::Sentinel(_), _))
+        ));
+    }
+
+    #[test]
+    fn a_password_never_reaches_a_message() {
+        let msg = err("redis+sentinel://alice:s3cr%2Ft@h:1");
+        assert!(!msg.contains("s3cr"), "{msg}");
+        assert!(msg.contains("alice:***@"), "{msg}");
+        let msg = err("rediss://:hunter2@h:1");
+        assert!(!msg.contains("hunter2"), "{msg}");
+        let msg = err("redis+cluster://:hunter2@h:x");
+        assert!(!msg.contains("hunter2"), "{msg}");
+        let (_, redactor) = parse("redis://:p%40ss@h:1", Duration::from_millis(50)).unwrap();
+        assert_eq!(
+            redactor.scrub("auth p@ss failed (p%40ss)"),
+            "auth *** failed (***)"
+        );
+    }
+}
