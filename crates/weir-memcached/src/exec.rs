@@ -58,7 +58,7 @@ pub(crate) async fn run(pool: &Pool, writes: Vec<Write>) -> Result<Ran, StoreErr
                             delta,
                         });
                         if n != expect {
-                            let found = n.checked_sub(delta).unwrap_or(0);
+                            let found = n.saturating_sub(delta);
                             return Ok(Ran::Raced {
                                 name,
                                 delta,

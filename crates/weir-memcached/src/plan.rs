@@ -141,50 +141,60 @@ fn plan_record(
     })
 }
 
+/// One bucket's count before and after (`None`: no bucket).
+#[derive(Default)]
+struct Change {
+    /// Where it is in the snapshot, if it was read.
+    read: Option<usize>,
+    before: Option<u64>,
+    after: Option<u64>,
+}
+
 fn plan_counter(
     snap: &Snapshot,
     counter: &Counter,
     after: &Record,
     now_ns: u64,
 ) -> Result<Vec<Write>, StoreError> {
-    let mut writes = Vec::new();
     let fixed = counter.kind == CounterKind::Fixed;
-    // start -> (bucket index if read, count before, count after)
-    let mut changes: BTreeMap<u64, (Option<usize>, Option<u64>, Option<u64>)> = BTreeMap::new();
+    let mut changes: BTreeMap<u64, Change> = BTreeMap::new();
     for (i, (start, count)) in snap.counts(counter).into_iter().enumerate() {
-        changes.insert(start, (Some(i), count, None));
+        let change = changes.entry(start).or_default();
+        change.read = Some(i);
+        change.before = count;
     }
     for (start, count) in counter_after(counter, after, now_ns) {
-        changes.entry(start).or_insert((None, None, None)).2 = Some(count);
+        changes.entry(start).or_default().after = Some(count);
     }
-    for (start, (index, mut before, mut now)) in changes.into_iter().rev() {
+    let mut writes = Vec::new();
+    for (start, change) in changes.into_iter().rev() {
+        let (mut before, mut now) = (change.before, change.after);
         if fixed {
             // A fixed window's missing counter and a zero are the same.
-            before = before.filter(|c| *c > 0);
-            now = now.filter(|c| *c > 0);
+            before = Some(before.unwrap_or(0));
+            now = Some(now.unwrap_or(0));
         }
         if before == now {
             continue;
         }
-        let bucket = index.and_then(|i| snap.buckets.get(i));
+        let bucket = change.read.and_then(|i| snap.buckets.get(i));
         let name = bucket.map_or_else(|| counter.name(&snap.names, start), |b| b.name.clone());
         let found = bucket.and_then(|b| b.found.clone());
-        let ttl = ttl_s(start.saturating_add(counter.window_ns), now_ns);
-        let value = bucket.and_then(|b| b.value);
-        let action = match (before.or(fixed.then_some(0)), now) {
-            (Some(b), Some(a)) if a > b && found.is_some() => {
-                let delta = a - b;
-                match value.and_then(|v| v.checked_add(delta)) {
-                    Some(expect) => Some(Action::Incr { delta, expect }),
-                    None => None,
-                }
+        let incr = match (before, now, bucket.and_then(|b| b.value)) {
+            // Grows, and the counter exists: `incr`, unless it would overflow.
+            (Some(b), Some(a), Some(value)) if a > b && found.is_some() => {
+                value.checked_add(a - b).map(|expect| Action::Incr {
+                    delta: a - b,
+                    expect,
+                })
             }
             _ => None,
         };
-        writes.push(match action {
+        writes.push(match incr {
             Some(action) => Write { name, action },
             None => {
-                // Shrinks, appears, disappears (tombstone `0`), or would overflow.
+                // Appears, shrinks, disappears (tombstone `0`), or would overflow.
+                let ttl = ttl_s(start.saturating_add(counter.window_ns), now_ns);
                 let stored = now.map_or(0, |c| c.saturating_add(counter.offset()));
                 store(&name, &found, stored.to_string().into_bytes(), ttl, ttl)
             }
