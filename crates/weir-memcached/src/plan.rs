@@ -261,7 +261,128 @@ fn guard_until(guard: &Guard) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    use weir_core::{step, Key, Lockout, Rule};
+
     use super::*;
+    use crate::client::Value;
+    use crate::keys::Names;
+
+    const NOW: u64 = 10_260;
+
+    fn names() -> Names {
+        Names::new("t:", &Key::new("k").unwrap())
+    }
+
+    /// The plan for `op` on a key whose names hold `values` (name, data, unique).
+    fn plan_for(rule: &Rule, op: Op<'_>, values: &[(String, &[u8], u64)]) -> Vec<Write> {
+        let values: HashMap<String, Value> = values
+            .iter()
+            .map(|(name, data, unique)| {
+                let value = Value {
+                    key: name.clone(),
+                    data: data.to_vec(),
+                    unique: *unique,
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        let snap = Snapshot::read(Layout::of(rule), &names(), NOW, &values).unwrap();
+        let before = snap.record(rule, NOW).unwrap();
+        let mut after = before.clone();
+        step::apply(rule, &mut after, &op, NOW).unwrap();
+        plan(&snap, &before, &after, &op, NOW).unwrap()
+    }
+
+    fn sliding() -> Rule {
+        Rule::sliding_window(5, Duration::from_nanos(1_000), Duration::from_nanos(250)).unwrap()
+    }
+
+    fn cas(name: String, data: &[u8], unique: u64, previous: &[u8]) -> Write {
+        Write {
+            name,
+            action: Action::Store {
+                data: data.to_vec(),
+                ttl_s: 2,
+                unique: Some(unique),
+                previous: Some(previous.to_vec()),
+                previous_ttl_s: 2,
+            },
+        }
+    }
+
+    #[test]
+    fn a_check_on_a_live_bucket_is_one_incr() {
+        let current = names().sliding(10_250);
+        let got = plan_for(
+            &sliding(),
+            Op::Check { cost: 2 },
+            &[(current.clone(), &b"2"[..], 7)],
+        );
+        let incr = Action::Incr {
+            delta: 2,
+            expect: 4,
+        };
+        assert_eq!(
+            got,
+            [Write {
+                name: current,
+                action: incr
+            }]
+        );
+    }
+
+    #[test]
+    fn a_zero_penalty_makes_a_bucket_holding_zero() {
+        let got = plan_for(&sliding(), Op::Penalty { n: 0 }, &[]);
+        let Some(Write {
+            action: Action::Store { data, unique, .. },
+            ..
+        }) = got.first()
+        else {
+            panic!("{got:?}")
+        };
+        assert_eq!(
+            (data.as_slice(), *unique),
+            (&b"1"[..], None),
+            "count 0, stored as 1"
+        );
+    }
+
+    #[test]
+    fn a_reward_that_empties_buckets_tombstones_them_newest_first() {
+        let (old, current) = (names().sliding(9_750), names().sliding(10_250));
+        let values = [(old.clone(), &b"3"[..], 1), (current.clone(), &b"2"[..], 2)];
+        let got = plan_for(&sliding(), Op::Reward { n: 5 }, &values);
+        assert_eq!(got, [cas(current, b"0", 2, b"2"), cas(old, b"0", 1, b"3")]);
+    }
+
+    #[test]
+    fn a_lockout_writes_the_guard_and_leaves_the_count() {
+        let rule = Rule::fixed_window(2, Duration::from_nanos(1_000))
+            .unwrap()
+            .with_lockout(Lockout::new(Duration::from_nanos(500)).unwrap());
+        let window = names().fixed(10_000);
+        let got = plan_for(&rule, Op::Check { cost: 1 }, &[(window, &b"2"[..], 3)]);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].name, names().record());
+        assert!(matches!(got[0].action, Action::Store { unique: None, .. }));
+    }
+
+    #[test]
+    fn a_record_that_is_no_longer_live_becomes_a_tombstone() {
+        let rule = Rule::gcra(1, Duration::from_nanos(1_000), 1).unwrap();
+        let live = Record {
+            expires_ns: NOW + 500,
+            state: State::Gcra(weir_core::algorithm::GcraState { tat_ns: NOW + 500 }),
+            guard: None,
+        };
+        let stored = codec::encode(&live, true).unwrap();
+        let got = plan_for(&rule, Op::Reset, &[(names().record(), &stored, 9)]);
+        assert_eq!(got, [cas(names().record(), b"", 9, &stored)]);
+    }
 
     #[test]
     fn ttls_round_up_and_never_go_absolute() {
