@@ -20,7 +20,7 @@ pub(crate) enum Target {
     /// The master behind Sentinel.
     Sentinel(Box<tokio::sync::Mutex<redis::sentinel::SentinelClient>>),
     /// A Cluster.
-    Cluster(redis::cluster::ClusterClient),
+    Cluster(Box<redis::cluster::ClusterClient>),
 }
 
 /// Scrubs secrets (passwords from the URL) out of messages.
@@ -193,7 +193,7 @@ pub(crate) fn parse(
             if let Some(p) = &creds.password {
                 builder = builder.password(p);
             }
-            Target::Cluster(builder.build().map_err(redis_err)?)
+            Target::Cluster(Box::new(builder.build().map_err(redis_err)?))
         }
         "redis+sentinel" => {
             let Some((list, path)) = rest.split_once('/') else {

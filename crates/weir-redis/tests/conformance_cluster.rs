@@ -1,0 +1,80 @@
+//! The conformance suite against a Redis Cluster of three primaries and three replicas,
+//! under the manual clock. Keys spread over every primary; the several-limits part uses
+//! keys with a common hash tag (`{cluster}`), as a Cluster requires, and a check_all whose
+//! keys fall in different slots is refused with a clear error.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+use std::time::Duration;
+
+use weir_core::{CheckError, Key, Rule, Store};
+use weir_redis::{RedisStore, TimeSource};
+use weir_testkit::conformance::{self, Suite};
+use weir_testkit::servers::RedisCluster;
+use weir_testkit::T0_NS;
+
+fn store(cluster: &RedisCluster) -> RedisStore {
+    let seeds: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .take(3)
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect();
+    RedisStore::builder(format!("redis+cluster://{}", seeds.join(",")))
+        .time_source(TimeSource::Process)
+        .ttl_grace(Duration::from_secs(600))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_passes_the_conformance_suite() {
+    let cluster = RedisCluster::start();
+    let store = store(&cluster);
+    let spread = Suite {
+        cases: 200,
+        prefix: "cluster",
+        ..Suite::default()
+    };
+    conformance::model_agreement(&store, spread).await;
+    conformance::invariants(&store, spread).await;
+    conformance::leases(&store, spread).await;
+    let tagged = Suite {
+        prefix: "{cluster}",
+        ..spread
+    };
+    conformance::check_all_atomic(&store, tagged).await;
+
+    // The keys landed on every primary.
+    for node in cluster.nodes().iter().take(3) {
+        let keys = node.raw("DBSIZE").unwrap_or_default();
+        let replica = node.raw("ROLE").is_some_and(|r| r.contains("slave"));
+        assert!(
+            replica || keys != ":0\r\n",
+            "a primary holds no key: {keys:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_in_different_slots_are_refused_with_a_clear_error() {
+    let cluster = RedisCluster::start();
+    let store = store(&cluster);
+    let rule = Rule::per_second(10).unwrap();
+    let apart = [
+        (Key::new("api:1s:user-7").unwrap(), rule),
+        (Key::new("api:1h:user-7").unwrap(), rule),
+    ];
+    let err = store.check_all(&apart, 1, T0_NS).await.unwrap_err();
+    assert!(
+        matches!(err, CheckError::Invalid { param: "keys", .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("common hash tag"), "{err}");
+    let together = [
+        (Key::new("api:1s:{user-7}").unwrap(), rule),
+        (Key::new("api:1h:{user-7}").unwrap(), rule),
+    ];
+    assert!(store.check_all(&together, 1, T0_NS).await.unwrap().allowed);
+}
