@@ -42,5 +42,9 @@ pub(crate) fn store(err: &redis::RedisError, redactor: &Redactor, limit: Duratio
     if err.is_timeout() {
         return timeout(limit);
     }
-    StoreError::Unavailable(redactor.scrub(&err.to_string()))
+    StoreError::Unavailable(format!(
+        "{}: {}",
+        redactor.label,
+        redactor.scrub(&err.to_string())
+    ))
 }

@@ -27,6 +27,8 @@ pub(crate) enum Target {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Redactor {
     secrets: Vec<String>,
+    /// The URL with its password replaced, to say which Redis failed.
+    pub(crate) label: String,
 }
 
 impl Redactor {
@@ -128,6 +130,8 @@ fn hosts(list: &str, redacted: &str) -> Result<Vec<(String, u16)>, BuildError> {
 
 /// The URL with its password replaced, for messages.
 fn redact_url(url: &str) -> String {
+    // A query string may carry options, and some clients accept secrets there: drop it.
+    let url = url.split_once('?').map_or(url, |(u, _)| u);
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -164,6 +168,7 @@ pub(crate) fn parse(
             .into_iter()
             .flatten()
             .collect(),
+        label: redacted.clone(),
     };
     let redis_err = |e: redis::RedisError| BuildError::Url {
         url: redacted.clone(),
