@@ -46,7 +46,10 @@
 //! memcached has no clock a client can use, so this store always decides at the `now_ns`
 //! it is given (the process clock; under `ManualClock` in tests). Instances must keep their
 //! clocks in sync: a counter bucket is chosen by the caller's clock, so skew moves window
-//! boundaries by the skew. TTLs are relative, rounded up to whole seconds plus one, and only
+//! boundaries by the skew, and an instance running `d` behind does not yet see the bucket
+//! that instances ahead are filling (up to what they admitted in the last `d` can be
+//! admitted again); the record algorithms never move a state backwards, whatever the skew.
+//! TTLs are relative, rounded up to whole seconds plus one, and only
 //! reclaim memory: the record's own expiry decides, so memcached forgetting a key late
 //! changes no decision. (TTLs above 30 days, which memcached would read as absolute times,
 //! are sent as 0, no expiry.)
@@ -71,12 +74,15 @@
 //!   request over the limit only finds admitted units before it); with larger costs, a
 //!   request is denied spuriously only while a denied request's units are in flight.
 //! - **Older buckets are read, not locked.** A sliding window sums the older buckets as read
-//!   before the `incr`; only rewards, resets and bucket merges change those (with `cas`), so a
-//!   check racing a reward may decide on the count from just before it.
+//!   before the `incr`; only rewards, resets and bucket merges change those (with `cas`), so
+//!   a check racing one of them may decide on the counts from just before it (a merge moves
+//!   units into the current bucket, where they may then be counted twice: a denial, never an
+//!   admission).
 //! - **Several writes for one operation are not one transaction.** A reset, a reward spread
-//!   over several buckets, or a bucket merge writes newest bucket first then the rest; a
-//!   racing decision can see it half done. Each write is a `cas`, so a conflict is detected,
-//!   and the operation starts again on what it then reads.
+//!   over several buckets, or a bucket merge writes the newest bucket first, then the older
+//!   ones, then the guard; a racing decision can see it half done. Each write is a `cas`, so
+//!   a conflict is detected: the writes already made are taken back (if still ours) and the
+//!   operation starts again on what it then reads.
 //! - **[`check_all`](weir_core::Store::check_all)** reads every limit in one `gets`, decides
 //!   all on copies exactly as the model does, and writes in name order; a conflict on any
 //!   write takes back the writes already made (`decr`, or the old value if still ours) and
@@ -84,11 +90,15 @@
 //!   limits charged before the others are (it may then be denied spuriously), and a rollback
 //!   that finds a value already changed by someone else leaves it (the charge stays, which
 //!   only denies more).
+//! - **Eviction.** memcached may evict any key under memory pressure, and an evicted key is
+//!   a fresh budget. Give it the memory for every live key (a record is 10 to 100 bytes
+//!   plus memcached's ~50 bytes of overhead; a counter bucket about the same).
 //! - **Held records.** A record kept past its expiry (memcached forgets it some time after)
 //!   and a key never seen are equivalent for every decision but one: a token bucket with
-//!   `initial < capacity`, where the model keeps a record that an `inspect` or `reset` of
-//!   an expired one rewrites. This store follows the model while memcached still has the
-//!   key (it always does within the TTL margin).
+//!   `initial < capacity`, whose fresh state is live, so the model rewrites an expired record
+//!   on any operation (a fresh bucket starting then) but creates none for a key it never
+//!   held. This store follows the model while memcached still has the expired value (it
+//!   keeps it at least one second past the record's expiry, usually longer).
 //!
 //! ## Failures
 //!

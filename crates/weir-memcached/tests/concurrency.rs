@@ -1,4 +1,5 @@
-//! Many tasks on one key at one frozen instant, against a real memcached. The record
+//! Many tasks on one key at one frozen instant, spread over two stores (two pools, as two
+//! instances of a service would have), against a real memcached. The record
 //! algorithms (`gets`/`cas`) must admit exactly what the model admits sequentially; the
 //! `incr` counters must never admit more than the limit, and exactly the limit with unit
 //! costs (the bound documented in the crate docs).
@@ -15,22 +16,28 @@ use weir_testkit::{Model, T0_NS};
 
 const TASKS: usize = 64;
 
-fn store(server: &Memcached) -> MemcachedStore {
-    MemcachedStore::builder(&server.url())
-        .pool_size(16)
-        .timeout(Duration::from_secs(5))
-        .max_retries(10_000)
-        .build()
-        .unwrap()
+/// Two stores on one server: two instances sharing limits.
+fn instances(server: &Memcached) -> [MemcachedStore; 2] {
+    let one = || {
+        MemcachedStore::builder(&server.url())
+            .pool_size(16)
+            .timeout(Duration::from_secs(5))
+            // Far above what 64 contenders need (the default of 64 suffices here), so a
+            // loaded CI machine cannot turn contention into a failure.
+            .max_retries(10_000)
+            .build()
+            .unwrap()
+    };
+    [one(), one()]
 }
 
 /// Runs `TASKS` tasks, each checking `costs[i % len]` once on `key` at `T0_NS`; returns the
 /// costs admitted.
-async fn hammer(store: &MemcachedStore, key: &str, rule: Rule, costs: &[u64]) -> Vec<u64> {
+async fn hammer(stores: &[MemcachedStore], key: &str, rule: Rule, costs: &[u64]) -> Vec<u64> {
     let key = Key::new(key).unwrap();
     let mut tasks = Vec::new();
     for i in 0..TASKS {
-        let (store, key) = (store.clone(), key.clone());
+        let (store, key) = (stores[i % stores.len()].clone(), key.clone());
         let cost = costs[i % costs.len()];
         tasks.push(tokio::spawn(async move {
             let op = Op::Check { cost };
@@ -79,10 +86,10 @@ fn rules_kept_as_records() -> Vec<(&'static str, Rule)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn record_algorithms_admit_exactly_the_sequential_count() {
     let server = Memcached::start();
-    let store = store(&server);
+    let stores = instances(&server);
     let run = async {
         for (name, rule) in rules_kept_as_records() {
-            let admitted = hammer(&store, &format!("cas:{name}"), rule, &[1]).await;
+            let admitted = hammer(&stores, &format!("cas:{name}"), rule, &[1]).await;
             assert_eq!(
                 admitted.len() as u64,
                 sequential(&rule, &[1]),
@@ -98,13 +105,13 @@ async fn record_algorithms_admit_exactly_the_sequential_count() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leases_never_exceed_their_maximum() {
     let server = Memcached::start();
-    let store = store(&server);
+    let stores = instances(&server);
     let rule = Rule::concurrency(5).unwrap();
     let key = Key::new("cas:leases").unwrap();
     let run = async {
         let mut tasks = Vec::new();
         for i in 0..TASKS {
-            let (store, key) = (store.clone(), key.clone());
+            let (store, key) = (stores[i % 2].clone(), key.clone());
             tasks.push(tokio::spawn(async move {
                 let holder = format!("worker-{i}");
                 let op = Op::Acquire {
@@ -142,10 +149,10 @@ fn counters() -> Vec<(&'static str, Rule)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn counters_admit_exactly_the_limit_with_unit_costs() {
     let server = Memcached::start();
-    let store = store(&server);
+    let stores = instances(&server);
     let run = async {
         for (name, rule) in counters() {
-            let admitted = hammer(&store, &format!("incr:{name}"), rule, &[1]).await;
+            let admitted = hammer(&stores, &format!("incr:{name}"), rule, &[1]).await;
             assert_eq!(admitted.len() as u64, sequential(&rule, &[1]), "{name}");
         }
     };
@@ -157,17 +164,17 @@ async fn counters_admit_exactly_the_limit_with_unit_costs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn counters_never_over_admit_with_mixed_costs() {
     let server = Memcached::start();
-    let store = store(&server);
+    let stores = instances(&server);
     let costs = [1, 3, 2, 5, 1, 4];
     let run = async {
         for round in 0..5 {
             for (name, rule) in counters() {
                 let key = format!("incr-mixed:{name}:{round}");
-                let admitted: u64 = hammer(&store, &key, rule, &costs).await.iter().sum();
+                let admitted: u64 = hammer(&stores, &key, rule, &costs).await.iter().sum();
                 // The documented bound: never more than the limit at one instant; fewer only
                 // while a denied request's `incr` awaits its `decr` (spurious denials).
                 assert!(admitted <= rule.limit(), "{name}: {admitted} > limit");
-                let check = store
+                let check = stores[0]
                     .apply(&Key::new(key).unwrap(), &rule, Op::Inspect, T0_NS)
                     .await;
                 let Ok(Outcome::Usage(usage)) = check else {
@@ -189,7 +196,7 @@ async fn counters_never_over_admit_with_mixed_costs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_all_never_over_admits_either_limit() {
     let server = Memcached::start();
-    let store = store(&server);
+    let stores = instances(&server);
     let s = Duration::from_secs(1);
     let limits = Arc::new([
         (
@@ -203,8 +210,8 @@ async fn check_all_never_over_admits_either_limit() {
     ]);
     let run = async {
         let mut tasks = Vec::new();
-        for _ in 0..TASKS {
-            let (store, limits) = (store.clone(), Arc::clone(&limits));
+        for i in 0..TASKS {
+            let (store, limits) = (stores[i % 2].clone(), Arc::clone(&limits));
             tasks.push(tokio::spawn(async move {
                 store
                     .check_all(&limits[..], 1, T0_NS)
@@ -219,7 +226,7 @@ async fn check_all_never_over_admits_either_limit() {
         }
         assert_eq!(admitted, 7, "the tighter limit, exactly");
         for (key, rule) in limits.iter() {
-            let Ok(Outcome::Usage(u)) = store.apply(key, rule, Op::Inspect, T0_NS).await else {
+            let Ok(Outcome::Usage(u)) = stores[1].apply(key, rule, Op::Inspect, T0_NS).await else {
                 panic!("inspect")
             };
             assert_eq!(u.used, 7, "{key:?}: rolled-back charges are gone");
