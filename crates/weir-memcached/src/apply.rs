@@ -2,6 +2,7 @@
 //! again. The loop every [`Store::apply`](weir_core::Store::apply) call of this store runs.
 //!
 //! 1. Validate on a fresh record: an operation that can never succeed never touches memcached.
+//!    A counter's check first tries the one-round-trip charge (`charge.rs`).
 //! 2. `gets` the key's names in one round trip and rebuild its record (`snapshot.rs`).
 //! 3. Run the pure step on a copy, and plan the writes (`plan.rs`).
 //! 4. Send them (`exec.rs`). A `cas`/`add` conflict undoes what was written and starts again
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 
 use weir_core::{step, CheckError, Key, Op, Outcome, Record, Rule, StoreError};
 
+use crate::charge::{self, Charged};
 use crate::client::{Command, Pool, Reply, Value};
 use crate::exec::{self, Ran, Undo};
 use crate::keys::Names;
@@ -27,7 +29,12 @@ pub(crate) async fn read(
     pool: &Pool,
     names: Vec<String>,
 ) -> Result<HashMap<String, Value>, StoreError> {
-    match pool.one(Command::Gets(names)).await? {
+    to_map(pool.one(Command::Gets(names)).await?)
+}
+
+/// The values of a `gets` reply, by name.
+pub(crate) fn to_map(reply: Reply) -> Result<HashMap<String, Value>, StoreError> {
+    match reply {
         Reply::Values(values) => Ok(values.into_iter().map(|v| (v.key.clone(), v)).collect()),
         other => Err(StoreError::Unavailable(format!(
             "memcached: unexpected reply to gets: {other:?}"
@@ -54,8 +61,18 @@ pub(crate) async fn apply(
     let layout = Layout::of(rule);
     let names = Names::new(&inner.prefix, key);
     let to_read = names_to_read(&layout, &names, now_ns);
+    let mut prefetched = None;
+    if let Op::Check { cost: cost @ 1.. } = op {
+        match charge::check(inner, &layout, &names, rule, cost, &to_read, now_ns).await? {
+            Charged::Decided(outcome) => return Ok(outcome),
+            Charged::Continue(values) => prefetched = values,
+        }
+    }
     for attempt in 0..=inner.max_retries {
-        let values = read(&inner.pool, to_read.clone()).await?;
+        let values = match prefetched.take() {
+            Some(values) => values,
+            None => read(&inner.pool, to_read.clone()).await?,
+        };
         let snap = Snapshot::read(layout, &names, now_ns, &values)?;
         let (outcome, writes) = decide(&snap, rule, &op, now_ns)?;
         match exec::run(&inner.pool, writes).await? {
@@ -80,7 +97,7 @@ pub(crate) async fn apply(
 }
 
 /// The step on the snapshot's record, and the writes that store its result.
-fn decide(
+pub(crate) fn decide(
     snap: &Snapshot,
     rule: &Rule,
     op: &Op<'_>,

@@ -111,6 +111,7 @@
 
 mod apply;
 mod backoff;
+mod charge;
 mod check_all;
 mod client;
 mod codec;
