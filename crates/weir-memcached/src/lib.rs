@@ -28,10 +28,13 @@
 //!
 //! - **Fixed window and sliding window counter** are counters: one decimal value per bucket
 //!   of the precision (per window for the fixed window), named after the bucket's start and
-//!   kept as long as it counts (TTL = until the bucket leaves the window). A check reads the
-//!   key's guard and every bucket inside the window in one `gets`, decides on their sum, and
-//!   charges with one `incr` (an `add` for a new bucket): two round trips. The guard (manual
-//!   block, lockout strikes) lives under the key's record name. Penalties `incr` too;
+//!   kept as long as it counts (TTL = until the bucket leaves the window). A check sends, in
+//!   one write, a `gets` of the key's guard and of every bucket inside the window, and the
+//!   `incr` of the current bucket; memcached runs them in order, so the decision is made on
+//!   the sum just before the `incr`. Allowed: done, in one round trip. Denied: a `decr` takes
+//!   the `incr` back (two). The first hit of a bucket finds nothing to `incr` and `add`s it
+//!   (two). The guard (manual block, lockout strikes) lives under the key's record name and
+//!   is written only when it changes. Penalties `incr` too;
 //!   rewards, resets and the rare reshaping of buckets use `cas`. A sliding window counter
 //!   with more than [`MAX_BUCKETS`] buckets is stored as one record instead (below), so that
 //!   a read never fetches more than 65 keys.
@@ -64,15 +67,19 @@
 //!   Under contention this costs retries, never admissions: many tasks on one key at one
 //!   instant admit exactly what the model admits sequentially. When `max_retries` conflicts
 //!   come in a row the call fails with `StoreError::Unavailable` rather than guess.
-//! - **Counters charge with `incr`, and decide where the `incr` lands.** The `incr` returns
-//!   the count it found; if someone else charged the bucket since the read, the decision is
-//!   made again on that count. If it now denies, the `incr` is taken back with `decr`. So the
-//!   current bucket never admits more than the limit (no over-admission at one instant,
-//!   whatever the concurrency). The cost is **spurious denials**: between an over-limit
-//!   `incr` and its `decr`, other checks see the count inflated by that request's cost and
-//!   may be denied though they would fit. With unit costs this never happens (the first
-//!   request over the limit only finds admitted units before it); with larger costs, a
-//!   request is denied spuriously only while a denied request's units are in flight.
+//! - **Counters decide where the `incr` lands.** The `incr` returns the count it found, and
+//!   the decision is made on that count (with the older buckets and the guard as the `gets`
+//!   just before it saw them). If it denies, the `incr` is taken back with `decr`. So the
+//!   current bucket never admits more than the limit: no over-admission at one instant,
+//!   whatever the concurrency. The cost is **spurious denials**: between a denied check's
+//!   `incr` and its `decr`, other checks see the count inflated by that check's cost and may
+//!   be denied though they would fit. With unit costs this never happens (a check is denied
+//!   only once the limit is reached by admitted units: the first check over the limit finds
+//!   only admitted units before it); with mixed costs it can, only while a larger denied
+//!   check is in flight. Measured at one frozen instant, 64 tasks on two store instances
+//!   (`tests/concurrency.rs`): unit costs admit exactly the limit; costs 1 to 5 against a
+//!   limit of 10 admit 6 to 10 units, never 11. The counters never lose a rollback: when the
+//!   tasks finish, the count equals the units admitted.
 //! - **Older buckets are read, not locked.** A sliding window sums the older buckets as read
 //!   before the `incr`; only rewards, resets and bucket merges change those (with `cas`), so
 //!   a check racing one of them may decide on the counts from just before it (a merge moves
