@@ -113,7 +113,11 @@
 //! connection included) and fails with `StoreError::Timeout`; a refused or broken connection
 //! is `StoreError::Unavailable` with the reason, and the pool drops its idle connections so
 //! the next call reconnects. A value this version cannot read is `StoreError::Corrupt`. No
-//! call panics or waits without bound. Failure policies (fail open, fail closed, local
+//! call panics or waits without bound (at most `max_retries + 1` attempts of a few round
+//! trips each, with waits of at most 2 ms between them). A call that fails between two of
+//! its writes (only multi-write operations and `check_all` have several) returns the error
+//! without taking back the writes already made: such an operation may be partly applied,
+//! as a caller that retries it must know; a single check writes once. Failure policies (fail open, fail closed, local
 //! fallback) are applied above the store, in `weir-resilience`.
 
 mod apply;

@@ -1,10 +1,12 @@
-//! Faults: a memcached killed mid-test, and one that accepts connections but never answers.
-//! Each call must fail quickly with a clear `StoreError` (never hang or panic), and
-//! decisions must resume, on the same store, once a server listens on that port again.
+//! Faults: a memcached killed mid-test, one that accepts connections but never answers, and
+//! values this store cannot read. Each call must fail quickly with a clear `StoreError`
+//! (never hang or panic), and decisions must resume, on the same store, once a server
+//! listens on that port again.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -138,4 +140,47 @@ async fn a_server_that_never_answers_times_out() {
         .await
         .expect("no hang");
     assert_eq!(ping, Err(StoreError::Timeout { timeout_ms: 100 }));
+}
+
+/// Stores `data` under `name` with a raw `set`, as another program might.
+fn raw_set(port: u16, name: &str, data: &[u8]) {
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut request = format!("set {name} 0 60 {}\r\n", data.len()).into_bytes();
+    request.extend_from_slice(data);
+    request.extend_from_slice(b"\r\n");
+    conn.write_all(&request).unwrap();
+    let mut reply = [0u8; 8];
+    conn.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"STORED\r\n");
+}
+
+#[tokio::test]
+async fn values_this_store_cannot_read_are_corrupt() {
+    let server = Memcached::start();
+    let store = MemcachedStore::builder(&server.url())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let s = Duration::from_secs(1);
+    raw_set(server.port(), "weir:r:=garbled", b"not a record");
+    let gcra = Rule::gcra(5, s, 5).unwrap();
+    let got = check(&store, &Key::new("garbled").unwrap(), &gcra).await;
+    assert!(
+        matches!(got, Err(CheckError::Store(StoreError::Corrupt(_)))),
+        "{got:?}"
+    );
+    // A counter bucket that is not a number: every window of 1 s starting at T0's window.
+    let window = T0_NS - T0_NS % 1_000_000_000;
+    raw_set(
+        server.port(),
+        &format!("weir:f{window:x}:=words"),
+        b"twelve",
+    );
+    let fixed = Rule::fixed_window(5, s).unwrap();
+    let got = check(&store, &Key::new("words").unwrap(), &fixed).await;
+    assert!(
+        matches!(got, Err(CheckError::Store(StoreError::Corrupt(_)))),
+        "{got:?}"
+    );
 }
