@@ -1,1 +1,111 @@
-//! (stub; implementation follows)
+//! The store key of a matched descriptor: `{domain}/{key}={value}/{key}={value}…`, each part
+//! percent-escaped (`%` → `%25`, `/` → `%2F`, `=` → `%3D`) so that no two requests that
+//! differ map to the same key. One snapshot sends a given list of entries to one rule, so the
+//! domain and the entries name the counter; the same entries keep their counter across a
+//! reload that changes the rule (the core defines what carries over).
+//!
+//! A key longer than [`Key::MAX_LEN`] keeps its first bytes (cut on a character boundary)
+//! and ends with `#` and the first 128 bits of the SHA-256 of the *whole* key in hex: stable
+//! across processes and versions, and infeasible to collide on purpose. The last step of
+//! matching, before the server calls the limiter.
+
+use std::fmt::Write;
+
+use sha2::{Digest, Sha256};
+use weir_core::Key;
+
+/// Hex digits of the digest kept in a shortened key (128 bits).
+const DIGEST_HEX: usize = 32;
+
+/// Builds the key of `entries` under `domain`.
+pub(crate) fn build(domain: &str, entries: &[(String, String)]) -> Key {
+    let mut full = String::with_capacity(
+        domain.len()
+            + entries
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 2)
+                .sum::<usize>(),
+    );
+    escape_into(&mut full, domain);
+    for (key, value) in entries {
+        full.push('/');
+        escape_into(&mut full, key);
+        full.push('=');
+        escape_into(&mut full, value);
+    }
+    let text = if full.len() > Key::MAX_LEN {
+        shorten(&full)
+    } else {
+        full
+    };
+    // Both branches are non-empty (the domain is) and at most MAX_LEN bytes.
+    Key::new(text.as_bytes()).unwrap_or_else(|_| Key::from(0))
+}
+
+fn escape_into(out: &mut String, text: &str) {
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '/' => out.push_str("%2F"),
+            '=' => out.push_str("%3D"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// `head#digest`, exactly `Key::MAX_LEN` bytes or less.
+fn shorten(full: &str) -> String {
+    let digest = Sha256::digest(full.as_bytes());
+    let mut cut = Key::MAX_LEN - 1 - DIGEST_HEX;
+    while !full.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut out = String::with_capacity(Key::MAX_LEN);
+    out.push_str(full.get(..cut).unwrap_or_default());
+    out.push('#');
+    for byte in digest.iter().take(DIGEST_HEX / 2) {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn separators_are_escaped_so_keys_never_collide() {
+        let a = build("d", &entries(&[("a", "b/c=d")]));
+        let b = build("d", &entries(&[("a", "b"), ("c", "d")]));
+        assert_ne!(a, b);
+        assert_eq!(a.to_string(), "d/a=b%2Fc%3Dd");
+        assert_eq!(b.to_string(), "d/a=b/c=d");
+        assert_eq!(build("d/x", &[]).to_string(), "d%2Fx");
+        assert_eq!(
+            build("d", &entries(&[("k", "100%")])).to_string(),
+            "d/k=100%25"
+        );
+    }
+
+    #[test]
+    fn long_keys_keep_their_head_and_hash_the_rest() {
+        let long = "é".repeat(400);
+        let one = build("d", &entries(&[("k", &long)]));
+        let two = build("d", &entries(&[("k", &format!("{long}x"))]));
+        assert!(one.as_bytes().len() <= Key::MAX_LEN);
+        assert_ne!(one, two);
+        let text = one.to_string();
+        assert!(text.starts_with("d/k=éé"));
+        let (_, digest) = text.rsplit_once('#').unwrap();
+        assert_eq!(digest.len(), DIGEST_HEX);
+        // Stable: the same input always gives the same key.
+        assert_eq!(one, build("d", &entries(&[("k", &long)])));
+    }
+}

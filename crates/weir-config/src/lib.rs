@@ -16,7 +16,7 @@
 //!   enforcement percentage.
 //!
 //! The path of one decision through this crate: the server receives `(domain, descriptors)`
-//! → [`RuleSet::matches`] checks the request [limits](crate::limits), finds the domain, walks
+//! → [`RuleSet::matches`] checks the request [`limits`], finds the domain, walks
 //! each descriptor's entries down the tree ([`Matched`] or `None` per descriptor), applies
 //! `replaces`, and builds each match's namespaced [`Key`](weir_core::Key) → the server asks
 //! the limiter with `(key, rule, hits)`.
@@ -36,22 +36,27 @@
 //! let matched = rules.matches("mongo_cps", &[Descriptor::new([("database", "users")])])?;
 //! let users = matched[0].as_ref().unwrap();
 //! assert_eq!(users.rule_id.as_ref(), "mongo_cps.database_users");
-//! assert_eq!(users.rule.unwrap().limit(), 500);
+//! assert_eq!(users.rule().unwrap().limit(), 500);
+//! assert_eq!(users.key.to_string(), "mongo_cps/database=users");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod block;
 mod compile;
 mod duration;
 mod error;
 mod key;
 pub mod limits;
 mod matcher;
+mod place;
 mod raw;
 mod request;
 mod ruleset;
+mod tree;
 mod unit;
+mod yaml;
 
 pub use error::{ConfigError, MatchError};
-pub use request::{Descriptor, LimitOverride, Matched};
+pub use request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
 pub use ruleset::{Format, RuleInfo, RuleSet};
 pub use unit::Unit;

@@ -8,6 +8,8 @@
 //! [`RuleSet::parse`]: crate::RuleSet::parse
 //! [`MatchError`]: crate::MatchError
 
+use crate::MatchError;
+
 /// The longest domain accepted in a request, in bytes.
 pub const MAX_DOMAIN_LEN: usize = 256;
 /// The most descriptors one request may carry.
@@ -26,5 +28,28 @@ pub const MAX_HITS_ADDEND: u64 = 1_000_000_000;
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// The most rule files read from one directory.
 pub const MAX_FILES: usize = 10_000;
-/// The deepest descriptor nesting accepted in a rule file.
-pub const MAX_DEPTH: usize = 32;
+/// The deepest descriptor nesting accepted in a rule file: a deeper rule could never match a
+/// request (at most [`MAX_ENTRIES`] entries).
+pub const MAX_DEPTH: usize = MAX_ENTRIES;
+
+/// Checks a request-level hits addend (per-descriptor ones are checked by
+/// [`RuleSet::matches`](crate::RuleSet::matches)).
+///
+/// ```
+/// use weir_config::limits::{check_hits_addend, MAX_HITS_ADDEND};
+/// assert!(check_hits_addend(MAX_HITS_ADDEND).is_ok());
+/// assert_eq!(
+///     check_hits_addend(MAX_HITS_ADDEND + 1).unwrap_err().to_string(),
+///     "hits_addend is 1000000001, above the maximum of 1000000000"
+/// );
+/// ```
+pub fn check_hits_addend(hits_addend: u64) -> Result<(), MatchError> {
+    if hits_addend > MAX_HITS_ADDEND {
+        return Err(MatchError::HitsAddendTooLarge {
+            place: String::new(),
+            value: hits_addend,
+            max: MAX_HITS_ADDEND,
+        });
+    }
+    Ok(())
+}

@@ -1,26 +1,186 @@
-//! Request matching (stub; implementation follows).
+//! [`RuleSet::matches`]: a request's `(domain, descriptors)` → one `Option<Matched>` per
+//! descriptor. Checks the request [limits](crate::limits) first, then walks each descriptor
+//! down its domain's tree (`tree.rs`), applies `replaces` across the request, and builds each
+//! match's key (`key.rs`). Decides nothing about allowing: that is the limiter's job.
+
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::error::MatchError;
-use crate::request::{Descriptor, Matched};
-use crate::ruleset::RuleSet;
+use crate::key;
+use crate::limits::{
+    MAX_DESCRIPTORS, MAX_DOMAIN_LEN, MAX_ENTRIES, MAX_HITS_ADDEND, MAX_KEY_LEN, MAX_VALUE_LEN,
+};
+use crate::request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
+use crate::ruleset::{RuleInfo, RuleSet};
 
 impl RuleSet {
     /// Matches a request's descriptors against `domain`'s rules: one entry per descriptor,
-    /// `None` when no rule applies (the descriptor is allowed). Checks the request
-    /// [limits](crate::limits) first; an unknown domain is [`MatchError::UnknownDomain`].
+    /// `None` when no rule applies (the descriptor is allowed, `OK` without a limit).
     ///
-    /// Each descriptor's entries walk down the tree in order; at each level an exact
-    /// `key`+`value` node beats a prefix (`value: foo*`, first in file order) which beats a
-    /// key-only node. The rule applies only if the walk reaches the last entry on a node
-    /// with a rule (envoyproxy/ratelimit's semantics). A matched rule whose name is listed
-    /// in another matched rule's `replaces` is dropped (`None`).
+    /// - The request [limits](crate::limits) are checked first; then the domain must exist
+    ///   ([`MatchError::UnknownDomain`] otherwise).
+    /// - A descriptor with a [limit override](Descriptor::limit) gets that limit.
+    /// - Otherwise its entries walk down the tree in order. At each level an exact
+    ///   `key`+`value` node beats a prefix node (`value: foo*`, the first in file order),
+    ///   which beats a key-only node. The rule applies only if the walk consumes every entry
+    ///   and ends on a node with a rule; a partial match applies nothing.
+    /// - A matched rule whose `name` appears in the `replaces` of another matched rule of the
+    ///   same request is dropped (`None`).
+    ///
+    /// ```
+    /// use weir_config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::parse("messaging.yaml", r#"
+    /// domain: messaging
+    /// descriptors:
+    ///   - key: message_type
+    ///     value: marketing
+    ///     descriptors:
+    ///       - key: to_number
+    ///         rate_limit: {unit: day, requests_per_unit: 5}
+    ///   - key: to_number
+    ///     rate_limit: {unit: day, requests_per_unit: 100}
+    /// "#)?;
+    /// let matched = rules.matches("messaging", &[
+    ///     Descriptor::new([("message_type", "marketing"), ("to_number", "2061111111")]),
+    ///     Descriptor::new([("to_number", "2061111111")]),
+    ///     Descriptor::new([("message_type", "marketing")]),
+    /// ])?;
+    /// assert_eq!(matched[0].as_ref().unwrap().rule().unwrap().limit(), 5);
+    /// assert_eq!(matched[1].as_ref().unwrap().rule().unwrap().limit(), 100);
+    /// assert!(matched[2].is_none(), "a node without a rate_limit limits nothing");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn matches(
         &self,
         domain: &str,
         descriptors: &[Descriptor],
     ) -> Result<Vec<Option<Matched>>, MatchError> {
-        let _ = self.domain(domain);
-        let _ = descriptors;
-        Err(MatchError::UnknownDomain(domain.to_string()))
+        check(domain, descriptors)?;
+        let (tree, rules) = self
+            .domain(domain)
+            .map(|(d, rules)| (&d.tree, rules))
+            .ok_or_else(|| MatchError::UnknownDomain(domain.to_string()))?;
+        let mut infos: Vec<Option<&RuleInfo>> = Vec::with_capacity(descriptors.len());
+        let mut matched = Vec::with_capacity(descriptors.len());
+        for descriptor in descriptors {
+            if let Some(limit) = descriptor.limit {
+                infos.push(None);
+                matched.push(Some(overridden(domain, descriptor, limit)));
+                continue;
+            }
+            let info = tree
+                .lookup(&descriptor.entries)
+                .and_then(|index| rules.get(index));
+            infos.push(info);
+            matched.push(info.map(|info| Matched {
+                rule_id: Arc::clone(&info.id),
+                name: info.name.clone(),
+                limit: info.limit,
+                rate_limit: info.rate_limit,
+                key: key::build(domain, &descriptor.entries),
+                cost: info.cost,
+                hits_addend: descriptor.hits_addend,
+                shadow: info.shadow,
+                enforce_percent: info.enforce_percent,
+                detailed_metric: info.detailed_metric,
+            }));
+        }
+        let replaced: HashSet<&str> = infos
+            .iter()
+            .flatten()
+            .flat_map(|info| info.replaces.iter().map(|name| name.as_ref()))
+            .collect();
+        if !replaced.is_empty() {
+            for slot in &mut matched {
+                let is_replaced = slot
+                    .as_ref()
+                    .and_then(|m| m.name.as_deref())
+                    .is_some_and(|name| replaced.contains(name));
+                if is_replaced {
+                    *slot = None;
+                }
+            }
+        }
+        Ok(matched)
     }
+}
+
+/// A caller's limit override: a fixed window of one unit (0 requests: deny), as ratelimit.
+fn overridden(domain: &str, descriptor: &Descriptor, limit: LimitOverride) -> Matched {
+    let window = limit.unit.times(1);
+    let rule = weir_core::Rule::fixed_window(limit.requests_per_unit, window);
+    Matched {
+        rule_id: Arc::from(format!("{domain}.limit_override")),
+        name: None,
+        limit: rule.map_or(Limit::Deny { window }, Limit::Rule),
+        rate_limit: Some(RateLimitSpec {
+            requests_per_unit: limit.requests_per_unit,
+            unit: limit.unit,
+            unit_multiplier: 1,
+        }),
+        key: key::build(domain, &descriptor.entries),
+        cost: 1,
+        hits_addend: descriptor.hits_addend,
+        shadow: false,
+        enforce_percent: 100,
+        detailed_metric: false,
+    }
+}
+
+/// The request limits, checked before any lookup.
+fn check(domain: &str, descriptors: &[Descriptor]) -> Result<(), MatchError> {
+    if domain.is_empty() {
+        return Err(MatchError::EmptyDomain);
+    }
+    if domain.len() > MAX_DOMAIN_LEN {
+        return Err(MatchError::DomainTooLong {
+            len: domain.len(),
+            max: MAX_DOMAIN_LEN,
+        });
+    }
+    if descriptors.is_empty() {
+        return Err(MatchError::NoDescriptors);
+    }
+    if descriptors.len() > MAX_DESCRIPTORS {
+        return Err(MatchError::TooManyDescriptors {
+            count: descriptors.len(),
+            max: MAX_DESCRIPTORS,
+        });
+    }
+    for (d, descriptor) in descriptors.iter().enumerate() {
+        if descriptor.entries.len() > MAX_ENTRIES {
+            return Err(MatchError::TooManyEntries {
+                descriptor: d,
+                count: descriptor.entries.len(),
+                max: MAX_ENTRIES,
+            });
+        }
+        for (e, (key, value)) in descriptor.entries.iter().enumerate() {
+            if key.len() > MAX_KEY_LEN {
+                return Err(MatchError::KeyTooLong {
+                    descriptor: d,
+                    entry: e,
+                    len: key.len(),
+                    max: MAX_KEY_LEN,
+                });
+            }
+            if value.len() > MAX_VALUE_LEN {
+                return Err(MatchError::ValueTooLong {
+                    descriptor: d,
+                    entry: e,
+                    len: value.len(),
+                    max: MAX_VALUE_LEN,
+                });
+            }
+        }
+        if let Some(hits) = descriptor.hits_addend.filter(|h| *h > MAX_HITS_ADDEND) {
+            return Err(MatchError::HitsAddendTooLarge {
+                place: format!("descriptors[{d}]."),
+                value: hits,
+                max: MAX_HITS_ADDEND,
+            });
+        }
+    }
+    Ok(())
 }

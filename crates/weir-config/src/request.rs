@@ -72,19 +72,70 @@ pub struct LimitOverride {
     pub unit: Unit,
 }
 
+/// What a matched node does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Limit {
+    /// Check this rule.
+    Rule(Rule),
+    /// `unlimited: true`: always allowed, no store touched (ratelimit answers `OK` with
+    /// `limit_remaining` = `u32::MAX`).
+    Unlimited,
+    /// `requests_per_unit: 0` (ratelimit's block-list idiom): every request is over the
+    /// limit; `window` is the fixed window (aligned to the epoch) for `duration_until_reset`.
+    Deny {
+        /// The window length (`unit × unit_multiplier`).
+        window: std::time::Duration,
+    },
+}
+
+impl Limit {
+    /// The rule, when there is one to check.
+    pub fn rule(&self) -> Option<&Rule> {
+        match self {
+            Self::Rule(rule) => Some(rule),
+            Self::Unlimited | Self::Deny { .. } => None,
+        }
+    }
+
+    /// The name shown for the algorithm: the rule's (`fixed_window`, `gcra`, …),
+    /// `unlimited` or `deny`.
+    pub fn algorithm(&self) -> &'static str {
+        match self {
+            Self::Rule(rule) => rule.algorithm().name(),
+            Self::Unlimited => "unlimited",
+            Self::Deny { .. } => "deny",
+        }
+    }
+}
+
+/// A `rate_limit` block as written, for answering in ratelimit's terms (`current_limit`)
+/// exactly rather than converting the window back into a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitSpec {
+    /// `requests_per_unit`.
+    pub requests_per_unit: u64,
+    /// `unit`.
+    pub unit: Unit,
+    /// `unit_multiplier` (1 when absent).
+    pub unit_multiplier: u64,
+}
+
 /// The rule that applies to one descriptor of a request, and the key to count it under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Matched {
     /// A stable label for metrics and logs, of bounded cardinality: ratelimit's stats key
     /// (`domain.key_value.key2`, from the *configuration*, never the request's values), or
-    /// `domain.<override>` for a limit override. Also [`RuleInfo::id`](crate::RuleInfo::id).
+    /// `domain.limit_override` for a caller's limit override. Equals
+    /// [`RuleInfo::id`](crate::RuleInfo::id).
     pub rule_id: Arc<str>,
     /// The rule's `name`, if it has one (what `replaces` refers to).
     pub name: Option<Arc<str>>,
-    /// The rule to check. `None` when the rule is `unlimited`: the descriptor is always
-    /// allowed and no store is touched.
-    pub rule: Option<Rule>,
+    /// What to do: check a rule, allow (unlimited) or deny (zero requests per unit).
+    pub limit: Limit,
+    /// The `rate_limit` block as written (ratelimit rules and limit overrides only).
+    pub rate_limit: Option<RateLimitSpec>,
     /// The key to count under: the domain, then each entry's key and the request's value,
     /// escaped so that no two descriptors share a key; a key longer than
     /// [`Key::MAX_LEN`] keeps its head and replaces the rest with a SHA-256 digest (see
@@ -105,13 +156,19 @@ pub struct Matched {
 }
 
 impl Matched {
-    /// Whether the rule is `unlimited` (no rule to check).
-    pub fn is_unlimited(&self) -> bool {
-        self.rule.is_none()
+    /// The rule to check, if any (none when unlimited or denying everything).
+    pub fn rule(&self) -> Option<&Rule> {
+        self.limit.rule()
     }
 
-    /// The units this descriptor charges: its own hits addend if it has one, else the
-    /// request's (`0` counts as 1, as in ratelimit), times the rule's cost; saturating.
+    /// Whether the rule is `unlimited`.
+    pub fn is_unlimited(&self) -> bool {
+        matches!(self.limit, Limit::Unlimited)
+    }
+
+    /// The units this descriptor charges: its own hits addend if it has one (even 0, a
+    /// check that charges nothing), else the request's (`0` counts as 1, as in ratelimit),
+    /// times the rule's cost; saturating.
     ///
     /// ```
     /// # use weir_config::{Descriptor, RuleSet};

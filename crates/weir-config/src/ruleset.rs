@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use weir_core::{FailurePolicy, Rule};
 
-use crate::compile::{self, Tree};
+use crate::compile;
 use crate::error::ConfigError;
 use crate::limits::{MAX_FILES, MAX_FILE_BYTES};
+use crate::request::{Limit, RateLimitSpec};
+use crate::tree::Tree;
 
 /// The rules of every configured domain: validated, immutable, cheap to clone (one `Arc`).
 ///
@@ -39,7 +41,7 @@ struct Inner {
 #[derive(Debug)]
 pub(crate) struct Domain {
     pub(crate) file: PathBuf,
-    pub(crate) tree: Tree,
+    pub(crate) tree: Arc<Tree>,
     /// Index of this domain's first rule in `Inner::rules`.
     pub(crate) first_rule: usize,
 }
@@ -74,8 +76,10 @@ pub struct RuleInfo {
     pub name: Option<Arc<str>>,
     /// Names of the rules this one replaces when both match one request.
     pub replaces: Vec<Arc<str>>,
-    /// The validated rule; `None` when unlimited.
-    pub rule: Option<Rule>,
+    /// What the rule does: check a rule, allow (unlimited) or deny (zero requests per unit).
+    pub limit: Limit,
+    /// The `rate_limit` block as written (ratelimit format only).
+    pub rate_limit: Option<RateLimitSpec>,
     /// Cost multiplier applied to every hit.
     pub cost: u64,
     /// Shadow mode.
@@ -87,29 +91,43 @@ pub struct RuleInfo {
 }
 
 impl RuleInfo {
-    /// The algorithm's name (`fixed_window`, `gcra`, …), or `unlimited`.
-    pub fn algorithm(&self) -> &'static str {
-        self.rule.map_or("unlimited", |r| r.algorithm().name())
+    /// The rule to check, if any (none when unlimited or denying everything).
+    pub fn rule(&self) -> Option<&Rule> {
+        self.limit.rule()
     }
 
-    /// The rule's limit (see [`Rule::limit`]); `None` when unlimited.
-    pub fn limit(&self) -> Option<u64> {
-        self.rule.map(|r| r.limit())
+    /// The algorithm's name (`fixed_window`, `gcra`, …), `unlimited` or `deny`.
+    pub fn algorithm(&self) -> &'static str {
+        self.limit.algorithm()
+    }
+
+    /// The rule's [`Rule::limit`] (requests per window, capacity, burst, depth or leases);
+    /// 0 for a rule that denies everything; `None` when unlimited.
+    pub fn capacity(&self) -> Option<u64> {
+        match &self.limit {
+            Limit::Rule(rule) => Some(rule.limit()),
+            Limit::Deny { .. } => Some(0),
+            Limit::Unlimited => None,
+        }
     }
 
     /// The rule's window (see [`Rule::window`]); `None` when unlimited.
     pub fn window(&self) -> Option<Duration> {
-        self.rule.map(|r| r.window())
+        match &self.limit {
+            Limit::Rule(rule) => Some(rule.window()),
+            Limit::Deny { window } => Some(*window),
+            Limit::Unlimited => None,
+        }
     }
 
-    /// What the rule does when its store cannot decide; `None` when unlimited.
+    /// What the rule does when its store cannot decide; `None` without a rule to check.
     pub fn on_failure(&self) -> Option<FailurePolicy> {
-        self.rule.map(|r| r.failure_policy())
+        self.rule().map(|r| r.failure_policy())
     }
 
     /// Whether the rule is `unlimited`.
     pub fn is_unlimited(&self) -> bool {
-        self.rule.is_none()
+        matches!(self.limit, Limit::Unlimited)
     }
 }
 
@@ -183,9 +201,8 @@ impl RuleSet {
     fn parse_path(file: &Path, yaml: &str) -> Result<RuleSet, ConfigError> {
         let compiled = compile::compile(file, yaml)?;
         let mut domains = BTreeMap::new();
-        let domain: Arc<str> = compiled.domain;
         domains.insert(
-            domain,
+            compiled.domain,
             Domain {
                 file: file.to_path_buf(),
                 tree: compiled.tree,
@@ -209,30 +226,32 @@ impl RuleSet {
 
     /// Both sets' domains in one. A domain in both is [`ConfigError::DuplicateDomain`].
     pub fn merge(self, other: RuleSet) -> Result<RuleSet, ConfigError> {
-        let mut domains = BTreeMap::new();
-        let mut rules = Vec::with_capacity(self.inner.rules.len() + other.inner.rules.len());
+        // Every domain with the set holding it, by name.
+        let mut by_name: BTreeMap<&Arc<str>, (&RuleSet, &Domain)> = BTreeMap::new();
         for set in [&self, &other] {
             for (name, domain) in &set.inner.domains {
-                if let Some(first) = domains.get(name).map(|d: &Domain| d.file.clone()) {
+                if let Some((_, first)) = by_name.insert(name, (set, domain)) {
                     return Err(ConfigError::DuplicateDomain {
                         domain: name.to_string(),
-                        first,
+                        first: first.file.clone(),
                         second: domain.file.clone(),
                     });
                 }
-                let offset = rules.len();
-                let count = set.domain_rules(domain).len();
-                rules.extend_from_slice(set.domain_rules(domain));
-                let _ = count;
-                domains.insert(
-                    Arc::clone(name),
-                    Domain {
-                        file: domain.file.clone(),
-                        tree: domain.tree.clone(),
-                        first_rule: offset,
-                    },
-                );
             }
+        }
+        let mut domains = BTreeMap::new();
+        let mut rules = Vec::with_capacity(self.inner.rules.len() + other.inner.rules.len());
+        for (name, (set, domain)) in by_name {
+            let first_rule = rules.len();
+            rules.extend_from_slice(set.domain_rules(domain));
+            domains.insert(
+                Arc::clone(name),
+                Domain {
+                    file: domain.file.clone(),
+                    tree: Arc::clone(&domain.tree),
+                    first_rule,
+                },
+            );
         }
         Ok(RuleSet {
             inner: Arc::new(Inner { domains, rules }),
@@ -240,7 +259,7 @@ impl RuleSet {
     }
 
     fn domain_rules(&self, domain: &Domain) -> &[RuleInfo] {
-        let end = domain.first_rule.saturating_add(domain.tree.rule_count());
+        let end = domain.first_rule.saturating_add(domain.tree.rule_count);
         self.inner
             .rules
             .get(domain.first_rule..end)

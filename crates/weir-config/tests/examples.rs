@@ -1,0 +1,113 @@
+//! Every example rule file shipped in `config/` loads, and `RuleSet::example()` is
+//! `config/example.yaml`, with the rules its comments promise.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use weir_config::{Descriptor, Format, RuleSet};
+use weir_core::FailurePolicy;
+
+fn config_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config")
+}
+
+#[test]
+fn every_example_file_loads() {
+    let mut loaded = 0;
+    let mut dirs = vec![config_dir()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path.clone());
+                RuleSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                RuleSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                loaded += 1;
+            }
+        }
+    }
+    assert!(
+        loaded >= 10,
+        "example.yaml and the nine envoy examples, found {loaded}"
+    );
+}
+
+#[test]
+fn the_embedded_example_is_config_example_yaml() {
+    let from_disk = RuleSet::load(&config_dir().join("example.yaml")).unwrap();
+    let embedded = RuleSet::example();
+    assert!(!embedded.is_empty());
+    let ids = |set: &RuleSet| {
+        set.rules()
+            .iter()
+            .map(|r| r.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&embedded), ids(&from_disk));
+}
+
+#[test]
+fn the_example_shows_what_its_comments_say() {
+    let rules = RuleSet::example();
+    let rule = |id: &str| rules.rule(id).unwrap_or_else(|| panic!("no rule {id}"));
+
+    let per_ip = rule("api.remote_address");
+    assert_eq!(per_ip.algorithm(), "gcra");
+    assert_eq!(per_ip.capacity(), Some(40));
+
+    let per_user = rule("api.user_id");
+    assert_eq!(per_user.window(), Some(Duration::from_secs(3600)));
+    assert_eq!(per_user.on_failure(), Some(FailurePolicy::LocalFallback));
+
+    let export = rule("api.user_id.path_/v1/export*");
+    assert_eq!(export.cost, 10);
+
+    let login = rule("api.login_failures");
+    assert!(login.rule().unwrap().lockout().is_some());
+    assert_eq!(login.on_failure(), Some(FailurePolicy::FailClosed));
+
+    assert!(rule("api.search_user").shadow);
+    assert_eq!(rule("api.api_key").enforce_percent, 10);
+    assert_eq!(rule("api.report_tenant").algorithm(), "concurrency");
+
+    let health = rule("api.path_/healthz");
+    assert!(health.is_unlimited());
+    assert_eq!(health.format, Format::Ratelimit);
+
+    // The enterprise rule replaces the per-user rule when both match one request.
+    let matched = rules
+        .matches(
+            "api",
+            &[
+                Descriptor::new([("user_id", "alice")]),
+                Descriptor::new([("plan", "enterprise"), ("user_id", "alice")]),
+            ],
+        )
+        .unwrap();
+    assert!(matched[0].is_none());
+    assert_eq!(
+        matched[1].as_ref().unwrap().name.as_deref(),
+        Some("enterprise_user")
+    );
+
+    // An export by one user costs 10 tokens of that user's export bucket.
+    let export = rules
+        .matches(
+            "api",
+            &[Descriptor::new([
+                ("user_id", "alice"),
+                ("path", "/v1/export/csv"),
+            ])],
+        )
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    assert_eq!(export.hits(1), 10);
+    assert_eq!(
+        export.key.to_string(),
+        "api/user_id=alice/path=%2Fv1%2Fexport%2Fcsv"
+    );
+}
