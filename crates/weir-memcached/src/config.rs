@@ -35,6 +35,16 @@ pub enum ConfigError {
         /// The setting's name.
         param: &'static str,
     },
+    /// A setting is above what the store supports.
+    #[error("{param} is {value}, above the maximum of {max}")]
+    TooLarge {
+        /// The setting's name.
+        param: &'static str,
+        /// The value given.
+        value: u64,
+        /// The largest value accepted.
+        max: u64,
+    },
 }
 
 /// Settings of a [`MemcachedStore`].
@@ -68,6 +78,8 @@ impl MemcachedStoreBuilder {
     pub const DEFAULT_MAX_RETRIES: u32 = 64;
     /// The default key prefix.
     pub const DEFAULT_PREFIX: &'static str = "weir:";
+    /// The largest pool accepted (memcached's default connection limit is 1024 in all).
+    pub const MAX_POOL_SIZE: usize = 1024;
 
     pub(crate) fn new(addr: &str) -> Self {
         Self {
@@ -128,6 +140,13 @@ impl MemcachedStoreBuilder {
         if self.pool_size == 0 {
             return Err(ConfigError::Zero { param: "pool_size" });
         }
+        if self.pool_size > Self::MAX_POOL_SIZE {
+            return Err(ConfigError::TooLarge {
+                param: "pool_size",
+                value: u64::try_from(self.pool_size).unwrap_or(u64::MAX),
+                max: u64::try_from(Self::MAX_POOL_SIZE).unwrap_or(u64::MAX),
+            });
+        }
         if self.timeout.is_zero() {
             return Err(ConfigError::Zero { param: "timeout" });
         }
@@ -158,6 +177,10 @@ mod tests {
         assert_eq!(
             err(MemcachedStore::builder("h:1").pool_size(0)),
             "pool_size must be greater than zero"
+        );
+        assert_eq!(
+            err(MemcachedStore::builder("h:1").pool_size(5000)),
+            "pool_size is 5000, above the maximum of 1024"
         );
         assert!(MemcachedStore::new("memcached://127.0.0.1:11211").is_ok());
         assert!(MemcachedStore::new("[::1]:11211").is_ok());

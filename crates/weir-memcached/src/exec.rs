@@ -13,11 +13,11 @@ use crate::plan::{Action, Write};
 pub(crate) enum Undo {
     /// An `incr`: `decr` it again (exact even if others wrote since).
     Decr { name: String, delta: u64 },
-    /// A stored value: put `previous` back (a tombstone if none) if the value is still ours.
+    /// A stored value: put `previous` back if the value is still ours.
     Restore {
         name: String,
         ours: Vec<u8>,
-        previous: Option<Vec<u8>>,
+        previous: Vec<u8>,
         ttl_s: u32,
     },
 }
@@ -134,7 +134,7 @@ pub(crate) async fn undo(pool: &Pool, done: Vec<Undo>) -> Result<(), StoreError>
                     pool.one(Command::Cas {
                         key: name,
                         ttl_s,
-                        data: previous.unwrap_or_default(),
+                        data: previous,
                         unique: value.unique,
                     })
                     .await?;

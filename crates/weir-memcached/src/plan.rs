@@ -39,15 +39,20 @@ pub(crate) enum Action {
     /// `incr` by `delta`; `expect` is the result if nobody else wrote in between.
     Incr { delta: u64, expect: u64 },
     /// `cas` (with the unique of the read) or `add` (`unique: None`). `previous` is what was
-    /// read, to undo it.
+    /// read (or the value that means "nothing" there), to undo it.
     Store {
         data: Vec<u8>,
         ttl_s: u32,
         unique: Option<u64>,
-        previous: Option<Vec<u8>>,
+        previous: Vec<u8>,
         previous_ttl_s: u32,
     },
 }
+
+/// What a record name holds when there is no record: an empty tombstone.
+const NO_RECORD: &[u8] = b"";
+/// What a counter holds when there is no count: `0` (a tombstone for a sliding bucket).
+const NO_COUNT: &[u8] = b"0";
 
 /// The TTL for a value that must last until `until_ns`: whole seconds rounded up, plus one
 /// for memcached's own second-granular clock, so memcached never forgets it early. Late is
@@ -61,14 +66,14 @@ pub(crate) fn ttl_s(until_ns: u64, now_ns: u64) -> u32 {
     }
 }
 
-/// A `cas` over what was `found` (an `add` if nothing was), undone by writing it back with
-/// `previous_ttl_s`.
+/// A `cas` over what was `found` (an `add` if nothing was), undone by writing back what was
+/// found (`absent` if nothing was) with `previous_ttl_s`.
 fn store(
     name: &str,
     found: &Option<(Vec<u8>, u64)>,
+    absent: &[u8],
     data: Vec<u8>,
-    ttl_s: u32,
-    previous_ttl_s: u32,
+    (ttl_s, previous_ttl_s): (u32, u32),
 ) -> Write {
     Write {
         name: name.to_owned(),
@@ -76,7 +81,9 @@ fn store(
             data,
             ttl_s,
             unique: found.as_ref().map(|(_, u)| *u),
-            previous: found.as_ref().map(|(d, _)| d.clone()),
+            previous: found
+                .as_ref()
+                .map_or_else(|| absent.to_vec(), |(d, _)| d.clone()),
             previous_ttl_s,
         },
     }
@@ -120,22 +127,17 @@ fn plan_record(
     let ttl = ttl_s(after.expires_ns, now_ns);
     Ok(if snap.held() {
         if !live {
-            Some(store(
-                name,
-                found,
-                Vec::new(),
-                TOMBSTONE_TTL_S,
-                previous_ttl,
-            ))
+            let ttls = (TOMBSTONE_TTL_S, previous_ttl);
+            Some(store(name, found, NO_RECORD, Vec::new(), ttls))
         } else if after != before {
             let data = codec::encode(after, true)?;
-            Some(store(name, found, data, ttl, previous_ttl))
+            Some(store(name, found, NO_RECORD, data, (ttl, previous_ttl)))
         } else {
             None
         }
     } else if live && op.creates_record() {
         let data = codec::encode(after, true)?;
-        Some(store(name, found, data, ttl, previous_ttl))
+        Some(store(name, found, NO_RECORD, data, (ttl, previous_ttl)))
     } else {
         None
     })
@@ -196,7 +198,13 @@ fn plan_counter(
                 // Appears, shrinks, disappears (tombstone `0`), or would overflow.
                 let ttl = ttl_s(start.saturating_add(counter.window_ns), now_ns);
                 let stored = now.map_or(0, |c| c.saturating_add(counter.offset()));
-                store(&name, &found, stored.to_string().into_bytes(), ttl, ttl)
+                store(
+                    &name,
+                    &found,
+                    NO_COUNT,
+                    stored.to_string().into_bytes(),
+                    (ttl, ttl),
+                )
             }
         });
     }
@@ -232,9 +240,9 @@ fn plan_guard(snap: &Snapshot, after: &Record, now_ns: u64) -> Result<Option<Wri
         None => store(
             &snap.record_name,
             found,
+            NO_RECORD,
             Vec::new(),
-            TOMBSTONE_TTL_S,
-            previous_ttl,
+            (TOMBSTONE_TTL_S, previous_ttl),
         ),
         Some(guard) => {
             let until_ns = guard_until(&guard);
@@ -244,12 +252,13 @@ fn plan_guard(snap: &Snapshot, after: &Record, now_ns: u64) -> Result<Option<Wri
                 guard: Some(Box::new(guard)),
             };
             let data = codec::encode(&record, false)?;
+            let ttl = ttl_s(until_ns, now_ns);
             store(
                 &snap.record_name,
                 found,
+                NO_RECORD,
                 data,
-                ttl_s(until_ns, now_ns),
-                previous_ttl,
+                (ttl, previous_ttl),
             )
         }
     }))
@@ -307,7 +316,7 @@ mod tests {
                 data: data.to_vec(),
                 ttl_s: 2,
                 unique: Some(unique),
-                previous: Some(previous.to_vec()),
+                previous: previous.to_vec(),
                 previous_ttl_s: 2,
             },
         }
