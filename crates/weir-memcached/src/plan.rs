@@ -347,7 +347,13 @@ mod tests {
     fn a_zero_penalty_makes_a_bucket_holding_zero() {
         let got = plan_for(&sliding(), Op::Penalty { n: 0 }, &[]);
         let Some(Write {
-            action: Action::Store { data, unique, .. },
+            action:
+                Action::Store {
+                    data,
+                    unique,
+                    previous,
+                    ..
+                },
             ..
         }) = got.first()
         else {
@@ -357,6 +363,10 @@ mod tests {
             (data.as_slice(), *unique),
             (&b"1"[..], None),
             "count 0, stored as 1"
+        );
+        assert_eq!(
+            previous, b"0",
+            "undone to a counter's tombstone, never empty"
         );
     }
 
