@@ -15,24 +15,16 @@ fn config_dir() -> PathBuf {
 
 #[test]
 fn every_example_file_loads() {
-    let mut loaded = 0;
-    let mut dirs = vec![config_dir()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path.clone());
-                RuleSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
-            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-                RuleSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
-                loaded += 1;
-            }
-        }
+    // The rule files this crate ships: config/example.yaml and config/envoy/*.yaml.
+    let mut files = vec![config_dir().join("example.yaml")];
+    for entry in std::fs::read_dir(config_dir().join("envoy")).unwrap() {
+        files.push(entry.unwrap().path());
     }
-    assert!(
-        loaded >= 10,
-        "example.yaml and the nine envoy examples, found {loaded}"
-    );
+    for file in &files {
+        RuleSet::load(file).unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(files.len(), 10, "example.yaml and the nine envoy examples");
+    RuleSet::load(&config_dir().join("envoy")).unwrap();
 }
 
 #[test]
@@ -110,4 +102,18 @@ fn the_example_shows_what_its_comments_say() {
         export.key.to_string(),
         "api/user_id=alice/path=%2Fv1%2Fexport%2Fcsv"
     );
+}
+
+#[test]
+fn the_readme_examples_that_are_whole_files_load() {
+    let readme = std::fs::read_to_string(config_dir().join("README.md")).unwrap();
+    let mut whole = 0;
+    for block in readme.split("```yaml\n").skip(1) {
+        let yaml = block.split("```").next().unwrap();
+        if yaml.starts_with("domain:") {
+            RuleSet::parse("README.md", yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+            whole += 1;
+        }
+    }
+    assert!(whole >= 1);
 }
