@@ -260,6 +260,7 @@ mod tests {
         let argv = words.into_iter().chain(line.split_whitespace());
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Simulate(args) => args,
+            other => panic!("not simulate: {other:?}"),
         }
     }
 

@@ -1,11 +1,24 @@
-//! The help texts that follow clap's option lists: examples for `weir` and `weir simulate`,
-//! and the rule-spec and traffic reference of `weir simulate --help`. Text only; the options
+//! The help texts that follow clap's option lists: examples for `weir`, `weir serve`,
+//! `weir check-config`, `weir decide` and `weir simulate`, and the rule-spec and traffic
+//! reference of `weir simulate --help`. Text only; the options
 //! themselves are documented where they are declared (`main.rs`, `cli.rs`). The tests run
 //! every example through the real parser so the help cannot drift from the options.
 
 /// Shown after `weir --help`.
 pub(crate) const WEIR: &str = "\
 Examples:
+  # Serve decisions on 127.0.0.1:8080 (HTTP) and :8081 (Envoy gRPC) with the example rules
+  weir serve
+
+  # ... with envoyproxy/ratelimit's config directory, unchanged, on Redis
+  weir serve --config /srv/runtime_data/current/config --store redis://127.0.0.1:6379
+
+  # Ask the running server (exit 0 allowed, 2 over the limit)
+  weir decide --domain api --descriptor remote_address=10.0.0.1
+
+  # Validate rules before deploying them
+  weir check-config config/example.yaml
+
   # Compare how four algorithms treat the same bursts, and draw it
   weir simulate --rule fixed_window:limit=10,window=1s --rule sliding_log:limit=10,window=1s \\
     --rule token_bucket:capacity=10,rate=10,per=1s --rule gcra:rate=10,per=1s,burst=10 \\
@@ -16,6 +29,40 @@ Examples:
 
   # Every algorithm's spec, the traffic options and more examples
   weir simulate --help";
+
+/// Shown after `weir serve --help`.
+pub(crate) const SERVE: &str = "\
+Endpoints:
+  POST /v1/check   {\"domain\", \"descriptors\": [{\"entries\": [{\"key\", \"value\"}]}], \"hits\"}
+  POST /json       envoyproxy/ratelimit's JSON endpoint
+  gRPC             envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit on --grpc
+  GET  /healthz, /readyz, /metrics (Prometheus)
+  /admin/...       only with WEIR_ADMIN_TOKEN or --admin-token-file (Bearer token)
+
+Examples:
+  # The example rules on the memory store
+  weir serve
+
+  # envoyproxy/ratelimit's rules on a Redis Cluster, shared by 4 instances
+  weir serve --config rules/ --store redis+cluster://10.0.0.1:7000,10.0.0.2:7000 --instances 4
+
+  # Try a new rule set without enforcing it, logging JSON
+  weir serve --config rules/ --shadow --log-format json";
+
+/// Shown after `weir check-config --help`.
+pub(crate) const CHECK_CONFIG: &str = "\
+Examples:
+  weir check-config config/example.yaml
+  weir check-config /srv/runtime_data/current/config";
+
+/// Shown after `weir decide --help`.
+pub(crate) const DECIDE: &str = "\
+Examples:
+  # One descriptor
+  weir decide --domain api --descriptor remote_address=10.0.0.1
+
+  # Two descriptors, 5 units, the raw JSON answer
+  weir decide --domain api -d plan=enterprise,user_id=42 -d user_id=42 --hits 5 --json";
 
 /// The examples closing both `weir simulate -h` and `--help` (a macro so `concat!` can use it).
 macro_rules! examples {
@@ -138,5 +185,8 @@ mod tests {
         assert_examples_parse(SIMULATE);
         assert_examples_parse(SIMULATE_LONG);
         assert_examples_parse(WEIR);
+        assert_examples_parse(SERVE);
+        assert_examples_parse(CHECK_CONFIG);
+        assert_examples_parse(DECIDE);
     }
 }

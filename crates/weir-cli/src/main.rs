@@ -1,12 +1,16 @@
 //! The `weir` command. This file is only the entry point: it parses the command line with
-//! clap and dispatches to a command, printing any error with its context. Today there is one
-//! command, `simulate` (options and glue in `cli.rs`; the work in `traffic.rs`,
-//! `simulate.rs`, `render.rs` and `svg.rs`, rule specs in `spec.rs`).
+//! clap and dispatches to a command, printing any error with its context. The commands:
+//! `simulate` (options and glue in `cli.rs`; the work in `traffic.rs`, `simulate.rs`,
+//! `render.rs` and `svg.rs`, rule specs in `spec.rs`), `serve` (`serve.rs`, over the
+//! `weir-server` crate), `check-config` (`check_config.rs`) and `decide` (`decide.rs`).
 
+mod check_config;
 mod cli;
+mod decide;
 mod duration;
 mod help;
 mod render;
+mod serve;
 mod simulate;
 mod spec;
 mod svg;
@@ -16,7 +20,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Rate limiting you can see before you ship it.
+/// Rate limiting you can see before you ship it, and serve.
 #[derive(Debug, Parser)]
 #[command(
     name = "weir",
@@ -46,14 +50,33 @@ enum Command {
             rule, with totals; --svg also draws them."
     )]
     Simulate(cli::SimulateArgs),
+
+    /// Serve decisions: HTTP/JSON and Envoy's rate limit gRPC API over YAML rules
+    #[command(
+        long_about = "Serve decisions: HTTP/JSON and Envoy's rate limit gRPC API over YAML rules.\n\n\
+            A drop-in for envoyproxy/ratelimit (same gRPC API, same YAML, same answers) that \
+            also runs every Weir algorithm. Rules reload when their files change (a bad file \
+            keeps the rules in force). Stops gracefully on SIGTERM or SIGINT. Every option \
+            can also be set by its WEIR_* environment variable."
+    )]
+    Serve(serve::ServeArgs),
+
+    /// Check a rule file or directory and list its rules
+    CheckConfig(check_config::CheckConfigArgs),
+
+    /// Ask a running `weir serve` for one decision (exit 0 allowed, 2 over the limit)
+    Decide(decide::DecideArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Simulate(args) => cli::simulate(&args),
+        Command::Simulate(args) => cli::simulate(&args).map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => serve::serve(&args).map(|()| ExitCode::SUCCESS),
+        Command::CheckConfig(args) => check_config::check_config(&args).map(|()| ExitCode::SUCCESS),
+        Command::Decide(args) => decide::decide(&args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

@@ -39,7 +39,11 @@ pub struct EnvoyLimit {
 /// How far apart two lengths are on a log scale, as a comparable ratio (`≥ 1`), scaled to
 /// stay in integers: `max / min` in millionths.
 fn distance(a_ns: u128, b_ns: u128) -> u128 {
-    let (hi, lo) = if a_ns >= b_ns { (a_ns, b_ns) } else { (b_ns, a_ns) };
+    let (hi, lo) = if a_ns >= b_ns {
+        (a_ns, b_ns)
+    } else {
+        (b_ns, a_ns)
+    };
     hi.saturating_mul(1_000_000) / lo.max(1)
 }
 
@@ -96,10 +100,18 @@ mod tests {
 
     #[test]
     fn other_windows_map_to_the_nearest_unit_without_overstating() {
-        assert_eq!(limit(10, 10), (60, Unit::Minute), "exact; a minute is nearer 10 s than a second");
+        assert_eq!(
+            limit(10, 10),
+            (60, Unit::Minute),
+            "exact; a minute is nearer 10 s than a second"
+        );
         assert_eq!(limit(10, 1800), (20, Unit::Hour), "exact, nearest");
         assert_eq!(limit(7, 10), (42, Unit::Minute), "7/10 s is exactly 42/min");
-        assert_eq!(limit(7, 13), (32, Unit::Minute), "no exact unit: 32.3/min rounds down");
+        assert_eq!(
+            limit(7, 13),
+            (32, Unit::Minute),
+            "no exact unit: 32.3/min rounds down"
+        );
         assert_eq!(
             envoy_limit(3, Duration::from_millis(1500)),
             EnvoyLimit {

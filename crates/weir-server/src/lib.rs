@@ -1,14 +1,83 @@
 //! # weir-server
 //!
-//! `weir serve`: Weir's decision server (being built). HTTP/JSON and Envoy's rate limit
-//! gRPC API over `weir-config` rules, with hot reload, metrics and an admin API.
+//! `weir serve`: Weir's decision server. One [`App`] (rules, store, limiter, metrics)
+//! answers three APIs the same way:
+//!
+//! - **Envoy's rate limit gRPC API** (`envoy.service.ratelimit.v3.RateLimitService/
+//!   ShouldRateLimit`), a drop-in for envoyproxy/ratelimit: same YAML, same answers;
+//! - **`POST /v1/check`**, Weir's JSON API, with rate-limit headers and `429`;
+//! - **`POST /json`**, envoyproxy/ratelimit's JSON endpoint.
+//!
+//! Around them: `/healthz`, `/readyz`, `/metrics`, an admin API (only with a token), hot
+//! reload of the rule files (a bad file keeps the old rules), shadow mode and gradual
+//! roll-out.
+//!
+//! The path of one decision: an API parses its request (`http/`, `grpc.rs` + `rls.rs`) →
+//! `decide.rs` matches it against the rule snapshot in force (`rules.rs`, swapped by
+//! `reload.rs`) → one limiter check per matched descriptor on the store (`store.rs`) →
+//! shadow / roll-out (`rollout.rs`) → metrics (`metrics.rs`) → a `Verdict` (`verdict.rs`)
+//! rendered with headers (`headers.rs`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use tokio::net::TcpListener;
+//! let settings = weir_server::Settings::default().with_rules("config/ratelimit");
+//! let http = TcpListener::bind("127.0.0.1:8080").await?;
+//! let grpc = TcpListener::bind("127.0.0.1:8081").await?;
+//! weir_server::run(settings, http, grpc, async {
+//!     let _ = tokio::signal::ctrl_c().await;
+//! })
+//! .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Limits
+//!
+//! Request bodies and gRPC messages are at most [`Settings::max_body_bytes`] (64 KiB); a
+//! request takes at most [`Settings::request_timeout`] (5 s). Descriptor counts, entry
+//! counts, key, value and domain lengths and hits are bounded by `weir_config::limits`
+//! (64 descriptors, 16 entries, 256-byte keys, 1 KiB values, 256-byte domains, hits up to
+//! 10⁹). Anything over a limit is a 400 / `INVALID_ARGUMENT` that names it.
 
 mod admin_token;
+mod app;
+pub mod client;
+mod decide;
 mod envoy_unit;
+mod error;
+mod grpc;
+mod headers;
 mod heavy_hitters;
+mod http;
+mod metrics;
+mod reload;
+mod rls;
+mod rollout;
+mod rules;
+mod serve;
+mod settings;
 mod shared_clock;
+mod store;
+mod store_url;
+mod verdict;
 
 pub use admin_token::{AdminToken, TokenError};
+pub use app::{App, Readiness};
+pub use client::{ClientError, HttpAnswer};
+pub use decide::{CheckRequest, DecideError, Engine, ServerLimiter};
 pub use envoy_unit::{envoy_limit, EnvoyLimit};
+pub use error::ServerError;
+pub use grpc::RlsService;
+pub use headers::{rate_limit_headers, HeaderStyle};
 pub use heavy_hitters::{HeavyHitter, TopDenied};
+pub use http::router;
+pub use metrics::{Metrics, Outcome, RuleCounters};
+pub use reload::{stamp, ReloadSettings};
+pub use rollout::enforced;
+pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleSource, Snapshot};
+pub use serve::{run, serve};
+pub use settings::Settings;
 pub use shared_clock::SharedClock;
+pub use store::{AnyStore, Guarded, StoreClock};
+pub use store_url::{StoreSpec, StoreUrlError, SUPPORTED_STORES};
+pub use verdict::{Code, MatchedRule, Status, Verdict};

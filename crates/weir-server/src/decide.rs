@@ -1,0 +1,321 @@
+//! The decision path every API shares: validate → match against the rule snapshot → one
+//! limiter check per matched descriptor → shadow and roll-out → metrics → a [`Verdict`].
+//! What the APIs add is only parsing and rendering.
+//!
+//! Semantics follow envoyproxy/ratelimit so that Envoy sees the same answers:
+//! - each descriptor is checked on its own (a request denied by one descriptor still
+//!   counts against the others that allowed it);
+//! - a descriptor no rule matches, and any descriptor of an unknown domain, is `OK`;
+//! - an `unlimited` rule is `OK` without touching the store, and a `requests_per_unit: 0`
+//!   rule is `OVER_LIMIT` without touching it;
+//! - hits above a rule's limit are `OVER_LIMIT` (they can never pass);
+//! - a shadow rule's denial is reported `OK`; under the global shadow mode the descriptor
+//!   keeps `OVER_LIMIT` and only the overall code becomes `OK`.
+//!
+//! A memory store that is full refuses new keys: that is a denial (fail closed), counted as
+//! a store error. Any other store failure that the failover guard did not absorb is an
+//! error (`503` / `UNAVAILABLE`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_config::{Descriptor, Limit, MatchError, Matched};
+use weir_core::{CheckError, Clock, Decision, Key, Limiter, Rule, StoreError};
+
+use crate::heavy_hitters::TopDenied;
+use crate::metrics::{Metrics, Outcome};
+use crate::rollout::enforced;
+use crate::rules::RuleBook;
+use crate::shared_clock::SharedClock;
+use crate::store::AnyStore;
+use crate::verdict::{Code, MatchedRule, Status, Verdict};
+
+/// A rate-limit request in the server's terms, whatever API it came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckRequest {
+    /// The domain.
+    pub domain: String,
+    /// The descriptors.
+    pub descriptors: Vec<Descriptor>,
+    /// The request's hits addend (`0` counts as 1).
+    pub hits_addend: u64,
+}
+
+/// Why a request could not be decided.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecideError {
+    /// The request is malformed or over a documented limit (400 / `INVALID_ARGUMENT`).
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed and no failure policy covered it (503 / `UNAVAILABLE`).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The matched rule cannot answer a plain check (a concurrency rule takes leases, not
+    /// checks): 400 / `FAILED_PRECONDITION`.
+    #[error("rule {rule}: {reason}")]
+    Rule {
+        /// The rule id.
+        rule: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The limiter the server runs.
+pub type ServerLimiter = Limiter<AnyStore, SharedClock>;
+
+/// Decides requests: the limiter, the rules, and what is counted on the way.
+#[derive(Debug)]
+pub struct Engine {
+    limiter: ServerLimiter,
+    rules: Arc<RuleBook>,
+    metrics: Arc<Metrics>,
+    top_denied: TopDenied,
+    global_shadow: bool,
+}
+
+impl Engine {
+    /// An engine deciding with `limiter` under `rules`.
+    pub fn new(
+        limiter: ServerLimiter,
+        rules: Arc<RuleBook>,
+        metrics: Arc<Metrics>,
+        top_denied: TopDenied,
+        global_shadow: bool,
+    ) -> Self {
+        Self {
+            limiter,
+            rules,
+            metrics,
+            top_denied,
+            global_shadow,
+        }
+    }
+
+    /// The limiter (the admin API runs its operations on it).
+    pub fn limiter(&self) -> &ServerLimiter {
+        &self.limiter
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> &Arc<RuleBook> {
+        &self.rules
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The top denied keys.
+    pub fn top_denied(&self) -> &TopDenied {
+        &self.top_denied
+    }
+
+    /// Whether the global shadow mode is on.
+    pub fn global_shadow(&self) -> bool {
+        self.global_shadow
+    }
+
+    /// Decides one request.
+    pub async fn decide(&self, request: &CheckRequest) -> Result<Verdict, DecideError> {
+        // envoyproxy/ratelimit's own messages for the two basic mistakes.
+        if request.domain.is_empty() {
+            return Err(DecideError::Invalid(
+                "rate limit domain must not be empty".into(),
+            ));
+        }
+        if request.descriptors.is_empty() {
+            return Err(DecideError::Invalid(
+                "rate limit descriptor list must not be empty".into(),
+            ));
+        }
+        // The request's own addend (each descriptor's is checked by `matches`).
+        weir_config::limits::check_hits_addend(request.hits_addend)
+            .map_err(|e| DecideError::Invalid(e.to_string()))?;
+        let snapshot = self.rules.snapshot();
+        let matched = match snapshot
+            .rules
+            .matches(&request.domain, &request.descriptors)
+        {
+            Ok(matched) => matched,
+            Err(MatchError::UnknownDomain(_)) => {
+                // As envoyproxy/ratelimit: no limit applies to an unknown domain.
+                for _ in &request.descriptors {
+                    snapshot.counters.unknown_domain();
+                }
+                return Ok(Verdict {
+                    overall: Code::Ok,
+                    statuses: vec![Status::unmatched(); request.descriptors.len()],
+                });
+            }
+            Err(other) => return Err(DecideError::Invalid(other.to_string())),
+        };
+        let mut statuses = Vec::with_capacity(matched.len());
+        let mut overall = Code::Ok;
+        for m in matched {
+            let Some(m) = m else {
+                snapshot.counters.unmatched(&request.domain);
+                statuses.push(Status::unmatched());
+                continue;
+            };
+            let status = self
+                .decide_one(&request.domain, &m, request.hits_addend)
+                .await?;
+            let outcome = outcome(&status);
+            snapshot
+                .counters
+                .matched(&request.domain, &m.rule_id, outcome);
+            if status.code == Code::OverLimit && !self.global_shadow {
+                overall = Code::OverLimit;
+            }
+            statuses.push(status);
+        }
+        Ok(Verdict { overall, statuses })
+    }
+
+    async fn decide_one(
+        &self,
+        domain: &str,
+        m: &Matched,
+        request_hits: u64,
+    ) -> Result<Status, DecideError> {
+        let matched = MatchedRule {
+            id: Arc::clone(&m.rule_id),
+            name: m.name.clone(),
+            limit: m.limit,
+            rate_limit: m.rate_limit,
+            shadow: m.shadow,
+        };
+        let decision = match m.limit {
+            Limit::Rule(rule) => {
+                self.check(&m.key, &rule, m.hits(request_hits), &m.rule_id)
+                    .await?
+            }
+            Limit::Deny { window } => deny_all(window, self.limiter.clock().now_ns()),
+            // Unlimited (and any kind added later that checks nothing): allowed, no store.
+            _ => {
+                return Ok(Status {
+                    code: Code::Ok,
+                    matched: Some(matched),
+                    decision: None,
+                    shadow_denied: false,
+                })
+            }
+        };
+        if decision.allowed {
+            return Ok(Status {
+                code: Code::Ok,
+                matched: Some(matched),
+                decision: Some(decision),
+                shadow_denied: false,
+            });
+        }
+        self.top_denied.record(&m.key, &m.rule_id);
+        let rule_enforces = !m.shadow && enforced(&m.key, m.enforce_percent);
+        let shadow_denied = !rule_enforces || self.global_shadow;
+        if shadow_denied {
+            tracing::debug!(domain, rule = %m.rule_id, "denial not enforced (shadow or roll-out)");
+        }
+        Ok(Status {
+            code: if rule_enforces {
+                Code::OverLimit
+            } else {
+                Code::Ok
+            },
+            matched: Some(matched),
+            decision: Some(decision),
+            shadow_denied,
+        })
+    }
+
+    /// One limiter check, timed, with the errors that are decisions turned into them.
+    async fn check(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        hits: u64,
+        rule_id: &str,
+    ) -> Result<Decision, DecideError> {
+        let clock = self.limiter.clock();
+        let start_ns = clock.now_ns();
+        let result = self.limiter.check(key, rule, hits).await;
+        let took_ns = clock.now_ns().saturating_sub(start_ns);
+        self.metrics.store_call(Duration::from_nanos(took_ns));
+        match result {
+            Ok(decision) => Ok(decision),
+            Err(CheckError::CostAboveCapacity { .. }) => {
+                // More hits than the limit can ever allow: over the limit, as in ratelimit.
+                let now = self.limiter.peek(key, rule).await.ok();
+                let reset_after = now.map_or(rule.window(), |d| d.reset_after);
+                Ok(Decision {
+                    allowed: false,
+                    limit: rule.limit(),
+                    remaining: now.map_or(0, |d| d.remaining),
+                    reset_after,
+                    retry_after: reset_after,
+                    delay: Duration::ZERO,
+                })
+            }
+            Err(CheckError::Store(StoreError::Full { .. })) => {
+                self.metrics.store_error("full");
+                // The memory store fails closed for new keys while it is full of limited ones.
+                Ok(Decision {
+                    allowed: false,
+                    limit: rule.limit(),
+                    remaining: 0,
+                    reset_after: Duration::from_secs(1),
+                    retry_after: Duration::from_secs(1),
+                    delay: Duration::ZERO,
+                })
+            }
+            Err(CheckError::Store(error)) => {
+                if !self.limiter.store().is_guarded() {
+                    self.metrics.store_error(match error {
+                        StoreError::Timeout { .. } => "timeout",
+                        _ => "error",
+                    });
+                }
+                Err(DecideError::Unavailable(error.to_string()))
+            }
+            Err(CheckError::Unsupported { op, algorithm }) => Err(DecideError::Rule {
+                rule: rule_id.to_string(),
+                reason: format!("{op} is not supported by the {algorithm} algorithm"),
+            }),
+            Err(other) => Err(DecideError::Invalid(other.to_string())),
+        }
+    }
+}
+
+/// A `requests_per_unit: 0` rule (ratelimit's block list): denied until the end of the
+/// epoch-aligned window, and again in the next one.
+fn deny_all(window: Duration, now_ns: u64) -> Decision {
+    let window_ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX).max(1);
+    let until_end = Duration::from_nanos(window_ns - now_ns % window_ns);
+    Decision {
+        allowed: false,
+        limit: 0,
+        remaining: 0,
+        reset_after: until_end,
+        retry_after: until_end,
+        delay: Duration::ZERO,
+    }
+}
+
+/// The metrics outcome of a matched descriptor's status.
+fn outcome(status: &Status) -> Outcome {
+    match &status.decision {
+        None => Outcome::Unlimited,
+        Some(_) if status.shadow_denied => Outcome::ShadowDenied,
+        Some(d) if !d.allowed => Outcome::Denied,
+        Some(d) if near_limit(d) => Outcome::NearLimit,
+        Some(_) => Outcome::Allowed,
+    }
+}
+
+/// More than 80% of the limit used (envoyproxy/ratelimit's near-limit ratio).
+fn near_limit(d: &Decision) -> bool {
+    let used = u128::from(d.limit.saturating_sub(d.remaining));
+    used * 10 > u128::from(d.limit) * 8
+}

@@ -1,0 +1,77 @@
+//! Envoy's `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` over tonic: what
+//! Envoy's global rate limit filter calls. Converts the request (`rls.rs`), decides
+//! (`decide.rs`), converts the verdict back. Bad input is `INVALID_ARGUMENT` with a message
+//! that says what was wrong; a store failure no policy covered is `UNAVAILABLE`.
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tonic::{Request, Response, Status};
+
+use crate::app::App;
+use crate::decide::DecideError;
+use crate::rls;
+use crate::verdict::Code;
+
+/// The gRPC service (one per server; cheap to clone).
+#[derive(Debug, Clone)]
+pub struct RlsService {
+    app: App,
+}
+
+impl RlsService {
+    /// The service of `app`, ready to add to a tonic server, with the message size limit.
+    pub fn server(app: App) -> RateLimitServiceServer<RlsService> {
+        let limit = app.settings().max_body_bytes;
+        RateLimitServiceServer::new(RlsService { app }).max_decoding_message_size(limit)
+    }
+}
+
+fn grpc_error(error: DecideError) -> Status {
+    match error {
+        DecideError::Invalid(message) => Status::invalid_argument(message),
+        DecideError::Unavailable(_) => Status::unavailable(error.to_string()),
+        DecideError::Rule { .. } => Status::failed_precondition(error.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for RlsService {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        let metrics = self.app.engine().metrics();
+        let decided = match rls::check_request(request.into_inner()) {
+            Ok(check) => self.app.engine().decide(&check).await,
+            Err(error) => Err(error),
+        };
+        match decided {
+            Ok(verdict) => {
+                metrics.request(
+                    "grpc",
+                    match verdict.overall {
+                        Code::Ok => "ok",
+                        Code::OverLimit => "over_limit",
+                    },
+                );
+                Ok(Response::new(rls::response(
+                    &verdict,
+                    self.app.settings().headers,
+                )))
+            }
+            Err(error) => {
+                metrics.request(
+                    "grpc",
+                    if matches!(error, DecideError::Invalid(_) | DecideError::Rule { .. }) {
+                        "invalid"
+                    } else {
+                        "error"
+                    },
+                );
+                Err(grpc_error(error))
+            }
+        }
+    }
+}

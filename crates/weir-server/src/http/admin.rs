@@ -1,0 +1,260 @@
+//! The admin API, mounted under `/admin` only when a token is configured. Every call must
+//! carry `Authorization: Bearer <token>` (compared in constant time, never logged);
+//! otherwise `401`.
+//!
+//! | call | what |
+//! | --- | --- |
+//! | `GET /admin/rules` | the rules in force and the config status |
+//! | `GET /admin/config` | the config status (source, generation, last reload, last error) |
+//! | `POST /admin/reload` | read the rules again now (`422` and the error if invalid: old rules kept) |
+//! | `POST /admin/keys/inspect` | `{"domain", "entries"}` → the key's usage under the rule it matches |
+//! | `POST /admin/keys/block` | `{"domain", "entries", "duration_ms"}` → deny it for that long |
+//! | `POST /admin/keys/unblock` | lift a block or lockout |
+//! | `POST /admin/keys/reset` | forget the key's usage, block and strikes |
+//! | `GET /admin/top-denied?limit=N` | the most denied keys (a bounded Space-Saving sketch) |
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use weir_config::{Descriptor, RuleInfo};
+use weir_core::{Key, Rule};
+
+use super::body::parse;
+use super::check::EntryBody;
+use super::error::ApiError;
+use crate::app::App;
+use crate::rules::ReloadOutcome;
+
+/// The admin routes (auth included).
+pub(crate) fn routes(app: App) -> Router<App> {
+    Router::new()
+        .route("/rules", get(rules))
+        .route("/config", get(config))
+        .route("/reload", post(reload))
+        .route("/keys/inspect", post(inspect))
+        .route("/keys/block", post(block))
+        .route("/keys/unblock", post(unblock))
+        .route("/keys/reset", post(reset))
+        .route("/top-denied", get(top_denied))
+        .layer(middleware::from_fn_with_state(app, authorize))
+}
+
+async fn authorize(State(app): State<App>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    let ok = match (&app.settings().admin_token, presented) {
+        (Some(token), Some(presented)) => token.matches(presented),
+        _ => false,
+    };
+    if !ok {
+        app.metrics().admin_unauthorized();
+        app.metrics().request("admin", "invalid");
+        tracing::warn!(path = %request.uri().path(), "admin call refused: missing or wrong token");
+        let mut response =
+            ApiError::new(StatusCode::UNAUTHORIZED, "missing or wrong admin token").into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return response;
+    }
+    app.metrics().request("admin", "ok");
+    next.run(request).await
+}
+
+#[derive(Debug, Serialize)]
+struct RuleView {
+    id: String,
+    domain: String,
+    path: Vec<(String, Option<String>)>,
+    file: String,
+    format: String,
+    name: Option<String>,
+    replaces: Vec<String>,
+    algorithm: &'static str,
+    limit: Option<u64>,
+    window_ms: Option<u64>,
+    cost: u64,
+    shadow: bool,
+    enforce_percent: u8,
+    on_failure: Option<String>,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn rule_view(info: &RuleInfo) -> RuleView {
+    RuleView {
+        id: info.id.to_string(),
+        domain: info.domain.to_string(),
+        path: info.path.clone(),
+        file: info.file.display().to_string(),
+        format: format!("{:?}", info.format).to_lowercase(),
+        name: info.name.as_ref().map(|n| n.to_string()),
+        replaces: info.replaces.iter().map(|r| r.to_string()).collect(),
+        algorithm: info.algorithm(),
+        limit: info.capacity(),
+        window_ms: info.window().map(millis),
+        cost: info.cost,
+        shadow: info.shadow,
+        enforce_percent: info.enforce_percent,
+        on_failure: info.on_failure().map(|p| format!("{p:?}")),
+    }
+}
+
+async fn rules(State(app): State<App>) -> Json<serde_json::Value> {
+    let snapshot = app.rule_book().snapshot();
+    let rules: Vec<RuleView> = snapshot.rules.rules().iter().map(rule_view).collect();
+    Json(json!({
+        "config": app.config_status(),
+        "global_shadow": app.engine().global_shadow(),
+        "rules": rules,
+    }))
+}
+
+async fn config(State(app): State<App>) -> Json<serde_json::Value> {
+    Json(json!(app.config_status()))
+}
+
+async fn reload(State(app): State<App>) -> Response {
+    match app.reload().await {
+        ReloadOutcome::Swapped(generation) => {
+            Json(json!({ "reloaded": true, "generation": generation })).into_response()
+        }
+        ReloadOutcome::Kept(error) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({ "reloaded": false, "error": error, "kept_generation": app.config_status().generation })),
+        )
+            .into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyBody {
+    domain: String,
+    entries: Vec<EntryBody>,
+    #[serde(default)]
+    duration_ms: Option<u64>,
+}
+
+/// The key and rule a `(domain, entries)` pair is counted under.
+fn resolve(app: &App, body: KeyBody) -> Result<(Key, Rule, String, Option<u64>), ApiError> {
+    let descriptor = Descriptor::new(body.entries.into_iter().map(|e| (e.key, e.value)));
+    let snapshot = app.rule_book().snapshot();
+    let matched = snapshot
+        .rules
+        .matches(&body.domain, &[descriptor])
+        .map_err(|e| ApiError::bad_request(e.to_string()))?
+        .into_iter()
+        .next()
+        .flatten()
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no rule matches these entries"))?;
+    let rule = *matched.rule().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "rule {} is {}: nothing is counted",
+                matched.rule_id,
+                matched.limit.algorithm()
+            ),
+        )
+    })?;
+    Ok((
+        matched.key,
+        rule,
+        matched.rule_id.to_string(),
+        body.duration_ms,
+    ))
+}
+
+fn store_error(error: weir_core::CheckError) -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
+}
+
+async fn inspect(State(app): State<App>, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+    let (key, rule, id, _) = resolve(&app, parse(&body)?)?;
+    let usage = app
+        .engine()
+        .limiter()
+        .inspect(&key, &rule)
+        .await
+        .map_err(store_error)?;
+    Ok(Json(json!({
+        "rule": id,
+        "key": key.to_string(),
+        "used": usage.used,
+        "limit": usage.limit,
+        "remaining": usage.remaining,
+        "blocked_for_ms": millis(usage.blocked_for),
+        "strikes": usage.strikes,
+        "reset_after_ms": millis(usage.reset_after),
+    })))
+}
+
+async fn block(State(app): State<App>, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+    let (key, rule, id, duration_ms) = resolve(&app, parse(&body)?)?;
+    let duration_ms = duration_ms.filter(|&ms| ms > 0).ok_or_else(|| {
+        ApiError::bad_request("duration_ms: a positive number of milliseconds is required")
+    })?;
+    app.engine()
+        .limiter()
+        .block(&key, &rule, Duration::from_millis(duration_ms))
+        .await
+        .map_err(store_error)?;
+    tracing::info!(rule = %id, duration_ms, "admin: key blocked");
+    Ok(Json(
+        json!({ "rule": id, "key": key.to_string(), "blocked_for_ms": duration_ms }),
+    ))
+}
+
+async fn unblock(State(app): State<App>, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+    let (key, rule, id, _) = resolve(&app, parse(&body)?)?;
+    app.engine()
+        .limiter()
+        .unblock(&key, &rule)
+        .await
+        .map_err(store_error)?;
+    tracing::info!(rule = %id, "admin: key unblocked");
+    Ok(Json(
+        json!({ "rule": id, "key": key.to_string(), "unblocked": true }),
+    ))
+}
+
+async fn reset(State(app): State<App>, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+    let (key, rule, id, _) = resolve(&app, parse(&body)?)?;
+    app.engine()
+        .limiter()
+        .reset(&key, &rule)
+        .await
+        .map_err(store_error)?;
+    tracing::info!(rule = %id, "admin: key reset");
+    Ok(Json(
+        json!({ "rule": id, "key": key.to_string(), "reset": true }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct TopQuery {
+    limit: Option<usize>,
+}
+
+async fn top_denied(
+    State(app): State<App>,
+    Query(query): Query<TopQuery>,
+) -> Json<serde_json::Value> {
+    let sketch = app.engine().top_denied();
+    let (keys, total) = sketch.top(query.limit.unwrap_or(20).min(sketch.capacity()));
+    Json(json!({ "total_denials": total, "capacity": sketch.capacity(), "keys": keys }))
+}

@@ -1,0 +1,316 @@
+//! `POST /json`: envoyproxy/ratelimit's JSON endpoint, for clients that cannot speak gRPC
+//! (Lua, scripts). Its body is a `RateLimitRequest` and its answer a `RateLimitResponse`,
+//! both in protobuf's JSON mapping, as that service reads and writes them:
+//!
+//! - input fields by JSON name or proto name (`hitsAddend` / `hits_addend`), integers as
+//!   numbers or strings, unit names or numbers; an unknown field is an error;
+//! - output in lowerCamelCase with enum names, zero values left out, durations as `"1.5s"`;
+//! - `200` when OK, `429` when over the limit, `400` for a bad request (the body says why,
+//!   where ratelimit only says `Bad Request`).
+
+use std::fmt::Write as _;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+    Entry, RateLimitOverride,
+};
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as EnvoyUnit;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code as EnvoyCode;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::{Duration as ProtoDuration, UInt64Value};
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::body::parse;
+use super::error::ApiError;
+use crate::app::App;
+use crate::decide::DecideError;
+use crate::rls;
+use crate::verdict::Code;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonRequest {
+    #[serde(default)]
+    domain: Option<String>,
+    #[serde(default)]
+    descriptors: Option<Vec<JsonDescriptor>>,
+    #[serde(
+        default,
+        alias = "hits_addend",
+        rename = "hitsAddend",
+        deserialize_with = "uint"
+    )]
+    hits_addend: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonDescriptor {
+    #[serde(default)]
+    entries: Option<Vec<JsonEntry>>,
+    #[serde(default)]
+    limit: Option<JsonOverride>,
+    #[serde(
+        default,
+        alias = "hits_addend",
+        rename = "hitsAddend",
+        deserialize_with = "uint"
+    )]
+    hits_addend: Option<u64>,
+    #[serde(default, alias = "is_negative_hits", rename = "isNegativeHits")]
+    is_negative_hits: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonEntry {
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    value: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonOverride {
+    #[serde(
+        default,
+        alias = "requests_per_unit",
+        rename = "requestsPerUnit",
+        deserialize_with = "uint"
+    )]
+    requests_per_unit: Option<u64>,
+    #[serde(default)]
+    unit: Option<Value>,
+}
+
+/// A protobuf JSON integer: a number or a decimal string; `null` is absent.
+fn uint<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    match Option::<Value>::deserialize(deserializer)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| de::Error::custom(format!("{n} is not an unsigned integer"))),
+        Some(Value::String(s)) => s
+            .parse()
+            .map(Some)
+            .map_err(|_| de::Error::custom(format!("'{s}' is not an unsigned integer"))),
+        Some(other) => Err(de::Error::custom(format!(
+            "{other} is not an unsigned integer"
+        ))),
+    }
+}
+
+fn u32_field(value: Option<u64>, place: &str) -> Result<u32, ApiError> {
+    u32::try_from(value.unwrap_or(0))
+        .map_err(|_| ApiError::bad_request(format!("{place} is above the uint32 range")))
+}
+
+fn unit(value: Option<&Value>, place: &str) -> Result<i32, ApiError> {
+    let bad = || ApiError::bad_request(format!("{place}: not a rate limit unit"));
+    match value {
+        None | Some(Value::Null) => Ok(EnvoyUnit::Unknown as i32),
+        Some(Value::String(name)) => EnvoyUnit::from_str_name(name)
+            .map(|u| u as i32)
+            .ok_or_else(bad),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .filter(|&n| EnvoyUnit::try_from(n).is_ok())
+            .ok_or_else(bad),
+        Some(_) => Err(bad()),
+    }
+}
+
+impl JsonRequest {
+    fn into_proto(self) -> Result<RateLimitRequest, ApiError> {
+        let descriptors = self
+            .descriptors
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| d.into_proto(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RateLimitRequest {
+            domain: self.domain.unwrap_or_default(),
+            descriptors,
+            hits_addend: u32_field(self.hits_addend, "hitsAddend")?,
+        })
+    }
+}
+
+impl JsonDescriptor {
+    fn into_proto(self, i: usize) -> Result<RateLimitDescriptor, ApiError> {
+        let limit = match self.limit {
+            None => None,
+            Some(l) => Some(RateLimitOverride {
+                requests_per_unit: u32_field(
+                    l.requests_per_unit,
+                    &format!("descriptors[{i}].limit.requestsPerUnit"),
+                )?,
+                unit: unit(l.unit.as_ref(), &format!("descriptors[{i}].limit.unit"))?,
+            }),
+        };
+        Ok(RateLimitDescriptor {
+            entries: self
+                .entries
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| Entry {
+                    key: e.key.unwrap_or_default(),
+                    value: e.value.unwrap_or_default(),
+                })
+                .collect(),
+            limit,
+            hits_addend: self.hits_addend.map(|value| UInt64Value { value }),
+            is_negative_hits: self.is_negative_hits.unwrap_or(false),
+        })
+    }
+}
+
+/// A protobuf JSON duration: seconds with 0, 3, 6 or 9 fractional digits and an `s`.
+fn duration_json(d: &ProtoDuration) -> String {
+    let nanos = d.nanos.unsigned_abs();
+    let mut out = d.seconds.to_string();
+    if nanos != 0 {
+        let _ = if nanos.is_multiple_of(1_000_000) {
+            write!(out, ".{:03}", nanos / 1_000_000)
+        } else if nanos.is_multiple_of(1_000) {
+            write!(out, ".{:06}", nanos / 1_000)
+        } else {
+            write!(out, ".{nanos:09}")
+        };
+    }
+    out.push('s');
+    out
+}
+
+fn code_name(code: i32) -> &'static str {
+    EnvoyCode::try_from(code).map_or("UNKNOWN", |c| c.as_str_name())
+}
+
+/// `RateLimitResponse` in protobuf's JSON mapping (zero values left out, as protojson does).
+fn response_json(response: &RateLimitResponse) -> Value {
+    let mut out = Map::new();
+    if response.overall_code != 0 {
+        out.insert(
+            "overallCode".into(),
+            json!(code_name(response.overall_code)),
+        );
+    }
+    let statuses: Vec<Value> = response
+        .statuses
+        .iter()
+        .map(|s| {
+            let mut status = Map::new();
+            if s.code != 0 {
+                status.insert("code".into(), json!(code_name(s.code)));
+            }
+            if let Some(limit) = &s.current_limit {
+                let mut l = Map::new();
+                if !limit.name.is_empty() {
+                    l.insert("name".into(), json!(limit.name));
+                }
+                if limit.requests_per_unit != 0 {
+                    l.insert("requestsPerUnit".into(), json!(limit.requests_per_unit));
+                }
+                if limit.unit != 0 {
+                    let unit =
+                        EnvoyUnit::try_from(limit.unit).map_or("UNKNOWN", |u| u.as_str_name());
+                    l.insert("unit".into(), json!(unit));
+                }
+                status.insert("currentLimit".into(), Value::Object(l));
+            }
+            if s.limit_remaining != 0 {
+                status.insert("limitRemaining".into(), json!(s.limit_remaining));
+            }
+            if let Some(d) = &s.duration_until_reset {
+                status.insert("durationUntilReset".into(), json!(duration_json(d)));
+            }
+            Value::Object(status)
+        })
+        .collect();
+    if !statuses.is_empty() {
+        out.insert("statuses".into(), Value::Array(statuses));
+    }
+    let headers: Vec<Value> = response
+        .response_headers_to_add
+        .iter()
+        .map(|h| json!({ "key": h.key, "value": h.value }))
+        .collect();
+    if !headers.is_empty() {
+        out.insert("responseHeadersToAdd".into(), Value::Array(headers));
+    }
+    Value::Object(out)
+}
+
+fn bad_request(message: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("Bad Request: {message}\n"),
+    )
+        .into_response()
+}
+
+/// `POST /json`.
+pub(crate) async fn handle(State(app): State<App>, body: Bytes) -> Response {
+    let metrics = app.metrics();
+    let request = match parse::<JsonRequest>(&body).and_then(JsonRequest::into_proto) {
+        Ok(request) => request,
+        Err(error) => {
+            metrics.request("json", "invalid");
+            return bad_request(&error.message);
+        }
+    };
+    let decided = match rls::check_request(request) {
+        Ok(check) => app.engine().decide(&check).await,
+        Err(error) => Err(error),
+    };
+    let verdict = match decided {
+        Ok(verdict) => verdict,
+        Err(DecideError::Invalid(message)) => {
+            metrics.request("json", "invalid");
+            return bad_request(&message);
+        }
+        Err(error) => {
+            metrics.request("json", "error");
+            return ApiError::from(error).into_response();
+        }
+    };
+    let over = verdict.overall == Code::OverLimit;
+    metrics.request("json", if over { "over_limit" } else { "ok" });
+    let response = rls::response(&verdict, app.settings().headers);
+    let status = if over {
+        StatusCode::TOO_MANY_REQUESTS
+    } else {
+        StatusCode::OK
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        response_json(&response).to_string(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_use_protobuf_json_precision() {
+        let d = |seconds, nanos| duration_json(&ProtoDuration { seconds, nanos });
+        assert_eq!(d(45, 0), "45s");
+        assert_eq!(d(1, 500_000_000), "1.500s");
+        assert_eq!(d(0, 1_000), "0.000001s");
+        assert_eq!(d(0, 1), "0.000000001s");
+    }
+}

@@ -1,0 +1,38 @@
+//! Operations endpoints: `/healthz` (the process answers), `/readyz` (it can decide: the
+//! store answers, or a failover guard's failure policies cover it), `/metrics`
+//! (Prometheus / OpenMetrics text).
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use crate::app::App;
+
+/// `GET /healthz`: always `200 ok` while the process serves.
+pub(crate) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: `200` when ready, `503` when not, with the reason as JSON.
+pub(crate) async fn readyz(State(app): State<App>) -> Response {
+    let readiness = app.readiness().await;
+    let status = if readiness.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(readiness)).into_response()
+}
+
+/// `GET /metrics`.
+pub(crate) async fn metrics(State(app): State<App>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.render_metrics(),
+    )
+        .into_response()
+}

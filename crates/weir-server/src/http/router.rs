@@ -1,0 +1,50 @@
+//! The HTTP routes and what every route shares: the body size limit, the request timeout,
+//! and a JSON 404. The admin routes are mounted only when a token is configured; without
+//! one, `/admin/...` is a plain 404.
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use super::error::ApiError;
+use super::{admin, check, json, ops};
+use crate::app::App;
+
+/// The HTTP API of `app`, ready for `axum::serve` or `oneshot`.
+pub fn router(app: App) -> Router {
+    let settings = app.settings();
+    let mut router = Router::new()
+        .route("/v1/check", post(check::handle))
+        .route("/json", post(json::handle))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics));
+    if settings.admin_token.is_some() {
+        router = router.nest("/admin", admin::routes(app.clone()));
+    }
+    router
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(settings.max_body_bytes))
+        .layer(middleware::from_fn_with_state(app.clone(), timeout))
+        .with_state(app)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such endpoint")
+}
+
+/// Bounds every request by `request_timeout`: a slow store never hangs a client.
+async fn timeout(State(app): State<App>, request: Request, next: Next) -> Response {
+    let limit = app.settings().request_timeout;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("request took longer than {} ms", limit.as_millis()),
+        )
+        .into_response(),
+    }
+}

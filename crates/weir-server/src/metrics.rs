@@ -1,0 +1,435 @@
+//! Prometheus metrics of `weir serve`, served at `/metrics` (OpenMetrics text). Every label
+//! is bounded: a domain is a configured domain (else `_unknown`), a rule is a configured
+//! rule id, an outcome is one of six words. **A client key or value is never a label**
+//! (ratelimit's `detailed_metric` is ignored here; top keys are in the admin API instead).
+//!
+//! The decision path touches only pre-built counters ([`RuleCounters`], rebuilt with each
+//! rule snapshot) and the store latency histogram; store and cache counters kept by
+//! `weir-resilience` are copied in when `/metrics` is scraped.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use weir_config::RuleSet;
+use weir_resilience::{FailoverStats, Mode};
+
+use crate::store::AnyStore;
+
+/// The domain label of a request whose domain no rule file defines.
+pub const UNKNOWN_DOMAIN: &str = "_unknown";
+
+/// What happened to one descriptor: the `outcome` label of `weir_decisions_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Allowed, with more than 20% of the limit left.
+    Allowed,
+    /// Allowed, with 20% of the limit or less left (envoyproxy/ratelimit's `near_limit`).
+    NearLimit,
+    /// Denied and enforced.
+    Denied,
+    /// Denied by the limiter but not enforced: shadow mode (per rule or global) or outside
+    /// the rule's enforcement percentage.
+    ShadowDenied,
+    /// Matched an `unlimited` rule.
+    Unlimited,
+    /// Matched no rule (allowed).
+    NoRule,
+}
+
+impl Outcome {
+    const RULE_OUTCOMES: [Outcome; 5] = [
+        Outcome::Allowed,
+        Outcome::NearLimit,
+        Outcome::Denied,
+        Outcome::ShadowDenied,
+        Outcome::Unlimited,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::NearLimit => "near_limit",
+            Outcome::Denied => "denied",
+            Outcome::ShadowDenied => "shadow_denied",
+            Outcome::Unlimited => "unlimited",
+            Outcome::NoRule => "no_rule",
+        }
+    }
+}
+
+impl EncodeLabelValue for Outcome {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DecisionLabels {
+    domain: String,
+    rule: String,
+    outcome: Outcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestLabels {
+    api: &'static str,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StoreLabels {
+    store: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StoreErrorLabels {
+    store: &'static str,
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+/// Every metric of the server.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    store_kind: &'static str,
+    decisions: Family<DecisionLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
+    store_duration: Histogram,
+    store_errors: Family<StoreErrorLabels, Counter>,
+    fallback: Family<StoreLabels, Gauge>,
+    mode_changes: Counter,
+    fallback_decisions: Counter,
+    over_limit_hits: Counter,
+    memory_keys: Gauge,
+    reloads: Family<ResultLabels, Counter>,
+    config_ok: Gauge,
+    config_rules: Gauge,
+    admin_denied: Counter,
+    seen: Mutex<Seen>,
+}
+
+/// Counters of `weir-resilience` at the last scrape, to add only what is new.
+#[derive(Debug, Default)]
+struct Seen {
+    failover: Option<FailoverStats>,
+    over_limit_hits: u64,
+}
+
+impl Metrics {
+    /// The metrics of a server on a store of kind `store_kind` (`memory`, `redis`, …).
+    pub fn new(store_kind: &'static str) -> Self {
+        let mut registry = Registry::default();
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "weir_decisions",
+            "Descriptor decisions by domain, rule and outcome",
+            decisions.clone(),
+        );
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "weir_requests",
+            "Requests by API (grpc, http, json, admin) and result (ok, over_limit, invalid, error)",
+            requests.clone(),
+        );
+        let store_duration = Histogram::new(exponential_buckets(0.000_025, 2.0, 16));
+        registry.register_with_unit(
+            "weir_store_duration",
+            "Time one store call took (check, including a failover's fallback)",
+            Unit::Seconds,
+            store_duration.clone(),
+        );
+        let store_errors = Family::<StoreErrorLabels, Counter>::default();
+        registry.register(
+            "weir_store_errors",
+            "Store calls that failed (error, timeout, full)",
+            store_errors.clone(),
+        );
+        let fallback = Family::<StoreLabels, Gauge>::default();
+        registry.register(
+            "weir_store_fallback",
+            "1 while the store is considered down and each rule's failure policy decides",
+            fallback.clone(),
+        );
+        let mode_changes = Counter::default();
+        registry.register(
+            "weir_store_mode_changes",
+            "Times the failover circuit opened or closed",
+            mode_changes.clone(),
+        );
+        let fallback_decisions = Counter::default();
+        registry.register(
+            "weir_store_fallback_decisions",
+            "Decisions made by a failure policy instead of the store",
+            fallback_decisions.clone(),
+        );
+        let over_limit_hits = Counter::default();
+        registry.register(
+            "weir_over_limit_cache_hits",
+            "Checks of an already denied key answered without a store round trip",
+            over_limit_hits.clone(),
+        );
+        let memory_keys = Gauge::default();
+        registry.register(
+            "weir_memory_store_keys",
+            "Keys held by the embedded memory store",
+            memory_keys.clone(),
+        );
+        let reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "weir_config_reloads",
+            "Rule reloads by result (success, failure)",
+            reloads.clone(),
+        );
+        let config_ok = Gauge::default();
+        registry.register(
+            "weir_config_last_reload_successful",
+            "1 if the last reload attempt succeeded (the rules in use are the file's), else 0",
+            config_ok.clone(),
+        );
+        let config_rules = Gauge::default();
+        registry.register(
+            "weir_config_rules",
+            "Rules in the active rule set",
+            config_rules.clone(),
+        );
+        let admin_denied = Counter::default();
+        registry.register(
+            "weir_admin_unauthorized",
+            "Admin API calls refused for a missing or wrong token",
+            admin_denied.clone(),
+        );
+        // Series that alerts use exist from the start, at zero.
+        fallback
+            .get_or_create(&StoreLabels { store: store_kind })
+            .set(0);
+        for kind in ["error", "timeout", "full"] {
+            let _ = store_errors.get_or_create(&StoreErrorLabels {
+                store: store_kind,
+                kind,
+            });
+        }
+        for result in ["success", "failure"] {
+            let _ = reloads.get_or_create(&ResultLabels { result });
+        }
+        config_ok.set(1);
+        Self {
+            registry,
+            store_kind,
+            decisions,
+            requests,
+            store_duration,
+            store_errors,
+            fallback,
+            mode_changes,
+            fallback_decisions,
+            over_limit_hits,
+            memory_keys,
+            reloads,
+            config_ok,
+            config_rules,
+            admin_denied,
+            seen: Mutex::default(),
+        }
+    }
+
+    /// Pre-built decision counters for every rule of `rules`.
+    pub fn rule_counters(&self, rules: &RuleSet) -> RuleCounters {
+        let mut by_rule = HashMap::new();
+        let mut no_rule = HashMap::new();
+        for info in rules.rules() {
+            let counters = Outcome::RULE_OUTCOMES.map(|outcome| {
+                self.decisions.get_or_create_owned(&DecisionLabels {
+                    domain: info.domain.to_string(),
+                    rule: info.id.to_string(),
+                    outcome,
+                })
+            });
+            by_rule.insert(Arc::clone(&info.id), counters);
+        }
+        for domain in rules.domains() {
+            let counter = self.decisions.get_or_create_owned(&DecisionLabels {
+                domain: domain.to_string(),
+                rule: String::new(),
+                outcome: Outcome::NoRule,
+            });
+            no_rule.insert(Arc::<str>::from(domain), counter);
+        }
+        let unknown_domain = self.decisions.get_or_create_owned(&DecisionLabels {
+            domain: UNKNOWN_DOMAIN.to_string(),
+            rule: String::new(),
+            outcome: Outcome::NoRule,
+        });
+        RuleCounters {
+            by_rule,
+            no_rule,
+            unknown_domain,
+            family: self.decisions.clone(),
+        }
+    }
+
+    /// Counts one request of `api` with `result`.
+    pub fn request(&self, api: &'static str, result: &'static str) {
+        self.requests
+            .get_or_create(&RequestLabels { api, result })
+            .inc();
+    }
+
+    /// Records one store call's duration.
+    pub fn store_call(&self, took: Duration) {
+        self.store_duration.observe(took.as_secs_f64());
+    }
+
+    /// Counts a store error seen by the server itself (an unguarded store).
+    pub fn store_error(&self, kind: &'static str) {
+        self.store_errors
+            .get_or_create(&StoreErrorLabels {
+                store: self.store_kind,
+                kind,
+            })
+            .inc();
+    }
+
+    /// Counts a reload attempt and sets the rule gauges.
+    pub fn reload(&self, ok: bool, rules: usize) {
+        let result = if ok { "success" } else { "failure" };
+        self.reloads.get_or_create(&ResultLabels { result }).inc();
+        self.config_ok.set(i64::from(ok));
+        if ok {
+            self.config_rules
+                .set(i64::try_from(rules).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Sets the rule gauge for the rules loaded at startup.
+    pub fn initial_rules(&self, rules: usize) {
+        self.config_rules
+            .set(i64::try_from(rules).unwrap_or(i64::MAX));
+    }
+
+    /// Counts an admin call refused for its token.
+    pub fn admin_unauthorized(&self) {
+        self.admin_denied.inc();
+    }
+
+    /// Copies the store's counters in and renders every metric as OpenMetrics text.
+    pub fn render(&self, store: &AnyStore) -> String {
+        self.collect(store);
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+            let _ = writeln!(out, "# metrics could not be encoded");
+        }
+        out
+    }
+
+    fn collect(&self, store: &AnyStore) {
+        if let Some(memory) = store.memory() {
+            self.memory_keys
+                .set(i64::try_from(memory.len()).unwrap_or(i64::MAX));
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(now) = store.failover_stats() {
+            let before = seen.failover.unwrap_or(FailoverStats {
+                mode: Mode::Store,
+                mode_changes: 0,
+                store_errors: 0,
+                store_timeouts: 0,
+                fallback_decisions: 0,
+                reconciled_keys: 0,
+            });
+            let errors = |kind| {
+                self.store_errors.get_or_create_owned(&StoreErrorLabels {
+                    store: self.store_kind,
+                    kind,
+                })
+            };
+            errors("error").inc_by(now.store_errors.saturating_sub(before.store_errors));
+            errors("timeout").inc_by(now.store_timeouts.saturating_sub(before.store_timeouts));
+            self.mode_changes
+                .inc_by(now.mode_changes.saturating_sub(before.mode_changes));
+            self.fallback_decisions.inc_by(
+                now.fallback_decisions
+                    .saturating_sub(before.fallback_decisions),
+            );
+            self.fallback
+                .get_or_create(&StoreLabels {
+                    store: self.store_kind,
+                })
+                .set(i64::from(now.mode == Mode::Fallback));
+            seen.failover = Some(now);
+        }
+        if let Some(cache) = store.over_limit_stats() {
+            self.over_limit_hits
+                .inc_by(cache.hits.saturating_sub(seen.over_limit_hits));
+            seen.over_limit_hits = cache.hits;
+        }
+    }
+}
+
+/// Decision counters for one rule snapshot: found by rule id without allocating.
+#[derive(Debug, Clone)]
+pub struct RuleCounters {
+    by_rule: HashMap<Arc<str>, [Counter; 5]>,
+    no_rule: HashMap<Arc<str>, Counter>,
+    unknown_domain: Counter,
+    family: Family<DecisionLabels, Counter>,
+}
+
+impl RuleCounters {
+    /// Counts a descriptor that matched the rule `rule_id` of `domain`.
+    pub fn matched(&self, domain: &str, rule_id: &str, outcome: Outcome) {
+        let slot = Outcome::RULE_OUTCOMES.iter().position(|&o| o == outcome);
+        let counter = self
+            .by_rule
+            .get(rule_id)
+            .zip(slot)
+            .and_then(|(counters, i)| counters.get(i));
+        match counter {
+            Some(counter) => {
+                counter.inc();
+            }
+            // A limit override from the request: its id is `domain.<override>`, bounded.
+            None => {
+                self.family
+                    .get_or_create(&DecisionLabels {
+                        domain: domain.to_string(),
+                        rule: rule_id.to_string(),
+                        outcome,
+                    })
+                    .inc();
+            }
+        }
+    }
+
+    /// Counts a descriptor of a configured `domain` that matched no rule.
+    pub fn unmatched(&self, domain: &str) {
+        match self.no_rule.get(domain) {
+            Some(counter) => counter.inc(),
+            None => self.unknown_domain.inc(),
+        };
+    }
+
+    /// Counts a descriptor of a domain no rule file defines.
+    pub fn unknown_domain(&self) {
+        self.unknown_domain.inc();
+    }
+
+    /// Whether `domain` is a configured domain (a bounded label).
+    pub fn knows_domain(&self, domain: &str) -> bool {
+        self.no_rule.contains_key(domain)
+    }
+}

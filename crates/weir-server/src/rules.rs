@@ -1,0 +1,254 @@
+//! The rules in force: one immutable [`Snapshot`] (a `weir_config::RuleSet` and its metric
+//! counters) swapped whole on reload, and the [`ConfigStatus`] that the admin API, logs and
+//! metrics report. A reload validates the new files completely before the swap; **a bad
+//! file keeps the old rules** and records the error. Limiter state lives in the store under
+//! each rule's key, so a rule that did not change keeps its counts across a swap, and a
+//! changed one carries its state over as `weir-core` defines.
+//!
+//! What triggers a reload (file watch, poll, admin call) is in `reload.rs`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use serde::Serialize;
+use tokio::sync::watch;
+use weir_config::{ConfigError, RuleSet};
+use weir_core::Clock;
+
+use crate::metrics::{Metrics, RuleCounters};
+use crate::reload::stamp;
+use crate::shared_clock::SharedClock;
+
+/// The rules one decision uses, never changed after it is built.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The rules.
+    pub rules: RuleSet,
+    /// Their decision counters.
+    pub counters: RuleCounters,
+    /// Which load this is: 1 at startup, +1 per successful reload.
+    pub generation: u64,
+}
+
+/// The state of the configuration, as the admin API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigStatus {
+    /// The file or directory, or `(built-in example)`.
+    pub source: String,
+    /// The generation in force.
+    pub generation: u64,
+    /// When the rules in force were loaded, in Unix milliseconds.
+    pub loaded_at_unix_ms: u64,
+    /// When the last reload was attempted, in Unix milliseconds.
+    pub last_attempt_unix_ms: u64,
+    /// Whether the last attempt succeeded.
+    pub last_ok: bool,
+    /// The last attempt's error, if it failed.
+    pub last_error: Option<String>,
+    /// Successful reloads since startup.
+    pub reloads_ok: u64,
+    /// Failed reloads since startup.
+    pub reloads_failed: u64,
+    /// Rules in force.
+    pub rules: usize,
+    /// Domains in force.
+    pub domains: Vec<String>,
+}
+
+/// Where the rules come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleSource {
+    /// The documented example rules (`RuleSet::example()`), used when no `--config` is given.
+    Example,
+    /// A rule file or a directory of them.
+    Path(PathBuf),
+}
+
+impl RuleSource {
+    /// Loads the rules (blocking file I/O).
+    pub fn load(&self) -> Result<RuleSet, ConfigError> {
+        match self {
+            RuleSource::Example => Ok(RuleSet::example()),
+            RuleSource::Path(path) => RuleSet::load(path),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            RuleSource::Example => "(built-in example)".to_string(),
+            RuleSource::Path(path) => path.display().to_string(),
+        }
+    }
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReloadOutcome {
+    /// The new rules are in force, with this generation.
+    Swapped(u64),
+    /// The files are invalid; the old rules stay. The error names file, place and reason.
+    Kept(String),
+}
+
+/// The rules in force and their status. Shared by every request.
+#[derive(Debug)]
+pub struct RuleBook {
+    source: RuleSource,
+    current: RwLock<Arc<Snapshot>>,
+    status: Mutex<ConfigStatus>,
+    changed: watch::Sender<u64>,
+    /// The [`stamp`] of the files as the last load attempt read them.
+    stamp: AtomicU64,
+    metrics: Arc<Metrics>,
+    clock: SharedClock,
+}
+
+fn unix_ms(clock: &SharedClock) -> u64 {
+    clock.now_ns() / 1_000_000
+}
+
+impl RuleBook {
+    /// Loads the rules once; an error here stops the server from starting.
+    pub async fn open(
+        source: RuleSource,
+        metrics: Arc<Metrics>,
+        clock: SharedClock,
+    ) -> Result<RuleBook, ConfigError> {
+        let (files, rules) = load(&source).await;
+        let rules = rules?;
+        let now = unix_ms(&clock);
+        metrics.initial_rules(rules.rules().len());
+        let status = ConfigStatus {
+            source: source.describe(),
+            generation: 1,
+            loaded_at_unix_ms: now,
+            last_attempt_unix_ms: now,
+            last_ok: true,
+            last_error: None,
+            reloads_ok: 0,
+            reloads_failed: 0,
+            rules: rules.rules().len(),
+            domains: rules.domains().map(str::to_string).collect(),
+        };
+        let snapshot = Snapshot {
+            counters: metrics.rule_counters(&rules),
+            rules,
+            generation: 1,
+        };
+        Ok(RuleBook {
+            source,
+            current: RwLock::new(Arc::new(snapshot)),
+            status: Mutex::new(status),
+            changed: watch::channel(1).0,
+            stamp: AtomicU64::new(files),
+            metrics,
+            clock,
+        })
+    }
+
+    /// The rules in force now. Cheap: one `Arc` clone under a read lock.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(&current)
+    }
+
+    /// The configuration's status.
+    pub fn status(&self) -> ConfigStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Where the rules come from.
+    pub fn source(&self) -> &RuleSource {
+        &self.source
+    }
+
+    /// A receiver that sees the number of reload attempts grow (tests wait on it).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// The [`stamp`] of the rule files as the last load attempt read them: the watcher
+    /// reloads when what is on disk differs.
+    pub fn stamp(&self) -> u64 {
+        self.stamp.load(Ordering::Acquire)
+    }
+
+    /// Reads and validates the rules again; swaps them in only if they are valid.
+    pub async fn reload(&self, trigger: &'static str) -> ReloadOutcome {
+        let (files, loaded) = load(&self.source).await;
+        self.stamp.store(files, Ordering::Release);
+        let now = unix_ms(&self.clock);
+        let outcome = match loaded {
+            Ok(rules) => {
+                let count = rules.rules().len();
+                let domains = rules.domains().map(str::to_string).collect();
+                let generation = {
+                    let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+                    let generation = current.generation.saturating_add(1);
+                    *current = Arc::new(Snapshot {
+                        counters: self.metrics.rule_counters(&rules),
+                        rules,
+                        generation,
+                    });
+                    generation
+                };
+                let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+                status.generation = generation;
+                status.loaded_at_unix_ms = now;
+                status.last_attempt_unix_ms = now;
+                status.last_ok = true;
+                status.last_error = None;
+                status.reloads_ok = status.reloads_ok.saturating_add(1);
+                status.rules = count;
+                status.domains = domains;
+                drop(status);
+                self.metrics.reload(true, count);
+                tracing::info!(trigger, generation, rules = count, "rules reloaded");
+                ReloadOutcome::Swapped(generation)
+            }
+            Err(error) => {
+                let message = error.to_string();
+                let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+                status.last_attempt_unix_ms = now;
+                status.last_ok = false;
+                status.last_error = Some(message.clone());
+                status.reloads_failed = status.reloads_failed.saturating_add(1);
+                drop(status);
+                self.metrics.reload(false, 0);
+                tracing::warn!(trigger, error = %message, "rules not reloaded: keeping the rules in force");
+                ReloadOutcome::Kept(message)
+            }
+        };
+        self.changed
+            .send_modify(|attempts| *attempts = attempts.wrapping_add(1));
+        outcome
+    }
+}
+
+/// Loads on the blocking pool (rule files are read with std I/O), with the stamp of the
+/// files taken just before: a change during the load shows as a stamp that differs.
+async fn load(source: &RuleSource) -> (u64, Result<RuleSet, ConfigError>) {
+    let source = source.clone();
+    let describe = source.describe();
+    let read = move || {
+        let files = match &source {
+            RuleSource::Example => 0,
+            RuleSource::Path(path) => stamp(path),
+        };
+        (files, source.load())
+    };
+    match tokio::task::spawn_blocking(read).await {
+        Ok(loaded) => loaded,
+        Err(join) => (
+            0,
+            Err(ConfigError::Io {
+                file: PathBuf::from(describe),
+                source: std::io::Error::other(join.to_string()),
+            }),
+        ),
+    }
+}

@@ -1,0 +1,89 @@
+//! Everything `weir serve` can be told, with the documented defaults. The CLI fills this
+//! from flags and `WEIR_*` variables; tests build it directly (and inject a `ManualClock`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use weir_resilience::FailoverConfig;
+
+use crate::admin_token::AdminToken;
+use crate::headers::HeaderStyle;
+use crate::reload::ReloadSettings;
+use crate::rules::RuleSource;
+use crate::shared_clock::SharedClock;
+use crate::store::StoreClock;
+use crate::store_url::StoreSpec;
+
+/// Settings of one server.
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_server::Settings;
+///
+/// let mut settings = Settings::default(); // example rules, memory store
+/// settings.shadow = true;
+/// settings.request_timeout = Duration::from_secs(2);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Settings {
+    /// The rules: a file or directory, or the built-in example (the default).
+    pub rules: RuleSource,
+    /// The store (default: the memory store).
+    pub store: StoreSpec,
+    /// The failover guard of a network store: timeouts, breaker, instance count.
+    pub failover: FailoverConfig,
+    /// Whose clock a network store decides by (default: the store's own, where it has one).
+    pub store_clock: StoreClock,
+    /// Global shadow mode: every denial is counted and reported, none enforced.
+    pub shadow: bool,
+    /// The admin API's token; `None` disables the admin API (its routes answer 404).
+    pub admin_token: Option<AdminToken>,
+    /// Which rate-limit headers to send (HTTP responses and Envoy's headers to add).
+    pub headers: HeaderStyle,
+    /// The clock of every decision (default: the system clock).
+    pub clock: SharedClock,
+    /// When the rules are read again.
+    pub reload: ReloadSettings,
+    /// How often the memory store is swept of expired keys (default 10 s).
+    pub sweep_interval: Duration,
+    /// The longest one HTTP or gRPC request may take (default 5 s).
+    pub request_timeout: Duration,
+    /// The largest HTTP request body or gRPC message accepted (default 64 KiB).
+    pub max_body_bytes: usize,
+    /// How long shutdown waits for in-flight requests (default 30 s).
+    pub shutdown_grace: Duration,
+    /// How many keys the top-denied sketch tracks (default 256).
+    pub top_denied_capacity: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            rules: RuleSource::Example,
+            store: StoreSpec::Memory {
+                capacity: StoreSpec::DEFAULT_MEMORY_CAPACITY,
+            },
+            failover: FailoverConfig::default(),
+            store_clock: StoreClock::default(),
+            shadow: false,
+            admin_token: None,
+            headers: HeaderStyle::default(),
+            clock: SharedClock::default(),
+            reload: ReloadSettings::default(),
+            sweep_interval: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(5),
+            max_body_bytes: 64 * 1024,
+            shutdown_grace: Duration::from_secs(30),
+            top_denied_capacity: 256,
+        }
+    }
+}
+
+impl Settings {
+    /// Settings with rules from `path` (a file or a directory).
+    pub fn with_rules(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rules = RuleSource::Path(path.into());
+        self
+    }
+}

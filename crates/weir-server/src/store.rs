@@ -1,0 +1,160 @@
+//! The store the server decides on. `weir_core::Store` returns `impl Future`, so it cannot
+//! be a trait object: [`AnyStore`] is an enum that implements `Store` by delegation.
+//!
+//! A network store (Redis in any deployment, memcached) is always wrapped, outermost
+//! first, in `OverLimitCache` (repeat checks of a denied key answered in-process until
+//! their `retry_after`) and `FailoverStore` (a timeout on every call, a circuit breaker with
+//! a PING probe, and each rule's failure policy while the store is down). The memory store
+//! needs neither.
+
+use weir_core::{CheckError, Decisions, Key, MemoryStore, Op, Outcome, Rule, Store, StoreError};
+use weir_memcached::MemcachedStore;
+use weir_redis::{RedisStore, TimeSource};
+use weir_resilience::{
+    FailoverConfig, FailoverStats, FailoverStore, OverLimitCache, OverLimitStats,
+};
+
+use crate::store_url::{StoreSpec, StoreUrlError};
+
+/// A network store behind its guards.
+pub type Guarded<S> = OverLimitCache<FailoverStore<S>>;
+
+/// Whose clock a network store decides by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum StoreClock {
+    /// The store's own clock where it has one (Redis `TIME`): instances sharing the store
+    /// need not agree on the time. memcached has none and always uses the process clock.
+    #[default]
+    Store,
+    /// The server's clock (`Settings::clock`): what tests with a `ManualClock` use.
+    Process,
+}
+
+/// The store the server decides on.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyStore {
+    /// The embedded memory store.
+    Memory(MemoryStore),
+    /// Redis or Valkey (single node, Sentinel or Cluster), guarded.
+    Redis(Guarded<RedisStore>),
+    /// memcached, guarded.
+    Memcached(Guarded<MemcachedStore>),
+}
+
+fn guard<S: Store>(store: S, failover: FailoverConfig) -> Guarded<S> {
+    OverLimitCache::new(FailoverStore::new(store, failover))
+}
+
+impl AnyStore {
+    /// Builds the store `spec` names (nothing connects yet: the first call does). Must run
+    /// inside a tokio runtime (the failover probe runs there).
+    pub fn open(
+        spec: &StoreSpec,
+        failover: FailoverConfig,
+        clock: StoreClock,
+    ) -> Result<AnyStore, StoreUrlError> {
+        match spec {
+            StoreSpec::Memory { capacity } => Ok(AnyStore::Memory(
+                MemoryStore::builder().capacity(*capacity).build(),
+            )),
+            StoreSpec::Network { scheme, url } if scheme.starts_with("redis") => {
+                let time = match clock {
+                    StoreClock::Store => TimeSource::Store,
+                    StoreClock::Process => TimeSource::Process,
+                };
+                let store = RedisStore::builder(url.as_str())
+                    .timeout(failover.timeout)
+                    .time_source(time)
+                    .build()
+                    .map_err(|e| StoreUrlError::Invalid(e.to_string()))?;
+                Ok(AnyStore::Redis(guard(store, failover)))
+            }
+            StoreSpec::Network { url, .. } => {
+                let store = MemcachedStore::builder(url)
+                    .timeout(failover.timeout)
+                    .build()
+                    .map_err(|e| StoreUrlError::Invalid(e.to_string()))?;
+                Ok(AnyStore::Memcached(guard(store, failover)))
+            }
+        }
+    }
+
+    /// `memory`, `redis` or `memcached`: the `store` label of metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnyStore::Memory(_) => "memory",
+            AnyStore::Redis(_) => "redis",
+            AnyStore::Memcached(_) => "memcached",
+        }
+    }
+
+    /// The memory store, if that is what this is (the server sweeps it periodically).
+    pub fn memory(&self) -> Option<&MemoryStore> {
+        match self {
+            AnyStore::Memory(store) => Some(store),
+            _ => None,
+        }
+    }
+
+    /// Whether a failover guard (and so each rule's failure policy) stands in front of it.
+    pub fn is_guarded(&self) -> bool {
+        !matches!(self, AnyStore::Memory(_))
+    }
+
+    /// The failover guard's counters, for a network store.
+    pub fn failover_stats(&self) -> Option<FailoverStats> {
+        match self {
+            AnyStore::Memory(_) => None,
+            AnyStore::Redis(s) => Some(s.inner().stats()),
+            AnyStore::Memcached(s) => Some(s.inner().stats()),
+        }
+    }
+
+    /// The over-limit cache's counters, for a network store.
+    pub fn over_limit_stats(&self) -> Option<OverLimitStats> {
+        match self {
+            AnyStore::Memory(_) => None,
+            AnyStore::Redis(s) => Some(s.stats()),
+            AnyStore::Memcached(s) => Some(s.stats()),
+        }
+    }
+}
+
+impl Store for AnyStore {
+    async fn apply(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> Result<Outcome, CheckError> {
+        match self {
+            AnyStore::Memory(s) => s.apply(key, rule, op, now_ns).await,
+            AnyStore::Redis(s) => s.apply(key, rule, op, now_ns).await,
+            AnyStore::Memcached(s) => s.apply(key, rule, op, now_ns).await,
+        }
+    }
+
+    async fn check_all(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decisions, CheckError> {
+        match self {
+            AnyStore::Memory(s) => s.check_all(limits, cost, now_ns).await,
+            AnyStore::Redis(s) => s.check_all(limits, cost, now_ns).await,
+            AnyStore::Memcached(s) => s.check_all(limits, cost, now_ns).await,
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        match self {
+            AnyStore::Memory(s) => s.ping().await,
+            AnyStore::Redis(s) => s.ping().await,
+            AnyStore::Memcached(s) => s.ping().await,
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! `ShouldRateLimit` over a real gRPC connection (tonic client), with the examples of
+//! envoyproxy/ratelimit's README as scenarios: the config directory is loaded unchanged
+//! and each answer is what that service gives. Time moves only by `ManualClock::advance`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+mod common;
+
+use common::{bounded, descriptor, envoy_readme_dir, request, scenarios, settings, TestServer};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::google::protobuf::UInt64Value;
+use tonic::Code as GrpcCode;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_readme_examples_answer_as_envoyproxy_ratelimit_does() {
+    bounded(async {
+        let (settings, clock) = settings(Some(&envoy_readme_dir()));
+        let server = TestServer::start(settings).await;
+        scenarios::envoy_readme(&server, &clock).await;
+        server.stop().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hits_addend_unknown_domains_and_bad_requests() {
+    bounded(async {
+        let (settings, _clock) = settings(Some(&envoy_readme_dir()));
+        let server = TestServer::start(settings).await;
+        let mut rls = server.grpc_client().await;
+
+        // hits_addend on the request, and per descriptor (which wins).
+        let mut r = request("mongo_cps", vec![descriptor(&[("database", "default")])]);
+        r.hits_addend = 100;
+        let answer = rls.should_rate_limit(r.clone()).await.unwrap().into_inner();
+        assert_eq!(answer.statuses[0].limit_remaining, 400);
+        r.descriptors[0].hits_addend = Some(UInt64Value { value: 7 });
+        let answer = rls.should_rate_limit(r).await.unwrap().into_inner();
+        assert_eq!(answer.statuses[0].limit_remaining, 393);
+
+        // More hits than the limit can ever allow: over the limit.
+        let mut r = request("mongo_cps", vec![descriptor(&[("database", "users")])]);
+        r.hits_addend = 501;
+        let answer = rls.should_rate_limit(r).await.unwrap().into_inner();
+        assert_eq!(answer.overall_code, Code::OverLimit as i32);
+
+        // An unknown domain: nothing applies (as envoyproxy/ratelimit).
+        let answer = rls
+            .should_rate_limit(request("nope", vec![descriptor(&[("a", "b")])]))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.overall_code, Code::Ok as i32);
+        assert_eq!(answer.statuses.len(), 1);
+
+        // Invalid requests: INVALID_ARGUMENT with a message that says what was wrong.
+        let cases = [
+            (
+                request("", vec![descriptor(&[("a", "b")])]),
+                "rate limit domain must not be empty",
+            ),
+            (
+                request("mongo_cps", vec![]),
+                "rate limit descriptor list must not be empty",
+            ),
+            (
+                request(
+                    "mongo_cps",
+                    (0..65).map(|_| descriptor(&[("a", "b")])).collect(),
+                ),
+                "65 descriptors, above the maximum of 64",
+            ),
+            (
+                request(
+                    "mongo_cps",
+                    vec![descriptor(&[("database", &"x".repeat(2000))])],
+                ),
+                "descriptors[0].entries[0]: value is 2000 bytes, above the maximum of 1024",
+            ),
+        ];
+        for (r, message) in cases {
+            let status = rls.should_rate_limit(r).await.unwrap_err();
+            assert_eq!(status.code(), GrpcCode::InvalidArgument);
+            assert_eq!(status.message(), message);
+        }
+
+        // A message above the size limit is refused, not read.
+        let huge = request(
+            "mongo_cps",
+            vec![descriptor(&[("database", &"x".repeat(70_000))])],
+        );
+        let status = rls.should_rate_limit(huge).await.unwrap_err();
+        assert_eq!(status.code(), GrpcCode::OutOfRange, "{status:?}");
+        drop(rls);
+        server.stop().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_headers_follow_the_ietf_draft_and_optionally_x_ratelimit() {
+    bounded(async {
+        let (mut settings, _clock) = settings(Some(&envoy_readme_dir()));
+        settings.headers.x_ratelimit = true;
+        let server = TestServer::start(settings).await;
+        let mut rls = server.grpc_client().await;
+        let answer = rls
+            .should_rate_limit(request("internal", vec![descriptor(&[("azure", "x")])]))
+            .await
+            .unwrap()
+            .into_inner();
+        let headers: Vec<(String, String)> = answer
+            .response_headers_to_add
+            .iter()
+            .map(|h| (h.key.clone(), h.value.clone()))
+            .collect();
+        let expect = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            headers,
+            [
+                expect("ratelimit-policy", "\"internal.azure\";q=100;w=60"),
+                expect("ratelimit", "\"internal.azure\";r=99;t=60"),
+                expect("x-ratelimit-limit", "100, 100;w=60"),
+                expect("x-ratelimit-remaining", "99"),
+                expect("x-ratelimit-reset", "60"),
+            ]
+        );
+        drop(rls);
+        server.stop().await.unwrap();
+    })
+    .await;
+}
