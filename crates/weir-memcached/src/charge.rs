@@ -62,7 +62,8 @@ pub(crate) async fn check(
     let values = to_map(gets)?;
     let found = match incr {
         Reply::Number(n) => n.saturating_sub(cost),
-        Reply::NotFound => return Ok(Charged::Continue(Some(values))),
+        // No bucket yet, or a deleted one: nothing was counted; the full path adds it.
+        Reply::NotFound | Reply::NonNumeric => return Ok(Charged::Continue(Some(values))),
         other => {
             return Err(StoreError::Unavailable(format!(
                 "memcached: unexpected reply to incr: {other:?}"
@@ -77,7 +78,8 @@ pub(crate) async fn check(
         }]
     };
     if found < counter.offset() {
-        // A deleted sliding bucket (tombstone `0`): put it back and take the full path.
+        // Only a value written by someone else can be below the offset: take the `incr` back
+        // and decide on a fresh read.
         exec::undo(&inner.pool, undo()).await?;
         return Ok(Charged::Continue(None));
     }

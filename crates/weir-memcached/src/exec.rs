@@ -67,7 +67,8 @@ pub(crate) async fn run(pool: &Pool, writes: Vec<Write>) -> Result<Ran, StoreErr
                             });
                         }
                     }
-                    Reply::NotFound => return Ok(Ran::Conflict(done)),
+                    // Gone or deleted since the read: nothing was counted.
+                    Reply::NotFound | Reply::NonNumeric => return Ok(Ran::Conflict(done)),
                     other => return Err(unexpected("incr", &other)),
                 }
             }

@@ -24,7 +24,8 @@ pub(crate) enum CounterKind {
     /// One counter per window; the value is the count.
     Fixed,
     /// One counter per bucket of the precision; the value is the count plus one, so that a
-    /// bucket holding zero (a zero penalty) differs from no bucket, and `0` is a deleted one.
+    /// bucket holding zero (a zero penalty) differs from no bucket. A deleted bucket is an
+    /// empty value, on which `incr` fails: it can never be mistaken for a count.
     Sliding,
 }
 

@@ -5,7 +5,8 @@
 //!   value, the CAS-checked delete the text protocol lacks) when the record is no longer
 //!   live. Nothing is created for an operation that adds no usage.
 //! - Counters: per bucket, `incr` by the growth (atomic, no CAS needed), `add` for a new
-//!   bucket, `cas` when a bucket shrinks or disappears (reward, reset, a merge); and the
+//!   bucket, `cas` when a bucket shrinks or disappears (an empty tombstone: reward, reset, a
+//!   merge); and the
 //!   guard is written to the record name only when it changed.
 //!
 //! Writes are ordered newest bucket first, then the guard: a racing `incr` can only meet the
@@ -51,8 +52,9 @@ pub(crate) enum Action {
 
 /// What a record name holds when there is no record: an empty tombstone.
 const NO_RECORD: &[u8] = b"";
-/// What a counter holds when there is no count: `0` (a tombstone for a sliding bucket).
-const NO_COUNT: &[u8] = b"0";
+/// What a counter holds when there is no bucket: an empty tombstone too. `incr` fails on it
+/// (non-numeric), so a racing `incr` can never count from a deleted bucket.
+const NO_COUNT: &[u8] = b"";
 
 /// The TTL for a value that must last until `until_ns`: whole seconds rounded up, plus one
 /// for memcached's own second-granular clock, so memcached never forgets it early. Late is
@@ -195,16 +197,12 @@ fn plan_counter(
         writes.push(match incr {
             Some(action) => Write { name, action },
             None => {
-                // Appears, shrinks, disappears (tombstone `0`), or would overflow.
+                // Appears, shrinks, disappears (tombstone), or would overflow.
                 let ttl = ttl_s(start.saturating_add(counter.window_ns), now_ns);
-                let stored = now.map_or(0, |c| c.saturating_add(counter.offset()));
-                store(
-                    &name,
-                    &found,
-                    NO_COUNT,
-                    stored.to_string().into_bytes(),
-                    (ttl, ttl),
-                )
+                let stored = now.map_or_else(Vec::new, |c| {
+                    c.saturating_add(counter.offset()).to_string().into_bytes()
+                });
+                store(&name, &found, NO_COUNT, stored, (ttl, ttl))
             }
         });
     }
@@ -364,10 +362,7 @@ mod tests {
             (&b"1"[..], None),
             "count 0, stored as 1"
         );
-        assert_eq!(
-            previous, b"0",
-            "undone to a counter's tombstone, never empty"
-        );
+        assert_eq!(previous, b"", "undone to a counter's tombstone");
     }
 
     #[test]
@@ -375,7 +370,7 @@ mod tests {
         let (old, current) = (names().sliding(9_750), names().sliding(10_250));
         let values = [(old.clone(), &b"3"[..], 1), (current.clone(), &b"2"[..], 2)];
         let got = plan_for(&sliding(), Op::Reward { n: 5 }, &values);
-        assert_eq!(got, [cas(current, b"0", 2, b"2"), cas(old, b"0", 1, b"3")]);
+        assert_eq!(got, [cas(current, b"", 2, b"2"), cas(old, b"", 1, b"3")]);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub(crate) struct Bucket {
     pub start_ns: u64,
     pub name: String,
     pub found: Found,
-    /// The stored number (count plus the layout's offset), when found.
+    /// The stored number (count plus the layout's offset); `None` when absent or deleted.
     pub value: Option<u64>,
 }
 
@@ -80,7 +80,9 @@ impl Snapshot {
                 let name = c.name(names, start_ns);
                 let found = found(&name);
                 let value = match &found {
+                    // Absent, or an empty tombstone: no bucket.
                     None => None,
+                    Some((data, _)) if data.is_empty() => None,
                     Some((data, _)) => Some(parse_number(data).ok_or_else(|| {
                         StoreError::Corrupt(format!("counter {name} is not a number"))
                     })?),

@@ -53,6 +53,8 @@ pub(crate) enum Reply {
     NotStored,
     Exists,
     NotFound,
+    /// `incr`/`decr` on a value that is not a number (an empty tombstone, see `plan.rs`).
+    NonNumeric,
     Number(u64),
     Version(String),
 }
@@ -129,12 +131,6 @@ fn error_line(command: &Command, line: &str) -> Option<StoreError> {
         return Some(broken(format!("{} rejected: ERROR", command.name())));
     }
     if let Some(msg) = line.strip_prefix("CLIENT_ERROR ") {
-        if msg.contains("non-numeric") {
-            return Some(StoreError::Corrupt(format!(
-                "{} on a value that is not a counter",
-                command.name()
-            )));
-        }
         return Some(broken(format!("{}: CLIENT_ERROR {msg}", command.name())));
     }
     line.strip_prefix("SERVER_ERROR ").map(|msg| {
@@ -148,6 +144,10 @@ pub(crate) async fn read_reply<R: AsyncBufRead + Unpin>(
     command: &Command,
 ) -> Result<Reply, StoreError> {
     let line = read_line(r).await?;
+    let counting = matches!(command, Command::Incr { .. } | Command::Decr { .. });
+    if counting && line.starts_with("CLIENT_ERROR") && line.contains("non-numeric") {
+        return Ok(Reply::NonNumeric);
+    }
     if let Some(err) = error_line(command, &line) {
         return Err(err);
     }
@@ -289,12 +289,16 @@ mod tests {
             delta: 1,
         };
         let rt = rt();
-        assert!(matches!(
+        assert_eq!(
             rt.block_on(parse(
                 &incr,
                 b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
             )),
-            Err(StoreError::Corrupt(_))
+            Ok(Reply::NonNumeric)
+        );
+        assert!(matches!(
+            rt.block_on(parse(&incr, b"CLIENT_ERROR bad command line format\r\n")),
+            Err(StoreError::Unavailable(_))
         ));
         assert!(matches!(
             rt.block_on(parse(&incr, b"SERVER_ERROR out of memory\r\n")),
