@@ -7,8 +7,9 @@
 //! - it allows with that same `incr` (the usual case): done, in one round trip;
 //! - it denies (over the limit, blocked): the `incr` is taken back with `decr`, and the
 //!   denial returned (a lockout, which must be written, goes on to the full path);
-//! - the bucket did not exist (its first hit in this window): nothing was charged, and the
-//!   full path goes on from this read (an `add`).
+//! - the bucket did not exist (its first hit in this window) or was deleted (an empty
+//!   tombstone, on which `incr` fails): nothing was charged, and the full path goes on from
+//!   this read (an `add`, or a `cas` over the tombstone).
 //!
 //! The cost, documented in the crate docs: a denied check is briefly counted, so a racing
 //! check may be denied spuriously. Over-admission stays impossible: the decision is made on

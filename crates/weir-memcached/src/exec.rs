@@ -1,6 +1,6 @@
 //! Sends planned writes: the fifth step of a decision. Stops at the first conflict (a `cas`
 //! that finds the value changed, an `add` that finds it present, an `incr` on a vanished
-//! counter) and reports what was done so the caller can undo it and retry, or, for an
+//! or deleted counter) and reports what was done so the caller can undo it and retry, or, for an
 //! `incr`, what it found, so the caller can decide again on that (`apply.rs`).
 
 use weir_core::StoreError;

@@ -65,7 +65,7 @@ async fn a_killed_server_fails_fast_and_a_new_one_on_its_port_takes_over() {
     let mut server = Memcached::start();
     let port = server.port();
     let store = MemcachedStore::builder(&server.url())
-        .timeout(Duration::from_millis(500))
+        .timeout(Duration::from_secs(1))
         .build()
         .unwrap();
     let s = Duration::from_secs(1);
