@@ -104,8 +104,9 @@
 //!   and a key never seen are equivalent for every decision but one: a token bucket with
 //!   `initial < capacity`, whose fresh state is live, so the model rewrites an expired record
 //!   on any operation (a fresh bucket starting then) but creates none for a key it never
-//!   held. This store follows the model while memcached still has the expired value (it
-//!   keeps it at least one second past the record's expiry, usually longer).
+//!   held. This store follows the model while memcached still has the expired value (up to
+//!   two seconds past the record's expiry, by the TTL's rounding), and treats the key as
+//!   never held once memcached has dropped it, as a store with exact TTLs must.
 //!
 //! ## Failures
 //!
