@@ -64,10 +64,40 @@ function R.fields(rec)
   return out
 end
 
--- Replaces the hash with `fields` and sets its TTL: until the record is fresh again
--- (rounded up to the millisecond), plus the configured grace.
+-- Writes `fields` and sets the TTL: until the record is fresh again (rounded up to the
+-- millisecond), plus the configured grace. Only what changed is written: a held record
+-- that did not change (a denial, a peek) costs no write at all, and its TTL, an absolute
+-- instant, stays right.
 function R.write(rec, fields, grace_ms)
-  redis.call('DEL', rec.key)
-  redis.call('HSET', rec.key, unpack(fields))
-  redis.call('PEXPIRE', rec.key, fmt(N.div_ceil(rec.x - rec.now, 1000000) + grace_ms))
+  local old = rec.f
+  local expire = true
+  if old == nil then
+    redis.call('HSET', rec.key, unpack(fields))
+  else
+    local changed, seen = {}, {}
+    for i = 1, #fields, 2 do
+      local name, value = fields[i], fields[i + 1]
+      seen[name] = true
+      if old[name] ~= value then
+        changed[#changed + 1] = name
+        changed[#changed + 1] = value
+      end
+    end
+    local stale = {}
+    for name in pairs(old) do
+      if not seen[name] then
+        stale[#stale + 1] = name
+      end
+    end
+    if #stale > 0 then
+      redis.call('HDEL', rec.key, unpack(stale))
+    end
+    if #changed > 0 then
+      redis.call('HSET', rec.key, unpack(changed))
+    end
+    expire = old.b ~= fields[2] or old.x ~= fields[4]
+  end
+  if expire then
+    redis.call('PEXPIRE', rec.key, fmt(N.div_ceil(rec.x - rec.now, 1000000) + grace_ms))
+  end
 end
