@@ -71,7 +71,7 @@ pub use grpc::RlsService;
 pub use headers::{rate_limit_headers, HeaderStyle};
 pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use http::router;
-pub use metrics::{Metrics, Outcome, RuleCounters};
+pub use metrics::{InFlight, Metrics, Outcome, RuleCounters};
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;
 pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleSource, Snapshot};

@@ -119,6 +119,7 @@ pub struct Metrics {
     config_ok: Gauge,
     config_rules: Gauge,
     admin_denied: Counter,
+    in_flight: Gauge,
     seen: Mutex<Seen>,
 }
 
@@ -212,6 +213,12 @@ impl Metrics {
             "Admin API calls refused for a missing or wrong token",
             admin_denied.clone(),
         );
+        let in_flight = Gauge::default();
+        registry.register(
+            "weir_http_requests_in_flight",
+            "HTTP requests being handled now",
+            in_flight.clone(),
+        );
         // Series that alerts use exist from the start, at zero.
         fallback
             .get_or_create(&StoreLabels { store: store_kind })
@@ -242,6 +249,7 @@ impl Metrics {
             config_ok,
             config_rules,
             admin_denied,
+            in_flight,
             seen: Mutex::default(),
         }
     }
@@ -325,6 +333,17 @@ impl Metrics {
         self.admin_denied.inc();
     }
 
+    /// Counts an HTTP request as being handled until the returned guard is dropped.
+    pub fn http_request_started(&self) -> InFlight {
+        self.in_flight.inc();
+        InFlight(self.in_flight.clone())
+    }
+
+    /// HTTP requests being handled now.
+    pub fn http_in_flight(&self) -> i64 {
+        self.in_flight.get()
+    }
+
     /// Copies the store's counters in and renders every metric as OpenMetrics text.
     pub fn render(&self, store: &AnyStore) -> String {
         self.collect(store);
@@ -377,6 +396,16 @@ impl Metrics {
                 .inc_by(cache.hits.saturating_sub(seen.over_limit_hits));
             seen.over_limit_hits = cache.hits;
         }
+    }
+}
+
+/// One HTTP request being handled; dropping it ends the count.
+#[derive(Debug)]
+pub struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

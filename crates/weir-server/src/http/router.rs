@@ -36,8 +36,10 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such endpoint")
 }
 
-/// Bounds every request by `request_timeout`: a slow store never hangs a client.
+/// Bounds every request by `request_timeout` (a slow store never hangs a client), and
+/// counts it in flight meanwhile.
 async fn timeout(State(app): State<App>, request: Request, next: Next) -> Response {
+    let _in_flight = app.metrics().http_request_started();
     let limit = app.settings().request_timeout;
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,

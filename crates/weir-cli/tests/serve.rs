@@ -1,0 +1,201 @@
+//! `weir serve`, `weir decide` and `weir check-config` end to end: the built binary on
+//! loopback ports chosen by the OS (`--http 127.0.0.1:0`), asked by `weir decide`, stopped
+//! by SIGTERM. Every wait is bounded.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn weir(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .env_remove("WEIR_ADMIN_TOKEN")
+        .output()
+        .unwrap()
+}
+
+fn repo(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+/// A running `weir serve` and the HTTP address it logged.
+struct Served {
+    child: Child,
+    http: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(args: &[&str]) -> Served {
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(["--log-format", "json"])
+        .args(args)
+        .env_remove("WEIR_ADMIN_TOKEN")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Owned at once, so a failing test still kills it.
+    let mut served = Served {
+        child,
+        http: String::new(),
+    };
+    let stderr = served.child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    while served.http.is_empty() {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("weir serve logs that it listens within 20 s");
+        let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if let Some(http) = event["fields"]["http"].as_str() {
+            served.http = http.to_string();
+        }
+    }
+    std::thread::spawn(move || while rx.recv().is_ok() {});
+    served
+}
+
+/// Sends SIGTERM and waits (at most 20 s) for the exit status.
+fn terminate(mut served: Served) -> std::process::ExitStatus {
+    let pid = served.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    for _ in 0..2000 {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(10)); // a real process's exit, not rate-limit time
+    }
+    panic!("weir serve did not stop within 20 s of SIGTERM");
+}
+
+#[test]
+fn serve_answers_decide_and_stops_on_sigterm() {
+    let served = serve(&[
+        "--config",
+        &repo("crates/weir-server/tests/fixtures/envoy-readme"),
+    ]);
+    let ask = |value: &str| {
+        weir(&[
+            "decide",
+            "--server",
+            &served.http,
+            "--domain",
+            "edge_proxy_per_ip",
+            "--descriptor",
+            &format!("remote_address={value}"),
+        ])
+    };
+    let allowed = ask("10.0.0.1");
+    assert_eq!(allowed.status.code(), Some(0), "{allowed:?}");
+    let text = String::from_utf8_lossy(&allowed.stdout);
+    assert!(text.starts_with("OK\n"), "{text}");
+    assert!(
+        text.contains("edge_proxy_per_ip.remote_address: 9 of 10 left"),
+        "{text}"
+    );
+
+    let denied = ask("50.0.0.5");
+    assert_eq!(
+        denied.status.code(),
+        Some(2),
+        "over the limit exits 2: {denied:?}"
+    );
+    assert!(String::from_utf8_lossy(&denied.stdout).starts_with("OVER_LIMIT\n"));
+
+    let bad = weir(&[
+        "decide",
+        "--server",
+        &served.http,
+        "--domain",
+        "",
+        "-d",
+        "a=b",
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("rate limit domain must not be empty"));
+
+    let status = terminate(served);
+    assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
+}
+
+#[test]
+fn serve_refuses_a_bad_store_or_config_at_startup() {
+    let out = weir(&[
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--grpc",
+        "127.0.0.1:0",
+        "--store",
+        "mongodb://x",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unsupported store 'mongodb://x': supported are memory, redis://"),
+        "{err}"
+    );
+
+    let out = weir(&[
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--grpc",
+        "127.0.0.1:0",
+        "--config",
+        "/no/such/rules.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/rules.yaml"));
+}
+
+#[test]
+fn check_config_lists_rules_or_names_the_error() {
+    let out = weir(&[
+        "check-config",
+        &repo("crates/weir-server/tests/fixtures/envoy-readme"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(": OK, 9 domains, "), "{text}");
+    assert!(
+        text.contains("messaging.message_type_marketing.to_number  fixed_window 5 per "),
+        "{text}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("weir-check-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.yaml");
+    std::fs::write(&file, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n").unwrap();
+    let out = weir(&["check-config", &file.display().to_string()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!("error: {}:4", file.display())),
+        "names file and line: {err}"
+    );
+    assert!(err.contains("fortnight"), "{err}");
+}
