@@ -44,6 +44,17 @@
 //!   A record that stops being live is replaced by an empty tombstone with a `cas`, the
 //!   text protocol having no compare-and-delete.
 //!
+//! ## Rule changes
+//!
+//! A key's block and lockout strikes always carry over (every layout keeps them under the
+//! key's record name), and a record algorithm's state carries over exactly as the model's
+//! does (`tests/rule_change.rs`). Counters carry over by bucket: a new limit, or a new
+//! window over the same precision, reads the same buckets, exactly as the model; a new
+//! precision (or a fixed window's new length) reads other buckets and starts the key fresh,
+//! where the model would keep counting the old ones. And a key that goes from a counter to
+//! another algorithm and back within one window finds its old counts again (and a record
+//! algorithm's old state, the other way round), where the model starts it fresh.
+//!
 //! ## Whose clock
 //!
 //! memcached has no clock a client can use, so this store always decides at the `now_ns`
