@@ -52,8 +52,9 @@
 //! window over the same precision, reads the same buckets, exactly as the model; a new
 //! precision (or a fixed window's new length) reads other buckets and starts the key fresh,
 //! where the model would keep counting the old ones. And a key that goes from a counter to
-//! another algorithm and back within one window finds its old counts again (and a record
-//! algorithm's old state, the other way round), where the model starts it fresh.
+//! another algorithm and back within one window finds its old counts again, where the model
+//! starts it fresh (the other way round is exact: the first counter operation deletes the
+//! other algorithm's state).
 //!
 //! ## Whose clock
 //!

@@ -229,7 +229,10 @@ fn counter_after(counter: &Counter, after: &Record, now_ns: u64) -> Vec<(u64, u6
 fn plan_guard(snap: &Snapshot, after: &Record, now_ns: u64) -> Result<Option<Write>, StoreError> {
     let before = live_guard(snap.stored_guard(), now_ns);
     let now = live_guard(after.guard.as_deref(), now_ns);
-    if before == now {
+    // Another algorithm's state (the rule changed): the step started the key fresh, so it
+    // goes, as in the model, lest a change back find it again.
+    let foreign = snap.stored.as_ref().is_some_and(|s| s.state.is_some());
+    if before == now && !foreign {
         return Ok(None);
     }
     let found = &snap.record_found;
