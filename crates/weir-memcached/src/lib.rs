@@ -34,13 +34,14 @@
 //!   the sum just before the `incr`. Allowed: done, in one round trip. Denied: a `decr` takes
 //!   the `incr` back (two). The first hit of a bucket finds nothing to `incr` and `add`s it
 //!   (two). The guard (manual block, lockout strikes) lives under the key's record name and
-//!   is written only when it changes. Penalties `incr` too;
-//!   rewards, resets and the rare reshaping of buckets use `cas`. A sliding window counter
+//!   is written only when it changes. Penalties `incr` too; rewards, resets and the rare
+//!   reshaping of buckets use `cas`. A sliding window counter
 //!   with more than [`MAX_BUCKETS`] buckets is stored as one record instead (below), so that
 //!   a read never fetches more than 65 keys.
 //! - **Every other algorithm** keeps its whole [`Record`](weir_core::Record) in one value
 //!   (a compact versioned binary encoding): `gets`, the pure step, then `cas` (`add` for a
-//!   new key), retried with jittered backoff on a conflict, at most `max_retries` times.
+//!   new key): two round trips, or one when nothing changes (a peek, an inspect, a denial).
+//!   A conflict is retried with jittered backoff, at most `max_retries` times.
 //!   A record that stops being live is replaced by an empty tombstone with a `cas`, the
 //!   text protocol having no compare-and-delete.
 //!
