@@ -24,6 +24,9 @@
 //! # }
 //! ```
 //!
+//! Calls must run inside a tokio runtime with I/O and time enabled (`#[tokio::main]` or
+//! `Builder::enable_all`): every round trip is a tokio TCP exchange under a tokio timeout.
+//!
 //! ## How each algorithm is stored
 //!
 //! - **Fixed window and sliding window counter** are counters: one decimal value per bucket
