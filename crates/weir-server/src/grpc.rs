@@ -1,7 +1,8 @@
 //! Envoy's `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` over tonic: what
 //! Envoy's global rate limit filter calls. Converts the request (`rls.rs`), decides
 //! (`decide.rs`), converts the verdict back. Bad input is `INVALID_ARGUMENT` with a message
-//! that says what was wrong; a store failure no policy covered is `UNAVAILABLE`.
+//! that says what was wrong (a message that is not protobuf too, which tonic alone would
+//! answer `INTERNAL`); a store failure no policy covered is `UNAVAILABLE`.
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
@@ -26,6 +27,28 @@ impl RlsService {
         let limit = app.settings().max_body_bytes;
         RateLimitServiceServer::new(RlsService { app }).max_decoding_message_size(limit)
     }
+}
+
+/// Tonic answers a request body that does not decode as protobuf with `INTERNAL` ("failed
+/// to decode Protobuf message: …", gRPC's convention for unparseable input); Weir answers
+/// `INVALID_ARGUMENT` for every malformed request, keeping tonic's message. Applied to
+/// every gRPC response by `serve.rs`.
+pub fn malformed_is_invalid_argument<B>(
+    mut response: axum::http::Response<B>,
+) -> axum::http::Response<B> {
+    let headers = response.headers();
+    let internal = headers.get("grpc-status").is_some_and(|s| s == "13");
+    let undecodable = headers.get("grpc-message").is_some_and(|m| {
+        let m = m.as_bytes();
+        m.starts_with(b"failed to decode Protobuf")
+            || m.starts_with(b"failed%20to%20decode%20Protobuf")
+    });
+    if internal && undecodable {
+        response
+            .headers_mut()
+            .insert("grpc-status", axum::http::HeaderValue::from_static("3"));
+    }
+    response
 }
 
 fn grpc_error(error: DecideError) -> Status {

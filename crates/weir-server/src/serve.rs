@@ -79,6 +79,9 @@ pub async fn serve(
     );
     let grpc_server = tonic::transport::Server::builder()
         .timeout(settings.request_timeout)
+        .layer(tower::util::MapResponseLayer::new(
+            crate::grpc::malformed_is_invalid_argument,
+        ))
         .add_service(RlsService::server(app.clone()))
         .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), stopped(stop_rx));
     let mut grpc_task = tokio::spawn(grpc_server);

@@ -130,3 +130,87 @@ async fn response_headers_follow_the_ietf_draft_and_optionally_x_ratelimit() {
     })
     .await;
 }
+
+/// Sends raw bytes as the request message, whatever they are.
+#[derive(Debug, Clone, Default)]
+struct RawCodec;
+
+#[derive(Debug)]
+struct RawEncoder;
+
+#[derive(Debug)]
+struct RawDecoder;
+
+impl tonic::codec::Encoder for RawEncoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        bytes::BufMut::put_slice(dst, &item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawDecoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use bytes::Buf as _;
+        let mut out = vec![0; src.remaining()];
+        src.copy_to_slice(&mut out);
+        Ok(Some(out))
+    }
+}
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawEncoder;
+    type Decoder = RawDecoder;
+    fn encoder(&mut self) -> RawEncoder {
+        RawEncoder
+    }
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_is_not_protobuf_is_invalid_argument() {
+    bounded(async {
+        let (settings, _clock) = settings(Some(&envoy_readme_dir()));
+        let server = TestServer::start(settings).await;
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.grpc))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.unwrap();
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+            "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+        );
+        let garbage = vec![
+            0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        ];
+        let status = grpc
+            .unary(tonic::Request::new(garbage), path, RawCodec)
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), GrpcCode::InvalidArgument, "{status:?}");
+        assert!(
+            status
+                .message()
+                .starts_with("failed to decode Protobuf message"),
+            "{status:?}"
+        );
+        server.stop().await.unwrap();
+    })
+    .await;
+}
