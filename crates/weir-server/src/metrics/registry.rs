@@ -1,18 +1,13 @@
-//! Prometheus metrics of `weir serve`, served at `/metrics` (OpenMetrics text). Every label
-//! is bounded: a domain is a configured domain (else `_unknown`), a rule is a configured
-//! rule id, an outcome is one of six words. **A client key or value is never a label**
-//! (ratelimit's `detailed_metric` is ignored here; top keys are in the admin API instead).
-//!
-//! The decision path touches only pre-built counters ([`RuleCounters`], rebuilt with each
-//! rule snapshot) and the store latency histogram; store and cache counters kept by
-//! `weir-resilience` are copied in when `/metrics` is scraped.
+//! [`Metrics`]: every metric family of the server, registered once, and the OpenMetrics
+//! text `/metrics` serves. Store and cache counters kept by `weir-resilience` are copied in
+//! at scrape time.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -21,63 +16,8 @@ use prometheus_client::registry::{Registry, Unit};
 use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
 
+use super::decisions::{DecisionLabels, Outcome, RuleCounters, UNKNOWN_DOMAIN};
 use crate::store::AnyStore;
-
-/// The domain label of a request whose domain no rule file defines.
-pub const UNKNOWN_DOMAIN: &str = "_unknown";
-
-/// What happened to one descriptor: the `outcome` label of `weir_decisions_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// Allowed, with more than 20% of the limit left.
-    Allowed,
-    /// Allowed, with 20% of the limit or less left (envoyproxy/ratelimit's `near_limit`).
-    NearLimit,
-    /// Denied and enforced.
-    Denied,
-    /// Denied by the limiter but not enforced: shadow mode (per rule or global) or outside
-    /// the rule's enforcement percentage.
-    ShadowDenied,
-    /// Matched an `unlimited` rule.
-    Unlimited,
-    /// Matched no rule (allowed).
-    NoRule,
-}
-
-impl Outcome {
-    const RULE_OUTCOMES: [Outcome; 5] = [
-        Outcome::Allowed,
-        Outcome::NearLimit,
-        Outcome::Denied,
-        Outcome::ShadowDenied,
-        Outcome::Unlimited,
-    ];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Allowed => "allowed",
-            Outcome::NearLimit => "near_limit",
-            Outcome::Denied => "denied",
-            Outcome::ShadowDenied => "shadow_denied",
-            Outcome::Unlimited => "unlimited",
-            Outcome::NoRule => "no_rule",
-        }
-    }
-}
-
-impl EncodeLabelValue for Outcome {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        encoder.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct DecisionLabels {
-    domain: String,
-    rule: String,
-    outcome: Outcome,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
@@ -406,59 +346,5 @@ pub struct InFlight(Gauge);
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.dec();
-    }
-}
-
-/// Decision counters for one rule snapshot: found by rule id without allocating.
-#[derive(Debug, Clone)]
-pub struct RuleCounters {
-    by_rule: HashMap<Arc<str>, [Counter; 5]>,
-    no_rule: HashMap<Arc<str>, Counter>,
-    unknown_domain: Counter,
-    family: Family<DecisionLabels, Counter>,
-}
-
-impl RuleCounters {
-    /// Counts a descriptor that matched the rule `rule_id` of `domain`.
-    pub fn matched(&self, domain: &str, rule_id: &str, outcome: Outcome) {
-        let slot = Outcome::RULE_OUTCOMES.iter().position(|&o| o == outcome);
-        let counter = self
-            .by_rule
-            .get(rule_id)
-            .zip(slot)
-            .and_then(|(counters, i)| counters.get(i));
-        match counter {
-            Some(counter) => {
-                counter.inc();
-            }
-            // A limit override from the request: its id is `domain.<override>`, bounded.
-            None => {
-                self.family
-                    .get_or_create(&DecisionLabels {
-                        domain: domain.to_string(),
-                        rule: rule_id.to_string(),
-                        outcome,
-                    })
-                    .inc();
-            }
-        }
-    }
-
-    /// Counts a descriptor of a configured `domain` that matched no rule.
-    pub fn unmatched(&self, domain: &str) {
-        match self.no_rule.get(domain) {
-            Some(counter) => counter.inc(),
-            None => self.unknown_domain.inc(),
-        };
-    }
-
-    /// Counts a descriptor of a domain no rule file defines.
-    pub fn unknown_domain(&self) {
-        self.unknown_domain.inc();
-    }
-
-    /// Whether `domain` is a configured domain (a bounded label).
-    pub fn knows_domain(&self, domain: &str) -> bool {
-        self.no_rule.contains_key(domain)
     }
 }
