@@ -68,6 +68,13 @@ impl Op<'_> {
         )
     }
 
+    /// Whether a store keeps `record` after this operation: iff it is live, and either the
+    /// store held it live before (`held_live`) or the operation adds usage. An expired
+    /// record counts as not held, exactly as if a TTL had removed it already.
+    pub fn keeps(&self, held_live: bool, record: &Record, now_ns: u64) -> bool {
+        record.is_live(now_ns) && (held_live || self.creates_record())
+    }
+
     /// The operation's name, for errors and metrics.
     pub fn name(&self) -> &'static str {
         match self {
@@ -156,8 +163,8 @@ fn validate(rule: &Rule, op: &Op<'_>) -> Result<(), CheckError> {
 ///
 /// `record` is the key's stored record, or [`Record::fresh`] when the store has none. After
 /// the call, the store keeps the record iff [`Record::is_live`] at `now_ns`, and drops it
-/// otherwise (it is equivalent to fresh); for a key it did not hold, it stores the record
-/// only if [`Op::creates_record`]. A record that expired before `now_ns` is treated
+/// otherwise (it is equivalent to fresh); for a key it did not hold live, it stores the
+/// record only if [`Op::creates_record`]. [`Op::keeps`] says it in one call. A record that expired before `now_ns` is treated
 /// as fresh, exactly as a store with TTLs would have forgotten it.
 pub fn apply(
     rule: &Rule,

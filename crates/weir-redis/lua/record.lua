@@ -38,6 +38,8 @@ function R.load(key, sec, nsec)
   if rec.x == nil then
     fail('corrupt', 'expiry')
   end
+  -- Held means held and live: an expired record is no record (`step::keep`).
+  rec.live = rec.x > now
   if f.gs ~= nil then
     local g = { b = instant(f.gb, shift), s = tonumber(f.gs), e = instant(f.ge, shift) }
     if g.b == nil or g.s == nil or g.e == nil then

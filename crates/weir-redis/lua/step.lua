@@ -164,7 +164,7 @@ end
 -- Stores the record if it is live and may be stored, deletes it if it is held and not
 -- live (`Model::apply`'s rule). Fields are built, and checked, before anything changes.
 function S.prepare(rec, may_create)
-  if rec.x > rec.now and (rec.held or may_create) then
+  if rec.x > rec.now and (rec.live or may_create) then
     return 'write', R.fields(rec)
   elseif rec.held then
     return 'delete', nil
@@ -198,6 +198,20 @@ function S.reply(kind, out)
     return { 3, 0 }
   end
   return { 4 }
+end
+
+-- One operation on the record at `key` (Store::apply): load it, run the step, store it
+-- iff it is live (and held, or the operation adds usage), delete it otherwise; mirrors
+-- crates/weir-testkit/src/model.rs `Model::apply`. `argv[i..i+9]`: operation, its number
+-- (cost, units, duration or TTL in ns), holder, then the rule (S.rule).
+function S.one(key, sec, nsec, grace_ms, argv, i)
+  local op, n, holder = argv[i], tonumber(argv[i + 1]) or 0, argv[i + 2]
+  local p = S.rule(argv, i + 3)
+  local rec = R.load(key, sec, nsec)
+  local kind, out = S.apply(p, rec, op, n, holder, rec.now)
+  local action, fields = S.prepare(rec, S.creates(op, n))
+  S.commit(rec, action, fields, grace_ms)
+  return S.reply(kind, out)
 end
 
 -- Runs main() and turns a weir failure into the reply {-1, code, message}.

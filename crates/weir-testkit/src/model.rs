@@ -27,10 +27,10 @@ impl Model {
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
         let held = self.records.remove(key);
-        let was_held = held.is_some();
+        let held_live = held.as_ref().is_some_and(|r| r.is_live(now_ns));
         let mut record = held.unwrap_or_else(|| Record::fresh(rule, now_ns));
         let outcome = apply(rule, &mut record, &op, now_ns);
-        if record.is_live(now_ns) && (was_held || op.creates_record()) {
+        if op.keeps(held_live, &record, now_ns) {
             self.records.insert(key.clone(), record);
         }
         outcome
@@ -45,6 +45,8 @@ impl Model {
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
         let mut work: Vec<(Key, Record)> = Vec::new();
+        // For each limit, the index of its key's working copy (a key may repeat).
+        let mut slots = Vec::new();
         let mut each = Vec::new();
         for (key, rule) in limits {
             let slot = match work.iter().position(|(k, _)| k == key) {
@@ -53,17 +55,23 @@ impl Model {
                     let copy = self
                         .records
                         .get(key)
+                        .filter(|r| r.is_live(now_ns))
                         .cloned()
                         .unwrap_or_else(|| Record::fresh(rule, now_ns));
                     work.push((key.clone(), copy));
                     work.len() - 1
                 }
             };
+            slots.push(slot);
             each.push(check_now(rule, &mut work[slot].1, cost, now_ns)?);
         }
         let allowed = each.iter().all(|d| d.allowed);
-        for ((key, record), decision) in work.into_iter().zip(&each) {
-            if cost > 0 && (allowed || !decision.allowed) {
+        for (slot, (key, record)) in work.into_iter().enumerate() {
+            let denied_here = slots
+                .iter()
+                .zip(&each)
+                .any(|(s, d)| *s == slot && !d.allowed);
+            if cost > 0 && (allowed || denied_here) {
                 if record.is_live(now_ns) {
                     self.records.insert(key, record);
                 } else {

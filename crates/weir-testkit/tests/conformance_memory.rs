@@ -21,3 +21,18 @@ async fn a_tiny_sharded_memory_store_still_conforms() {
     };
     conformance::run(&store, suite).await;
 }
+
+#[tokio::test]
+async fn seeds_that_once_disagreed_on_expired_records_now_agree() {
+    // Expired token buckets with initial < capacity, touched by operations that add no
+    // usage: seeds 10, 20, 22 and 30 once found the memory store and the model disagreeing.
+    for seed in [10, 20, 22, 30] {
+        let store = MemoryStore::default();
+        let suite = conformance::Suite {
+            cases: 300,
+            seed,
+            prefix: "expired",
+        };
+        conformance::model_agreement(&store, suite).await;
+    }
+}

@@ -149,7 +149,9 @@ impl Meter for Sliding {
 
     fn penalize(&self, state: &mut SlidingState, now_ns: u64, n: u64) {
         self.prune(state, now_ns);
-        self.add(state, now_ns, n);
+        if n > 0 {
+            self.add(state, now_ns, n);
+        }
     }
 
     fn reward(&self, state: &mut SlidingState, now_ns: u64, n: u64) {

@@ -221,8 +221,9 @@ impl MemoryStore {
         let hash = inner.hash(key);
         let mut table = inner.lock(inner.shard_index(hash));
         if let Some(record) = table.records.get_mut(&hash) {
+            let held_live = record.is_live(now_ns);
             let outcome = apply(rule, record, &op, now_ns)?;
-            if !record.is_live(now_ns) {
+            if !op.keeps(held_live, record, now_ns) {
                 table.records.remove(&hash);
             }
             return Ok(outcome);
@@ -264,6 +265,8 @@ impl MemoryStore {
         };
 
         let mut work: Vec<(u64, Record)> = Vec::with_capacity(limits.len());
+        // For each limit, the index of its key's working copy (a key may repeat).
+        let mut slots = Vec::with_capacity(limits.len());
         let mut each = Vec::with_capacity(limits.len());
         for ((_, rule), &hash) in limits.iter().zip(&hashes) {
             let slot = match work.iter().position(|(h, _)| *h == hash) {
@@ -271,17 +274,23 @@ impl MemoryStore {
                 None => {
                     let copy = table_of(&mut tables, hash)
                         .and_then(|t| tables[t].1.records.get(&hash).cloned())
+                        .filter(|r| r.is_live(now_ns))
                         .unwrap_or_else(|| Record::fresh(rule, now_ns));
                     work.push((hash, copy));
                     work.len() - 1
                 }
             };
+            slots.push(slot);
             each.push(check_now(rule, &mut work[slot].1, cost, now_ns)?);
         }
         let allowed = each.iter().all(|d| d.allowed);
-        for ((hash, record), decision) in work.into_iter().zip(&each) {
+        for (slot, (hash, record)) in work.into_iter().enumerate() {
+            let denied_here = slots
+                .iter()
+                .zip(&each)
+                .any(|(s, d)| *s == slot && !d.allowed);
             // A peek writes nothing; otherwise all when allowed, and denials for lockouts.
-            if cost > 0 && (allowed || !decision.allowed) {
+            if cost > 0 && (allowed || denied_here) {
                 if let Some(t) = table_of(&mut tables, hash) {
                     tables[t].1.put(
                         hash,
