@@ -92,7 +92,9 @@ do
 
   function M.penalize(p, st, now, n)
     prune(p, st, now)
-    add(p, st, now, n)
+    if n > 0 then
+      add(p, st, now, n)
+    end
   end
 
   function M.reward(p, st, now, n)
