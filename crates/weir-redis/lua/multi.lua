@@ -3,13 +3,13 @@
 -- a copy of its key's record; the copies are written back only if all allow, except
 -- that a denial with a cost is written back too (its lockout). Keys are distinct: a key
 -- given twice is loaded once and its limits apply in turn to the same record.
--- KEYS = the distinct records. ARGV: 1 seconds ('' = TIME), 2 nanoseconds, 3 TTL grace
--- in ms, 4 cost, 5 the number of limits L, then per limit: the index of its key in KEYS
--- and its rule (S.rule), 8 fields each.
+-- KEYS = the distinct records. ARGV: 1 TTL grace in ms, 2 seconds ('' = TIME), 3
+-- nanoseconds, 4 cost, 5 the number of limits L, then per limit: the index of its key in
+-- KEYS and its rule (S.rule), 8 fields each.
 -- Reply: {5, allowed, then per limit: allowed, remaining, reset, retry, delay}.
 return S.run(function()
-  local sec, nsec = T.now(ARGV[1], ARGV[2])
-  local grace_ms = tonumber(ARGV[3])
+  local grace_ms = tonumber(ARGV[1])
+  local sec, nsec = T.now(ARGV[2], ARGV[3])
   local cost, count = tonumber(ARGV[4]), tonumber(ARGV[5])
   local recs = {}
   for i = 1, #KEYS do

@@ -30,18 +30,61 @@ pub(crate) struct RuleArgs {
 
 impl RuleArgs {
     /// Appends the seven fields `S.rule` reads.
-    pub(crate) fn write(&self, inv: &mut redis::ScriptInvocation<'_>) {
-        inv.arg(self.tag.as_str());
+    pub(crate) fn write(&self, out: &mut Args) {
+        out.text(self.tag.as_str());
         for p in self.params {
             match p {
-                Some(v) => inv.arg(v),
-                None => inv.arg(""),
-            };
+                Some(v) => out.num(v),
+                None => out.text(""),
+            }
         }
         match self.lockout {
-            Some(l) => inv.arg(l[0]).arg(l[1]).arg(l[2]),
-            None => inv.arg("").arg("").arg(""),
-        };
+            Some([base, max, forgive]) => {
+                out.num(base);
+                out.num(max);
+                out.num(forgive);
+            }
+            None => {
+                out.text("");
+                out.text("");
+                out.text("");
+            }
+        }
+    }
+}
+
+/// Script arguments being built (`ARGV`), each one byte string.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Args(pub(crate) Vec<Vec<u8>>);
+
+impl Args {
+    pub(crate) fn text(&mut self, s: &str) {
+        self.0.push(s.as_bytes().to_vec());
+    }
+
+    pub(crate) fn num(&mut self, n: u64) {
+        self.0.push(n.to_string().into_bytes());
+    }
+
+    /// `now` as whole seconds and nanoseconds, or two empty fields for the store clock.
+    pub(crate) fn now(&mut self, now_ns: Option<u64>) {
+        match now_ns {
+            Some(ns) => {
+                self.num(ns / SECOND_NS);
+                self.num(ns % SECOND_NS);
+            }
+            None => {
+                self.text("");
+                self.text("");
+            }
+        }
+    }
+
+    /// Appends every argument to a script invocation.
+    pub(crate) fn apply_to(&self, inv: &mut redis::ScriptInvocation<'_>) {
+        for a in &self.0 {
+            inv.arg(a.as_slice());
+        }
     }
 }
 
@@ -148,15 +191,11 @@ fn lockout_params(rule: &Rule) -> [u64; 3] {
     ]
 }
 
-/// An operation as (code, number, holder), after the pure step's own validation and the
-/// store's horizon.
-pub(crate) fn op_args<'a>(
-    rule: &Rule,
-    op: &Op<'a>,
-    now_ns: u64,
-) -> Result<(&'static str, u64, &'a str), CheckError> {
+/// The operation block `S.one` reads (operation, number, holder, then the rule), after
+/// the pure step's own validation and the store's horizon.
+pub(crate) fn op_block(rule: &Rule, op: &Op<'_>, now_ns: u64) -> Result<(Tag, Args), CheckError> {
     validate(rule, op, now_ns)?;
-    Ok(match *op {
+    let (code, n, holder) = match *op {
         Op::Check { cost } => ("c", cost, ""),
         Op::Penalty { n } => ("p", n, ""),
         Op::Reward { n } => ("w", n, ""),
@@ -172,7 +211,14 @@ pub(crate) fn op_args<'a>(
                 algorithm: rule.algorithm().name(),
             })
         }
-    })
+    };
+    let rule_args = rule_args(rule)?;
+    let mut out = Args::default();
+    out.text(code);
+    out.num(n);
+    out.text(holder);
+    rule_args.write(&mut out);
+    Ok((rule_args.tag, out))
 }
 
 /// The pure step's validation, exactly: `step::apply` validates before anything else and
@@ -180,11 +226,6 @@ pub(crate) fn op_args<'a>(
 pub(crate) fn validate(rule: &Rule, op: &Op<'_>, now_ns: u64) -> Result<(), CheckError> {
     let mut scratch = Record::fresh(rule, now_ns);
     step::apply(rule, &mut scratch, op, now_ns).map(|_| ())
-}
-
-/// `now` as (whole seconds, nanoseconds within the second).
-pub(crate) fn now(now_ns: u64) -> (u64, u64) {
-    (now_ns / SECOND_NS, now_ns % SECOND_NS)
 }
 
 #[cfg(test)]

@@ -2,10 +2,12 @@
 //!
 //! (docs in progress)
 
+mod batch;
 mod builder;
 mod connection;
 mod encode;
 mod error;
+mod exec;
 mod keys;
 mod reply;
 mod scripts;

@@ -1,6 +1,7 @@
 //! The Lua scripts, assembled at compile time from `lua/*.lua`: one per algorithm for a
 //! single operation (prelude, record, that algorithm, step, `single.lua`) and one with
-//! every algorithm for several limits at once (`multi.lua`). The store picks one here and
+//! every algorithm for several limits at once (`multi.lua`) and for a batch of operations
+//! (`batch.lua`). The store picks one here and
 //! runs it by `EVALSHA` (`redis::Script` loads it on `NOSCRIPT` and retries).
 
 use std::sync::LazyLock;
@@ -86,9 +87,26 @@ pub(crate) const MULTI_SOURCE: &str = lua!(
     "multi.lua"
 );
 
+/// The source of the batch script (every algorithm).
+pub(crate) const BATCH_SOURCE: &str = lua!(
+    "prelude.lua",
+    "record.lua",
+    "fixed_window.lua",
+    "sliding.lua",
+    "weighted_window.lua",
+    "token_bucket.lua",
+    "leaky_bucket.lua",
+    "gcra.lua",
+    "leaky_queue.lua",
+    "concurrency.lua",
+    "step.lua",
+    "batch.lua"
+);
+
 struct Scripts {
     single: [Script; 8],
     multi: Script,
+    batch: Script,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -103,6 +121,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
         Script::new(single!("concurrency.lua")),
     ],
     multi: Script::new(MULTI_SOURCE),
+    batch: Script::new(BATCH_SOURCE),
 });
 
 /// The script of one operation under `tag`'s algorithm.
@@ -123,4 +142,9 @@ pub(crate) fn single(tag: Tag) -> &'static Script {
 /// The script of several limits at once.
 pub(crate) fn multi() -> &'static Script {
     &SCRIPTS.multi
+}
+
+/// The script of a batch of single operations.
+pub(crate) fn batch() -> &'static Script {
+    &SCRIPTS.batch
 }

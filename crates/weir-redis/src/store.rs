@@ -1,17 +1,17 @@
 //! [`RedisStore`]: the [`Store`] whose records live in Redis. Each call validates and
 //! encodes on this side (`encode.rs`), names the key (`keys.rs`), runs one script in one
-//! round trip under a timeout (`connection.rs`), and reads the reply (`reply.rs`).
+//! round trip under a timeout (`exec.rs`, or coalesced with others by `batch.rs`), and
+//! reads the reply (`reply.rs`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use redis::{ScriptInvocation, Value};
 use weir_core::{CheckError, Decisions, Key, Op, Outcome, Rule, Store, StoreError};
 
+use crate::batch::Batcher;
 use crate::builder::TimeSource;
-use crate::connection::Link;
-use crate::url::Redactor;
-use crate::{encode, error, keys, reply, scripts};
+use crate::encode::{self, Args};
+use crate::exec::Exec;
+use crate::{keys, reply, scripts};
 
 /// A rate-limit store in Redis or Valkey: single node, Sentinel or Cluster.
 ///
@@ -23,22 +23,21 @@ pub struct RedisStore {
 }
 
 pub(crate) struct Inner {
-    pub(crate) link: Link,
-    pub(crate) redactor: Redactor,
+    pub(crate) exec: Arc<Exec>,
     pub(crate) prefix: String,
-    pub(crate) timeout: Duration,
     pub(crate) time: TimeSource,
-    pub(crate) grace_ms: u64,
     pub(crate) cluster: bool,
+    pub(crate) batcher: Option<Batcher>,
 }
 
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStore")
+            .field("target", &self.inner.exec.redactor.label)
             .field("prefix", &self.inner.prefix)
-            .field("timeout", &self.inner.timeout)
+            .field("timeout", &self.inner.exec.timeout)
             .field("time", &self.inner.time)
-            .field("cluster", &self.inner.cluster)
+            .field("batching", &self.inner.batcher.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -47,43 +46,12 @@ const CROSS_SLOT: &str = "must share one hash slot on a Redis Cluster: give the 
                           check_all a common hash tag, such as `{user-7}`";
 
 impl Inner {
-    /// ARGV 1..=3: now (empty for the store clock) and the TTL grace.
-    fn clock_args(&self, inv: &mut ScriptInvocation<'_>, now_ns: u64) {
+    /// `now_ns` for the script: the caller's under the process clock, none (`TIME`) under
+    /// the store clock.
+    fn now(&self, now_ns: u64) -> Option<u64> {
         match self.time {
-            TimeSource::Store => inv.arg("").arg(""),
-            TimeSource::Process => {
-                let (sec, nsec) = encode::now(now_ns);
-                inv.arg(sec).arg(nsec)
-            }
-        };
-        inv.arg(self.grace_ms);
-    }
-
-    /// Runs a script in one round trip, under the timeout.
-    async fn run(&self, inv: &ScriptInvocation<'_>) -> Result<Value, StoreError> {
-        let call = async {
-            let (generation, mut conn) = self
-                .link
-                .get()
-                .await
-                .map_err(|e| error::store(&e, &self.redactor, self.timeout))?;
-            match conn.invoke(inv).await {
-                Ok(value) => {
-                    self.link.succeeded();
-                    Ok(value)
-                }
-                Err(e) => {
-                    self.link.failed(generation, &e);
-                    Err(error::store(&e, &self.redactor, self.timeout))
-                }
-            }
-        };
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result,
-            Err(_) => {
-                self.link.timed_out();
-                Err(error::timeout(self.timeout))
-            }
+            TimeSource::Store => None,
+            TimeSource::Process => Some(now_ns),
         }
     }
 
@@ -94,14 +62,26 @@ impl Inner {
         op: Op<'_>,
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
-        let (code, n, holder) = encode::op_args(rule, &op, now_ns)?;
-        let args = encode::rule_args(rule)?;
-        let mut inv = scripts::single(args.tag).prepare_invoke();
-        inv.key(keys::record_key(&self.prefix, key));
-        self.clock_args(&mut inv, now_ns);
-        inv.arg(code).arg(n).arg(holder);
-        args.write(&mut inv);
-        let value = self.run(&inv).await?;
+        let (tag, block) = encode::op_block(rule, &op, now_ns)?;
+        let name = keys::record_key(&self.prefix, key);
+        let value = match &self.batcher {
+            Some(batcher) => {
+                let mut timed = Args::default();
+                timed.now(self.now(now_ns));
+                timed.0.extend(block.0);
+                self.exec.bounded(batcher.submit(name, timed)).await?
+            }
+            None => {
+                let mut args = Args::default();
+                args.num(self.exec.grace_ms);
+                args.now(self.now(now_ns));
+                args.0.extend(block.0);
+                let mut inv = scripts::single(tag).prepare_invoke();
+                inv.key(name);
+                args.apply_to(&mut inv);
+                self.exec.call(&inv).await?
+            }
+        };
         reply::outcome(value, rule, &op)
     }
 
@@ -121,7 +101,7 @@ impl Inner {
                 each: Vec::new(),
             });
         }
-        let args = limits
+        let rules = limits
             .iter()
             .map(|(_, rule)| encode::rule_args(rule))
             .collect::<Result<Vec<_>, _>>()?;
@@ -148,40 +128,23 @@ impl Inner {
                 });
             }
         }
+        let mut args = Args::default();
+        args.num(self.exec.grace_ms);
+        args.now(self.now(now_ns));
+        args.num(cost);
+        args.num(u64::try_from(limits.len()).unwrap_or(u64::MAX));
+        for (slot, rule) in slots.iter().zip(&rules) {
+            args.num(u64::try_from(*slot).unwrap_or(u64::MAX));
+            rule.write(&mut args);
+        }
         let mut inv = scripts::multi().prepare_invoke();
         for (_, name) in &names {
             inv.key(name.as_slice());
         }
-        self.clock_args(&mut inv, now_ns);
-        inv.arg(cost).arg(limits.len());
-        for (slot, rule_args) in slots.iter().zip(&args) {
-            inv.arg(*slot);
-            rule_args.write(&mut inv);
-        }
-        let value = self.run(&inv).await?;
+        args.apply_to(&mut inv);
+        let value = self.exec.call(&inv).await?;
         let rules: Vec<&Rule> = limits.iter().map(|(_, r)| r).collect();
         reply::decisions(value, &rules)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        let call = async {
-            let (generation, mut conn) = self
-                .link
-                .get()
-                .await
-                .map_err(|e| error::store(&e, &self.redactor, self.timeout))?;
-            conn.ping().await.map_err(|e| {
-                self.link.failed(generation, &e);
-                error::store(&e, &self.redactor, self.timeout)
-            })
-        };
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result,
-            Err(_) => {
-                self.link.timed_out();
-                Err(error::timeout(self.timeout))
-            }
-        }
     }
 }
 
@@ -206,6 +169,6 @@ impl Store for RedisStore {
     }
 
     fn ping(&self) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
-        self.inner.ping()
+        self.inner.exec.ping()
     }
 }

@@ -49,18 +49,20 @@ fn allowed(o: &Result<Outcome, CheckError>) -> bool {
 }
 
 /// One runtime's share of a phase: 64 tasks, each checking the key `PER_TASK` times.
-fn runtime_share(url: &str, key: &Key, rule: Rule, now: u64, runtime: usize) -> u64 {
+fn runtime_share(url: &str, key: &Key, rule: Rule, now: u64, runtime: usize, batch: bool) -> u64 {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = RedisStore::builder(url)
+        let mut builder = RedisStore::builder(url)
             .time_source(TimeSource::Process)
             .ttl_grace(Duration::from_secs(600))
-            .timeout(Duration::from_secs(10))
-            .build()
-            .unwrap();
+            .timeout(Duration::from_secs(10));
+        if batch {
+            builder = builder.batch(64, Duration::from_micros(200));
+        }
+        let store = builder.build().unwrap();
         let tasks: Vec<_> = (0..TASKS)
             .map(|task| {
                 let (store, key) = (store.clone(), key.clone());
@@ -84,9 +86,35 @@ fn runtime_share(url: &str, key: &Key, rule: Rule, now: u64, runtime: usize) -> 
     })
 }
 
+/// Script calls Redis has run so far (EVALSHA and EVAL).
+fn script_calls(redis: &RedisServer) -> u64 {
+    let info = redis.raw("INFO commandstats").unwrap_or_default();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 #[test]
 fn contention_on_one_key_admits_exactly_what_the_model_admits() {
+    contention(false);
+}
+
+#[test]
+fn batched_contention_admits_exactly_what_the_model_admits_in_fewer_calls() {
+    contention(true);
+}
+
+fn contention(batch: bool) {
     let redis = RedisServer::start();
+    let mut decisions = 0;
     let url = redis.url();
     for rule in rules() {
         let key = Key::new(format!("hot:{}", rule.algorithm().name())).unwrap();
@@ -97,12 +125,13 @@ fn contention_on_one_key_admits_exactly_what_the_model_admits() {
                 let handles: Vec<_> = (0..RUNTIMES)
                     .map(|r| {
                         let (url, key) = (&url, &key);
-                        scope.spawn(move || runtime_share(url, key, rule, now, r))
+                        scope.spawn(move || runtime_share(url, key, rule, now, r, batch))
                     })
                     .collect();
                 handles.into_iter().map(|h| h.join().unwrap()).sum()
             });
             let total = RUNTIMES * TASKS * PER_TASK;
+            decisions += total as u64;
             let expected = (0..total)
                 .filter(|i| {
                     let holder = format!("model-{now}-{i}");
@@ -121,5 +150,18 @@ fn contention_on_one_key_admits_exactly_what_the_model_admits() {
                 rule.algorithm().name()
             );
         }
+    }
+    let calls = script_calls(&redis);
+    eprintln!("{calls} script calls for {decisions} decisions (batching {batch})");
+    if batch {
+        assert!(
+            calls * 4 < decisions,
+            "{calls} script calls for {decisions} decisions: batches did not coalesce"
+        );
+    } else {
+        assert!(
+            calls >= decisions,
+            "{calls} script calls for {decisions} decisions"
+        );
     }
 }

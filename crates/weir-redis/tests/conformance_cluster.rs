@@ -14,6 +14,10 @@ use weir_testkit::servers::RedisCluster;
 use weir_testkit::T0_NS;
 
 fn store(cluster: &RedisCluster) -> RedisStore {
+    builder(cluster).build().unwrap()
+}
+
+fn builder(cluster: &RedisCluster) -> weir_redis::RedisStoreBuilder {
     let seeds: Vec<String> = cluster
         .nodes()
         .iter()
@@ -24,8 +28,6 @@ fn store(cluster: &RedisCluster) -> RedisStore {
         .time_source(TimeSource::Process)
         .ttl_grace(Duration::from_secs(600))
         .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,4 +79,36 @@ async fn limits_in_different_slots_are_refused_with_a_clear_error() {
         (Key::new("api:1h:{user-7}").unwrap(), rule),
     ];
     assert!(store.check_all(&together, 1, T0_NS).await.unwrap().allowed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_on_a_cluster_are_split_by_slot_and_decide_exactly() {
+    let cluster = RedisCluster::start();
+    let store = builder(&cluster).batch(64, Duration::ZERO).build().unwrap();
+    let rule = Rule::fixed_window(3, Duration::from_secs(60)).unwrap();
+    // 40 keys over every primary, 5 checks each, all at once: 3 pass per key.
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let (store, key) = (
+                store.clone(),
+                Key::new(format!("spread:{}", i % 40)).unwrap(),
+            );
+            tokio::spawn(async move {
+                let outcome = store
+                    .apply(&key, &rule, weir_core::Op::Check { cost: 1 }, T0_NS)
+                    .await
+                    .unwrap();
+                (
+                    i % 40,
+                    matches!(outcome, weir_core::Outcome::Decision(d) if d.allowed),
+                )
+            })
+        })
+        .collect();
+    let mut admitted = [0u32; 40];
+    for t in tasks {
+        let (k, allowed) = t.await.unwrap();
+        admitted[k] += u32::from(allowed);
+    }
+    assert_eq!(admitted, [3; 40]);
 }

@@ -28,3 +28,24 @@ async fn a_single_node_passes_the_conformance_suite() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batching_store_passes_the_conformance_suite() {
+    let redis = RedisServer::start();
+    let store = RedisStore::builder(redis.url())
+        .time_source(TimeSource::Process)
+        .ttl_grace(Duration::from_secs(600))
+        .timeout(Duration::from_secs(5))
+        .batch(64, Duration::ZERO)
+        .build()
+        .unwrap();
+    conformance::run(
+        &store,
+        Suite {
+            cases: 100,
+            seed: 0xba7c,
+            prefix: "batched",
+        },
+    )
+    .await;
+}

@@ -15,12 +15,14 @@ use weir_testkit::T0_NS;
 const PASSWORD: &str = "s3cret-pw";
 
 fn store(url: String, timeout: Duration) -> RedisStore {
+    builder(url, timeout).build().unwrap()
+}
+
+fn builder(url: String, timeout: Duration) -> weir_redis::RedisStoreBuilder {
     RedisStore::builder(url)
         .time_source(TimeSource::Process)
         .ttl_grace(Duration::from_secs(600))
         .timeout(timeout)
-        .build()
-        .unwrap()
 }
 
 async fn check(store: &RedisStore, now: u64) -> Result<Outcome, CheckError> {
@@ -54,10 +56,23 @@ fn protect(redis: &RedisServer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_redis_fails_fast_and_is_used_again_after_a_restart() {
+    killed_and_restarted(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_batching_a_killed_redis_fails_fast_and_is_used_again_after_a_restart() {
+    killed_and_restarted(true).await;
+}
+
+async fn killed_and_restarted(batch: bool) {
     let mut redis = RedisServer::start();
     protect(&redis);
     let url = format!("redis://:{PASSWORD}@127.0.0.1:{}", redis.port());
-    let store = store(url, Duration::from_millis(200));
+    let mut builder = builder(url, Duration::from_millis(200));
+    if batch {
+        builder = builder.batch(16, Duration::ZERO);
+    }
+    let store = builder.build().unwrap();
     assert!(check(&store, T0_NS).await.is_ok());
     store.ping().await.unwrap();
 

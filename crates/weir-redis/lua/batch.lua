@@ -1,0 +1,34 @@
+-- batch.lua: the entry point of a batch: several operations, each on one key, coalesced
+-- from concurrent Store::apply calls into one script call (src/batch.rs). They run one
+-- after another, each exactly as single.lua runs it (S.one), so a key given twice sees
+-- the first operation's result. A weir refusal fails only its own operation.
+-- KEYS = the distinct records. ARGV: 1 TTL grace in ms, 2 the number of operations, then
+-- per operation 13 fields: the index of its key in KEYS, seconds ('' = the store clock,
+-- read once for the batch), nanoseconds, then the operation and its rule (S.one).
+-- Reply: one reply of S.reply (or {-1, code, message}) per operation, in order.
+return S.run(function()
+  local grace_ms, count = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local store_sec, store_nsec
+  local replies = {}
+  for i = 1, count do
+    local at = 3 + (i - 1) * 13
+    local sec, nsec
+    if ARGV[at + 1] == '' then
+      if store_sec == nil then
+        store_sec, store_nsec = T.now('', '')
+      end
+      sec, nsec = store_sec, store_nsec
+    else
+      sec, nsec = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+    end
+    local ok, res = pcall(S.one, KEYS[tonumber(ARGV[at])], sec, nsec, grace_ms, ARGV, at + 3)
+    if ok then
+      replies[i] = res
+    elseif type(res) == 'table' and res.weir ~= nil then
+      replies[i] = { -1, res.weir, res.msg }
+    else
+      error(res, 0)
+    end
+  end
+  return replies
+end)

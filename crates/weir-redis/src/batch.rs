@@ -1,0 +1,202 @@
+//! Batching: concurrent [`Store::apply`](weir_core::Store::apply) calls coalesced into one
+//! `EVALSHA` of `lua/batch.lua`, which runs them one after another exactly as one call
+//! each would. A collector task takes the first waiting decision, gathers more for up to
+//! `max_wait` or until `max_decisions` (and, while earlier batches are in flight, whatever
+//! queues up meanwhile), groups them by Cluster slot (a script's keys must share one), and
+//! sends each group as one script call while it gathers the next.
+//!
+//! Each caller still waits at most the store's timeout. The collector lives in the Tokio
+//! runtime of the first batched call and stops when the last clone of the store is
+//! dropped; if that runtime has shut down, the next call starts a new one.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::cluster_routing::Slot;
+use redis::Value;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use weir_core::StoreError;
+
+use crate::encode::Args;
+use crate::exec::Exec;
+use crate::scripts;
+
+/// How concurrent decisions are coalesced (see [`RedisStoreBuilder::batch`](crate::RedisStoreBuilder::batch)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Batching {
+    pub(crate) max_decisions: usize,
+    pub(crate) max_wait: Duration,
+}
+
+/// One decision waiting for its batch.
+struct Job {
+    name: Vec<u8>,
+    slot: Option<Slot>,
+    /// Seconds, nanoseconds, then the operation block (`S.one`).
+    block: Args,
+    reply: oneshot::Sender<Result<Value, StoreError>>,
+}
+
+pub(crate) struct Batcher {
+    config: Batching,
+    exec: Arc<Exec>,
+    cluster: bool,
+    sender: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+impl Batcher {
+    pub(crate) fn new(config: Batching, exec: Arc<Exec>, cluster: bool) -> Self {
+        Self {
+            config,
+            exec,
+            cluster,
+            sender: Mutex::new(None),
+        }
+    }
+
+    /// The collector's queue, starting a collector if there is none (or it has stopped).
+    fn sender(&self) -> mpsc::Sender<Job> {
+        let mut sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*sender {
+            Some(tx) if !tx.is_closed() => tx.clone(),
+            _ => {
+                let (tx, rx) = mpsc::channel(self.config.max_decisions.saturating_mul(64));
+                tokio::spawn(collect(rx, self.exec.clone(), self.config));
+                *sender = Some(tx.clone());
+                tx
+            }
+        }
+    }
+
+    /// Queues one decision and waits for its reply (the caller bounds the wait).
+    pub(crate) async fn submit(&self, name: Vec<u8>, block: Args) -> Result<Value, StoreError> {
+        crate::exec::in_runtime()?;
+        let (reply, answer) = oneshot::channel();
+        let slot = self.cluster.then(|| crate::keys::slot(&name));
+        let job = Job {
+            name,
+            slot,
+            block,
+            reply,
+        };
+        if let Err(mpsc::error::SendError(job)) = self.sender().send(job).await {
+            // The collector's runtime has shut down: start another in this one.
+            *self.sender.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            self.sender()
+                .send(job)
+                .await
+                .map_err(|_| StoreError::Unavailable("the batch collector stopped".into()))?;
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the batch was dropped".into()))?
+    }
+}
+
+/// Batches in flight at once. While they are, new decisions queue up and form the next
+/// batch: under load batches grow towards `max_decisions` with no added wait, and a lone
+/// decision goes at once.
+const IN_FLIGHT: usize = 2;
+
+/// Gathers jobs into batches until every sender is gone.
+async fn collect(mut rx: mpsc::Receiver<Job>, exec: Arc<Exec>, config: Batching) {
+    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+    while let Some(first) = rx.recv().await {
+        let mut jobs = vec![first];
+        if !config.max_wait.is_zero() {
+            let deadline = tokio::time::sleep(config.max_wait);
+            tokio::pin!(deadline);
+            while jobs.len() < config.max_decisions {
+                tokio::select! {
+                    biased;
+                    job = rx.recv() => match job {
+                        Some(job) => jobs.push(job),
+                        None => break,
+                    },
+                    () = &mut deadline => break,
+                }
+            }
+        }
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            return;
+        };
+        while jobs.len() < config.max_decisions {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let exec = exec.clone();
+        tokio::spawn(async move {
+            let mut groups = by_slot(jobs);
+            if groups.len() == 1 {
+                if let Some(group) = groups.pop() {
+                    run(exec, group).await;
+                }
+            } else {
+                let mut running = tokio::task::JoinSet::new();
+                for group in groups {
+                    running.spawn(run(exec.clone(), group));
+                }
+                while running.join_next().await.is_some() {}
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Splits jobs into groups whose keys share a slot (one group off a Cluster).
+fn by_slot(jobs: Vec<Job>) -> Vec<Vec<Job>> {
+    let mut groups: Vec<(Option<Slot>, Vec<Job>)> = Vec::new();
+    for job in jobs {
+        match groups.iter_mut().find(|(slot, _)| *slot == job.slot) {
+            Some((_, group)) => group.push(job),
+            None => groups.push((job.slot, vec![job])),
+        }
+    }
+    groups.into_iter().map(|(_, group)| group).collect()
+}
+
+/// Runs one batch and hands each job its reply.
+async fn run(exec: Arc<Exec>, jobs: Vec<Job>) {
+    let mut names: Vec<&[u8]> = Vec::with_capacity(jobs.len());
+    let mut args = Args::default();
+    args.num(exec.grace_ms);
+    args.num(u64::try_from(jobs.len()).unwrap_or(u64::MAX));
+    for job in &jobs {
+        let index = match names.iter().position(|n| *n == job.name.as_slice()) {
+            Some(i) => i,
+            None => {
+                names.push(&job.name);
+                names.len() - 1
+            }
+        };
+        args.num(u64::try_from(index + 1).unwrap_or(u64::MAX));
+        args.0.extend(job.block.0.iter().cloned());
+    }
+    let mut inv = scripts::batch().prepare_invoke();
+    for name in &names {
+        inv.key(*name);
+    }
+    args.apply_to(&mut inv);
+    let result = exec.call(&inv).await;
+    drop(inv);
+    match result {
+        Ok(Value::Array(replies)) if replies.len() == jobs.len() => {
+            for (job, reply) in jobs.into_iter().zip(replies) {
+                let _ = job.reply.send(Ok(reply));
+            }
+        }
+        Ok(_) => {
+            let corrupt = StoreError::Corrupt("the batch reply does not match the batch".into());
+            for job in jobs {
+                let _ = job.reply.send(Err(corrupt.clone()));
+            }
+        }
+        Err(e) => {
+            for job in jobs {
+                let _ = job.reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
