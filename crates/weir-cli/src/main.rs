@@ -28,7 +28,9 @@ use clap::{Parser, Subcommand};
     long_about = "Rate limiting you can see before you ship it.\n\n\
         Weir limits how often a key (a user, an IP, an API token) may do something, with the \
         algorithm of your choice: fixed window, sliding log, sliding window counter, weighted \
-        window, token bucket, leaky bucket (meter or queue) or GCRA. `weir simulate` replays \
+        window, token bucket, leaky bucket (meter or queue) or GCRA. `weir serve` answers \
+        rate-limit decisions over HTTP and Envoy's rate limit gRPC API, from YAML rules \
+        (envoyproxy/ratelimit's format included). `weir simulate` replays \
         the same traffic through several rules on a simulated clock and shows, interval by \
         interval, what each one allowed and denied, so you can pick one before you deploy it.",
     after_help = help::WEIR

@@ -49,8 +49,8 @@ pub(crate) enum ClockChoice {
 #[derive(Debug, Args)]
 #[command(after_help = help::SERVE)]
 pub(crate) struct ServeArgs {
-    /// A rule file or a directory of *.yaml rule files (Weir's format or envoyproxy/
-    /// ratelimit's, unchanged) [default: the built-in example rules]
+    /// A rule file or a directory of *.yaml rule files (Weir's format, or
+    /// envoyproxy/ratelimit's unchanged) [default: the built-in example rules]
     #[arg(long, value_name = "PATH", env = "WEIR_CONFIG")]
     config: Option<PathBuf>,
 
