@@ -70,8 +70,8 @@ async fn metrics_count_outcomes_with_bounded_labels() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_alert_rules_use_only_exported_metrics() {
     bounded(async {
-        let alerts_path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/alerts.yaml");
+        let alerts_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy/prometheus/alerts.yaml");
         let alerts = std::fs::read_to_string(alerts_path).unwrap();
         let (settings, _clock) = settings(Some(&envoy_readme_dir()));
         let server = TestServer::start(settings).await;
@@ -92,7 +92,7 @@ async fn the_example_alert_rules_use_only_exported_metrics() {
                 .fold(name, |n, suffix| n.strip_suffix(suffix).unwrap_or(n));
             assert!(
                 exported.contains(&format!("# TYPE {family} ")),
-                "config/alerts.yaml uses {name}, which /metrics does not export"
+                "deploy/prometheus/alerts.yaml uses {name}, which /metrics does not export"
             );
         }
         server.stop().await.unwrap();
