@@ -1,6 +1,136 @@
 //! # weir-redis
 //!
-//! (docs in progress)
+//! Weir's store in Redis or Valkey (6.2+, 7), as a single node, behind Sentinel, or as a
+//! Cluster: the limit holds across every instance of a service that shares it. Each
+//! decision is one atomic Lua script call, mirroring the pure step of `weir-core`, and
+//! `weir-testkit`'s conformance suite proves it answers exactly as the model does.
+//!
+//! The path of one decision: [`Limiter`](weir_core::Limiter) (or any caller) calls
+//! [`Store::apply`](weir_core::Store::apply) on a [`RedisStore`]. The operation is validated
+//! on this side by the pure step itself, encoded into `ARGV`, and sent as one `EVALSHA` of
+//! the script for the rule's algorithm (or coalesced with other calls into one batch); the
+//! script loads the key's hash, runs the step, writes back what changed with a TTL, and
+//! replies with the decision.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use weir_core::{Key, Limiter, Rule, SystemClock};
+//! use weir_redis::RedisStore;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::builder("redis://127.0.0.1:6379")
+//!     .timeout(Duration::from_millis(30))
+//!     .build()?;
+//! let limiter = Limiter::new(store, SystemClock::new());
+//! let rule = Rule::per_second(10)?;
+//! let decision = limiter.check(&Key::new("api:user-42")?, &rule, 1).await?;
+//! if !decision.allowed {
+//!     println!("retry in {:?}", decision.retry_after);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Needs a Tokio runtime with time enabled (`enable_all`); outside a runtime every call
+//! fails with [`StoreError::Unavailable`](weir_core::StoreError::Unavailable).
+//!
+//! ## Deployments
+//!
+//! | URL | Deployment |
+//! |---|---|
+//! | `redis://[user:password@]host:port[/db]` | one node (also `unix:///path`) |
+//! | `redis+cluster://[user:password@]host:port,host:port,...` | a Cluster, from any seed nodes |
+//! | `redis+sentinel://[user:password@]host:port,.../master_name[/db]` | the master Sentinel names; credentials are the data nodes' |
+//!
+//! `rediss://` (TLS) is not included in this build: it would pull a TLS stack into every
+//! build of the workspace; enabling redis-rs's `tokio-rustls-comp` and accepting `rediss`
+//! in `url.rs` is the whole change. Behind Sentinel, a failover is followed on the next
+//! reconnect (a broken connection, or `READONLY` from a demoted master); replication is
+//! asynchronous, so a failover may lose the last decisions written to the old master (the
+//! new one admits them again), as with any Redis failover.
+//!
+//! ## Design
+//!
+//! **One script per algorithm.** `lua/` holds a shared prelude (exact integer helpers, the
+//! clock), `record.lua` (the hash), `step.lua` (expiry, block, lockout, dispatch, expiry
+//! again: `step.rs` line for line), one file per algorithm (each mirrors its Rust file and
+//! says which), and the entry points: `single.lua` (one operation), `multi.lua`
+//! (`check_all`), `batch.lua` (a batch). `scripts.rs` concatenates them with
+//! `include_str!` into one script per algorithm, plus the multi and batch scripts, which
+//! carry every algorithm. Scripts run by `EVALSHA`; on `NOSCRIPT` (a restarted or new
+//! node) redis-rs loads the script and retries. User input never reaches the script
+//! text: keys go in `KEYS`, every value in `ARGV`.
+//!
+//! **Time encoding.** Time is integer nanoseconds since the Unix epoch (about 1.7·10^18),
+//! but Lua numbers are doubles, exact only up to 2^53. So `now` travels as two integers
+//! (whole seconds, nanoseconds within the second), and each key's hash stores a *base*
+//! (whole seconds) with every instant as a signed nanosecond offset from it, exact while
+//! below 2^53 (104 days). When `now` drifts more than 2^50 ns (13 days) from the base, the
+//! script *rebases*: base becomes now's second and every stored instant moves by the same
+//! amount, computed exactly (`seconds × 10^9` is exact in a double). Products that could
+//! pass 2^53 (the weighted window's `previous × elapsed / window`, epoch alignment
+//! `now mod window`) use exact long multiplication. To keep every intermediate exact:
+//!
+//! - every span a rule or an operation expresses (window, `capacity × interval`, GCRA
+//!   tolerance, `max_depth × interval`, lockout, forgiveness, block duration, lease TTL)
+//!   and every limit must be at most [`MAX_SPAN`] (2^51 ns, about 26 days, and 2^51
+//!   units). Larger ones are refused before any round trip with
+//!   [`CheckError::Invalid`](weir_core::CheckError::Invalid) naming the parameter. (So a
+//!   monthly window needs another store; `weir_core::MAX_SPAN` allows ten years.)
+//! - an operation that would push a key's state more than 2^52 ns past now (penalties
+//!   piled up) or a count past 2^52 is refused with `CheckError::Invalid` and changes
+//!   nothing. The model would accept it; this is the one place the store may differ.
+//!
+//! Durations come back relative (`reset_after`, `retry_after`, `delay` in ns) and are
+//! exact to the nanosecond.
+//!
+//! **Key layout.** A key without a hash tag of its own is stored at `<prefix>:{<key>}`; a
+//! key with one (`api:1s:{user-7}`) at `<prefix>::<key>`, so its own tag picks the Cluster
+//! slot (the prefix, default `weir`, may not contain braces). Each is a hash: `b` base
+//! seconds, `x` expiry offset, `a` algorithm tag, `gb`/`gs`/`ge` the block and lockout
+//! strikes when present, then the algorithm's fields (documented in its Lua file; the
+//! variable-size states, sliding-window buckets and leases, are one MessagePack field).
+//! A record from another version or not a hash is
+//! [`StoreError::Corrupt`](weir_core::StoreError::Corrupt), never overwritten.
+//!
+//! **TTL.** A record is kept exactly while it is *live* (`weir-core`'s
+//! `Record::is_live`): its TTL (`PEXPIRE`, rounded up to the millisecond) ends when its
+//! state is equivalent to a fresh one, so idle keys vanish, and a step that leaves it not
+//! live deletes it. An operation that adds no usage never creates one. A key still there
+//! past its freshness (the grace below, or the millisecond rounding) is read as fresh, as
+//! the step reads any expired record. Only changed fields
+//! are written, and the TTL only when the expiry moves, so a denial or a peek writes
+//! nothing.
+//!
+//! **Whose clock** ([`TimeSource`]). By default the store's: the script reads `TIME`, the
+//! `now_ns` a caller passes is ignored, and skew between application servers does not
+//! matter. With [`TimeSource::Process`] the caller's `now_ns` goes in `ARGV`; this is how
+//! the tests drive the store with a manual clock. Either way, a `now` older than a key's
+//! state never moves it backwards (the algorithms guarantee it, and the scripts mirror
+//! them). Under the process clock, keys are kept a grace period past their freshness
+//! ([`RedisStoreBuilder::ttl_grace`], default 1 s), so that an instance whose clock lags
+//! does not find a key gone early; keeping a key longer never changes a decision.
+//!
+//! **Several limits at once** ([`Store::check_all`](weir_core::Store::check_all)) are one
+//! call of `multi.lua`: every limit decided on a copy, written back only if all allow
+//! (denials write their lockout). On a Cluster, one script's keys must share a hash slot,
+//! so the keys of one `check_all` must share a hash tag (`api:1s:{user-7}`,
+//! `api:1h:{user-7}`); otherwise the call is refused with `CheckError::Invalid` (param
+//! `keys`) before any round trip. Routing per slot would lose all-or-nothing.
+//!
+//! **Failures.** Every call, connecting included, is bounded by the timeout (default
+//! [`RedisStore::DEFAULT_TIMEOUT`]) and fails with
+//! [`StoreError::Timeout`](weir_core::StoreError::Timeout) past it; a refused, reset or
+//! failing connection is [`StoreError::Unavailable`](weir_core::StoreError::Unavailable)
+//! with a message naming the URL, password replaced by `***`. The connection is made on
+//! first use and made again after it breaks (or after three timeouts in a row), so calls
+//! work again as soon as Redis does. Nothing here panics or waits unbounded.
+//!
+//! **Batching** ([`RedisStoreBuilder::batch`], off by default). Concurrent decisions are
+//! coalesced into one `EVALSHA` of `batch.lua` (up to N decisions, gathered for up to T
+//! after the first, or whatever queued while two earlier batches were in flight), which
+//! runs each exactly as it would run alone. The per-call cost of Lua and the round trip is
+//! paid once per batch. On a Cluster, batches are formed per hash slot.
 
 mod batch;
 mod builder;

@@ -27,11 +27,29 @@ fn store(sentinel: &RedisSentinel) -> RedisStore {
     .unwrap()
 }
 
+/// Polls `ready` every 20 ms for up to 10 s (replication takes real time).
+async fn wait_for(what: &str, ready: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if ready() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_sentinel_the_store_conforms_and_follows_a_failover() {
-    let mut master = RedisServer::start();
+    // No diskless-sync delay (5 s by default): the replica syncs at once.
+    let mut master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
+    wait_for("the replica to sync", || {
+        replica
+            .raw("INFO replication")
+            .is_some_and(|i| i.contains("master_link_status:up"))
+    })
+    .await;
     let sentinel = RedisSentinel::start(MASTER, master.port());
     sentinel.wait_for_replicas(MASTER, 1);
     let store = store(&sentinel);
@@ -52,12 +70,10 @@ async fn behind_sentinel_the_store_conforms_and_follows_a_failover() {
     assert!(matches!(check(T0_NS).await, Ok(Outcome::Decision(d)) if d.allowed));
 
     // Replication is asynchronous: let the record reach the replica before the failover.
-    for _ in 0..100 {
-        if replica.raw("EXISTS weir:{failover}").as_deref() == Some(":1\r\n") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for("the record to reach the replica", || {
+        replica.raw("EXISTS weir:{failover}").as_deref() == Some(":1\r\n")
+    })
+    .await;
     master.kill();
     let promoted = sentinel.wait_for_failover(MASTER, master.port(), Duration::from_secs(20));
     assert_eq!(promoted, replica.port());

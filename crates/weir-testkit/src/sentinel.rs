@@ -42,7 +42,8 @@ fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
 }
 
 /// A Redis Sentinel watching the master `name` at `127.0.0.1:master_port`, with a quorum
-/// of 1 and fast failure detection (down after 500 ms, failover timeout 2 s).
+/// of 1 and fast failure detection (down after 1.5 s, failover timeout 3 s: quick, yet
+/// slow enough that a loaded test machine does not fail over a live master).
 #[derive(Debug)]
 pub struct RedisSentinel {
     child: Option<Child>,
@@ -61,8 +62,8 @@ impl RedisSentinel {
         let text = format!(
             "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {dir}\n\
              sentinel monitor {name} 127.0.0.1 {master_port} 1\n\
-             sentinel down-after-milliseconds {name} 500\n\
-             sentinel failover-timeout {name} 2000\n\
+             sentinel down-after-milliseconds {name} 1500\n\
+             sentinel failover-timeout {name} 3000\n\
              sentinel parallel-syncs {name} 1\n",
             dir = dir.display()
         );
