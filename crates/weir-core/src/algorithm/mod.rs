@@ -6,7 +6,7 @@
 //! Every meter follows the same conventions:
 //! - `cost == 0` is a peek: it reports whether a request of cost 1 would pass now and
 //!   changes nothing.
-//! - A cost above [`Meter::capacity`] is rejected before this module is reached
+//! - A cost above the rule's limit ([`Rule::limit`](crate::Rule::limit)) is rejected before this module is reached
 //!   ([`CheckError::CostAboveCapacity`](crate::CheckError::CostAboveCapacity)).
 //! - A denied check leaves the state unchanged.
 //! - A `now` older than the state (another instance's clock lagging) never moves the state
