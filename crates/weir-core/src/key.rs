@@ -18,8 +18,46 @@ use crate::error::KeyError;
 /// assert_eq!(key.as_bytes(), b"login:alice");
 /// assert!(Key::new("").is_err());
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Key(Arc<[u8]>);
+#[derive(Clone)]
+pub struct Key(Repr);
+
+/// Short keys (user ids, IPs, hashed ids: the common case) live inline, so building one
+/// allocates nothing; longer ones are shared behind an `Arc`.
+#[derive(Clone)]
+enum Repr {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Shared(Arc<[u8]>),
+}
+
+/// Keys up to this many bytes are stored inline.
+const INLINE: usize = 30;
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
+}
+
+impl Key {
+    fn from_valid(bytes: &[u8]) -> Self {
+        match u8::try_from(bytes.len()) {
+            Ok(len) if bytes.len() <= INLINE => {
+                let mut inline = [0u8; INLINE];
+                inline[..bytes.len()].copy_from_slice(bytes);
+                Self(Repr::Inline { len, bytes: inline })
+            }
+            _ => Self(Repr::Shared(Arc::from(bytes))),
+        }
+    }
+}
 
 impl Key {
     /// The longest key accepted, in bytes.
@@ -37,37 +75,52 @@ impl Key {
                 max: Self::MAX_LEN,
             });
         }
-        Ok(Self(Arc::from(bytes)))
+        Ok(Self::from_valid(bytes))
     }
 
     /// The key's bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            Repr::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or(bytes),
+            Repr::Shared(bytes) => bytes,
+        }
     }
 }
 
 impl From<u64> for Key {
     /// A key from a number (a user id, a hashed IP): its 8 big-endian bytes.
     fn from(n: u64) -> Self {
-        Self(Arc::from(n.to_be_bytes().as_slice()))
+        Self::from_valid(&n.to_be_bytes())
     }
 }
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Key({:?})", String::from_utf8_lossy(&self.0))
+        write!(f, "Key({:?})", String::from_utf8_lossy(self.as_bytes()))
     }
 }
 
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&String::from_utf8_lossy(&self.0))
+        f.write_str(&String::from_utf8_lossy(self.as_bytes()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inline_and_shared_keys_compare_by_bytes() {
+        let short = Key::new("user:42").unwrap();
+        let long = Key::new("x".repeat(100)).unwrap();
+        assert_eq!(short.as_bytes(), b"user:42");
+        assert_eq!(long.as_bytes().len(), 100);
+        assert_eq!(Key::from(7), Key::new(7u64.to_be_bytes()).unwrap());
+        assert_eq!(std::mem::size_of::<Key>(), 32);
+        let edge = Key::new([b'a'; INLINE]).unwrap();
+        assert_eq!(edge.as_bytes(), [b'a'; INLINE]);
+    }
 
     #[test]
     fn rejects_a_key_one_byte_too_long() {
