@@ -14,6 +14,11 @@ use crate::url::Target;
 
 /// Consecutive timeouts after which a node connection is dropped and made anew.
 const TIMEOUTS_BEFORE_RECONNECT: u32 = 3;
+/// Failures (errors or timeouts, consecutive or not) after which a Cluster connection is
+/// made anew, re-reading the slot map from the seed nodes. redis-rs re-reads it only on a
+/// `MOVED` reply, which a dead primary never sends, so without this a failover would go
+/// unnoticed.
+const CLUSTER_FAILURES_BEFORE_RECONNECT: u32 = 3;
 
 /// A live connection, cheap to clone (clones share the socket).
 #[derive(Clone)]
@@ -98,6 +103,7 @@ impl Link {
             Target::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
         };
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        self.timeouts.store(0, Ordering::Relaxed);
         *self
             .current
             .lock()
@@ -115,16 +121,34 @@ impl Link {
         }
     }
 
+    fn cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster(_))
+    }
+
+    /// A Cluster call failed or timed out: after a few, re-read the topology.
+    fn cluster_failure(&self) {
+        if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= CLUSTER_FAILURES_BEFORE_RECONNECT {
+            self.timeouts.store(0, Ordering::Relaxed);
+            *self
+                .current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        }
+    }
+
     /// A call succeeded.
     pub(crate) fn succeeded(&self) {
-        self.timeouts.store(0, Ordering::Relaxed);
+        if !self.cluster() {
+            self.timeouts.store(0, Ordering::Relaxed);
+        }
     }
 
     /// A call on `generation` failed: drop the connection if it is broken (or, behind
-    /// Sentinel, talks to a node that is no longer the master). redis-rs's Cluster
-    /// connection repairs itself.
+    /// Sentinel, talks to a node that is no longer the master). A Cluster connection
+    /// repairs single nodes itself, but is made anew after a few failures.
     pub(crate) fn failed(&self, generation: u64, err: &redis::RedisError) {
-        if matches!(self.target, Target::Cluster(_)) {
+        if self.cluster() {
+            self.cluster_failure();
             return;
         }
         let read_only = err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
@@ -140,7 +164,8 @@ impl Link {
     /// A call timed out: after a few in a row, the connection is presumed dead (a
     /// half-open socket never errors) and made anew.
     pub(crate) fn timed_out(&self) {
-        if matches!(self.target, Target::Cluster(_)) {
+        if self.cluster() {
+            self.cluster_failure();
             return;
         }
         if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= TIMEOUTS_BEFORE_RECONNECT {

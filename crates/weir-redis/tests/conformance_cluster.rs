@@ -112,3 +112,77 @@ async fn batches_on_a_cluster_are_split_by_slot_and_decide_exactly() {
     }
     assert_eq!(admitted, [3; 40]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_go_on_after_a_primary_fails_over() {
+    let mut cluster = RedisCluster::start();
+    let store = builder(&cluster)
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let rule = Rule::fixed_window(1_000, Duration::from_secs(3_600)).unwrap();
+    let keys: Vec<Key> = (0..30)
+        .map(|i| Key::new(format!("failover:{i}")).unwrap())
+        .collect();
+    for key in &keys {
+        store
+            .apply(key, &rule, weir_core::Op::Check { cost: 1 }, T0_NS)
+            .await
+            .unwrap();
+    }
+
+    // A replica takes over only if it has synced (otherwise its data is too old to be
+    // promoted), which takes a few seconds after the cluster is created.
+    for _ in 0..500 {
+        let synced = cluster.nodes().iter().all(|n| {
+            let info = n.raw("INFO replication").unwrap_or_default();
+            info.contains("role:master") || info.contains("master_link_status:up")
+        });
+        if synced {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.nodes_mut()[0].kill();
+    // Until a replica takes over (cluster-node-timeout 2 s), calls on the dead primary's
+    // slots fail clearly within the timeout; then every key is decided again. Each round
+    // tries the failing keys at once; 40 rounds take at most about 30 s.
+    let mut pending: Vec<Key> = keys;
+    let mut errors = std::collections::BTreeSet::new();
+    for round in 0..40u64 {
+        let attempts: Vec<_> = pending
+            .into_iter()
+            .map(|key| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let outcome = tokio::time::timeout(
+                        Duration::from_secs(2),
+                        store.apply(&key, &rule, weir_core::Op::Check { cost: 1 }, T0_NS + round),
+                    )
+                    .await
+                    .expect("a store call outlived its timeout");
+                    (key, outcome)
+                })
+            })
+            .collect();
+        pending = Vec::new();
+        for attempt in attempts {
+            match attempt.await.unwrap() {
+                (_, Ok(_)) => {}
+                (key, Err(CheckError::Store(e))) => {
+                    errors.insert(e.to_string());
+                    pending.push(key);
+                }
+                (_, Err(e)) => panic!("{e}"),
+            }
+        }
+        if pending.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!(
+        "{} keys still failing after the failover: {errors:?}",
+        pending.len()
+    );
+}

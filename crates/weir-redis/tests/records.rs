@@ -1,0 +1,205 @@
+//! What Redis holds, looked at directly: key names and hash tags, the prefix, a TTL that
+//! ends at freshness, no key for an operation that adds no usage, a deleted key once the
+//! state is fresh, unreadable records reported as corrupt (and left alone), and refusals
+//! at the horizon that change nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+use std::time::Duration;
+
+use weir_core::{CheckError, Key, Op, Outcome, Rule, Store, StoreError};
+use weir_redis::{RedisStore, TimeSource, MAX_SPAN};
+use weir_testkit::servers::RedisServer;
+use weir_testkit::T0_NS;
+
+const SEC: u64 = 1_000_000_000;
+
+fn store(redis: &RedisServer, prefix: &str) -> RedisStore {
+    RedisStore::builder(redis.url())
+        .time_source(TimeSource::Process)
+        .ttl_grace(Duration::ZERO)
+        .prefix(prefix)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
+fn raw(redis: &RedisServer, command: &str) -> String {
+    redis.raw(command).unwrap_or_default()
+}
+
+async fn check(
+    store: &RedisStore,
+    key: &str,
+    rule: &Rule,
+    now: u64,
+) -> Result<Outcome, CheckError> {
+    store
+        .apply(&Key::new(key).unwrap(), rule, Op::Check { cost: 1 }, now)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_named_tagged_and_kept_exactly_while_live() {
+    let redis = RedisServer::start();
+    let store = store(&redis, "rl");
+    let rule = Rule::fixed_window(5, Duration::from_secs(10)).unwrap();
+
+    // A peek adds no usage: no key.
+    let peek = store
+        .apply(
+            &Key::new("alice").unwrap(),
+            &rule,
+            Op::Check { cost: 0 },
+            T0_NS,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(peek, Outcome::Decision(d) if d.allowed));
+    assert_eq!(raw(&redis, "DBSIZE"), ":0\r\n");
+
+    // A check creates the hash under the prefix, tagged by the key.
+    check(&store, "alice", &rule, T0_NS).await.unwrap();
+    assert_eq!(raw(&redis, "EXISTS rl:{alice}"), ":1\r\n");
+    assert_eq!(raw(&redis, "HGET rl:{alice} a"), "$2\r\nfw\r\n");
+    // Its TTL ends when the window does: the window of T0 ends 9.876543211 s later.
+    let pttl: i64 = raw(&redis, "PTTL rl:{alice}")
+        .trim_start_matches(':')
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((9_000..=9_877).contains(&pttl), "{pttl}");
+
+    // A key with its own tag keeps it, so limits of one user share a slot.
+    check(&store, "api:1s:{user-7}", &rule, T0_NS)
+        .await
+        .unwrap();
+    assert_eq!(raw(&redis, "EXISTS rl::api:1s:{user-7}"), ":1\r\n");
+
+    // A reward that leaves the state fresh deletes the key.
+    store
+        .apply(
+            &Key::new("alice").unwrap(),
+            &rule,
+            Op::Reward { n: 1 },
+            T0_NS,
+        )
+        .await
+        .unwrap();
+    assert_eq!(raw(&redis, "EXISTS rl:{alice}"), ":0\r\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_records_are_corrupt_and_left_alone() {
+    let redis = RedisServer::start();
+    let store = store(&redis, "weir");
+    let rule = Rule::per_second(10).unwrap();
+    let corrupt = |r: Result<Outcome, CheckError>| match r {
+        Err(CheckError::Store(StoreError::Corrupt(msg))) => msg,
+        other => panic!("expected Corrupt, got {other:?}"),
+    };
+
+    raw(&redis, "SET weir:{string} hello");
+    let msg = corrupt(check(&store, "string", &rule, T0_NS).await);
+    assert!(msg.contains("not a hash"), "{msg}");
+    assert_eq!(raw(&redis, "GET weir:{string}"), "$5\r\nhello\r\n");
+
+    raw(
+        &redis,
+        "HSET weir:{garbage} b 1700000000 x 99999999999 a gc t oops",
+    );
+    corrupt(check(&store, "garbage", &rule, T0_NS).await);
+    raw(&redis, "HSET weir:{alien} b 1700000000 x 99999999999 a zz");
+    corrupt(check(&store, "alien", &rule, T0_NS).await);
+    assert_eq!(raw(&redis, "HGET weir:{alien} a"), "$2\r\nzz\r\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_horizon_is_refused_clearly_and_changes_nothing() {
+    let redis = RedisServer::start();
+    let store = store(&redis, "weir");
+
+    // A window beyond MAX_SPAN: refused before any round trip, naming the parameter.
+    let month = Rule::sliding_window(
+        100,
+        Duration::from_secs(30 * 86_400),
+        Duration::from_secs(86_400),
+    )
+    .unwrap();
+    let err = check(&store, "month", &month, T0_NS).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "window is beyond the Redis store's horizon of 2^51 ns (about 26 days) or 2^51 units"
+    );
+    assert!(MAX_SPAN < Duration::from_secs(27 * 86_400));
+
+    // Penalties that would push GCRA's state more than 2^52 ns ahead: refused, unchanged.
+    let rule = Rule::gcra(1, Duration::from_secs(20 * 86_400), 1).unwrap();
+    let key = Key::new("debt").unwrap();
+    let penalty = Op::Penalty { n: 2 };
+    assert!(store.apply(&key, &rule, penalty, T0_NS).await.is_ok());
+    let before = raw(&redis, "HGETALL weir:{debt}");
+    let err = store.apply(&key, &rule, penalty, T0_NS).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CheckError::Invalid {
+                param: "penalty",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("horizon"), "{err}");
+    assert_eq!(raw(&redis, "HGETALL weir:{debt}"), before);
+
+    // A block or a lease beyond MAX_SPAN is refused too.
+    let block = Op::Block {
+        duration_ns: 30 * 86_400 * SEC,
+    };
+    let err = store.apply(&key, &rule, block, T0_NS).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CheckError::Invalid {
+                param: "duration",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_are_checked_when_the_store_is_built() {
+    let bad = |b: weir_redis::RedisStoreBuilder| b.build().unwrap_err().to_string();
+    let url = "redis://127.0.0.1:1";
+    assert_eq!(
+        bad(RedisStore::builder(url).prefix("a{b}")),
+        "prefix: must not contain `{` or `}`"
+    );
+    assert_eq!(
+        bad(RedisStore::builder(url).timeout(Duration::ZERO)),
+        "timeout: must be greater than zero"
+    );
+    assert_eq!(
+        bad(RedisStore::builder(url).batch(0, Duration::ZERO)),
+        "batch.max_decisions: must be 1 to 1000"
+    );
+    assert_eq!(
+        bad(RedisStore::builder("memcached://x:1")),
+        "memcached://x:1: unknown scheme (expected redis, redis+cluster or redis+sentinel)"
+    );
+    // Nothing listens on port 1: building succeeds (no I/O), the first call fails clearly.
+    let store = RedisStore::builder(url)
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let err = store.ping().await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("store unavailable: redis://127.0.0.1:1: "),
+        "{err}"
+    );
+}
