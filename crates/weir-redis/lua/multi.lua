@@ -1,8 +1,9 @@
 -- multi.lua: the entry point of several limits checked at once (Store::check_all).
 -- Mirrors crates/weir-testkit/src/model.rs `Model::check_all`: every limit is decided on
 -- a copy of its key's record; the copies are written back only if all allow, except
--- that a denial with a cost is written back too (its lockout). Keys are distinct: a key
--- given twice is loaded once and its limits apply in turn to the same record.
+-- that a record with a denied limit is written back too (its lockout). A key given twice
+-- is loaded once and its limits apply in turn to the same record; an expired record is
+-- read as fresh (not held).
 -- KEYS = the distinct records. ARGV: 1 TTL grace in ms, 2 seconds ('' = TIME), 3
 -- nanoseconds, 4 cost, 5 the number of limits L, then per limit: the index of its key in
 -- KEYS and its rule (S.rule), 8 fields each.
@@ -15,22 +16,28 @@ return S.run(function()
   for i = 1, #KEYS do
     recs[i] = R.load(KEYS[i], sec, nsec)
   end
-  local each, allowed = {}, true
+  local each, slot_of, allowed = {}, {}, true
   for i = 1, count do
     local at = 6 + (i - 1) * 8
-    local rec = recs[tonumber(ARGV[at])]
+    local slot = tonumber(ARGV[at])
+    local rec = recs[slot]
     local p = S.rule(ARGV, at + 1)
     local _, d = S.apply(p, rec, 'c', cost, '', rec.now)
-    each[i] = d
+    each[i], slot_of[i] = d, slot
     allowed = allowed and d.ok
   end
-  -- Record j is written with decision j, as the model zips them (keys are distinct in
-  -- every sensible call, and then record j is limit j's).
+  -- A record is written back when every limit allowed, or when one of its own limits
+  -- was denied (for the lockout); a key given twice is one record.
+  local denied_here = {}
+  for i, d in ipairs(each) do
+    if not d.ok then
+      denied_here[slot_of[i]] = true
+    end
+  end
   local actions, fields = {}, {}
   for j, rec in ipairs(recs) do
-    local d = each[j]
     actions[j] = 'keep'
-    if d ~= nil and cost > 0 and (allowed or not d.ok) then
+    if cost > 0 and (allowed or denied_here[j]) then
       if rec.x > rec.now then
         actions[j], fields[j] = 'write', R.fields(rec)
       else

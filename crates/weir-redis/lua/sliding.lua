@@ -1,15 +1,59 @@
 -- sliding.lua: the sliding window log (precision 1 ns) and the sliding window counter.
 -- Mirrors crates/weir-core/src/algorithm/sliding.rs step for step (same buckets, same
 -- integers); weir-testkit's conformance suite checks they agree.
--- State field: e = the non-empty buckets, oldest first, as a MessagePack array
--- [start1, count1, start2, count2, ...] (starts are offsets); absent when there are none.
--- In memory: st.e holds the pairs from index st.h up to st.n - 1 (a deque), st.total
--- their sum.
+-- State fields: e = the non-empty buckets, oldest first, packed as little-endian doubles
+-- (start offset, count), 16 bytes each; n = their total. Both absent when there are none.
+-- A call decodes only the buckets it touches (pruned at the front, merged or taken at the
+-- back), so a log of 10 000 entries costs what a short one does, plus copying bytes.
 do
   local M = {}
+  local WIDTH = 16
 
   function M.params(p, a, b, c)
     p.limit, p.window, p.precision = a, b, c
+  end
+
+  -- The deque: `buf` holds `cnt` packed buckets from bucket `head` on (1-based), then
+  -- `extra` holds buckets decoded or added during this call ({start, count} pairs, flat).
+  local function len(st)
+    return st.cnt + #st.extra / 2
+  end
+
+  -- Bucket i (1-based, oldest first): start, count.
+  local function get(st, i)
+    if i <= st.cnt then
+      local start, count = struct.unpack('<dd', st.buf, (st.head + i - 2) * WIDTH + 1)
+      return start, count
+    end
+    local j = (i - st.cnt) * 2
+    return st.extra[j - 1], st.extra[j]
+  end
+
+  local function pop_front(st)
+    if st.cnt > 0 then
+      st.head, st.cnt = st.head + 1, st.cnt - 1
+    else
+      table.remove(st.extra, 1)
+      table.remove(st.extra, 1)
+    end
+  end
+
+  -- Removes the newest bucket and returns it.
+  local function pop_back(st)
+    local n = #st.extra
+    if n > 0 then
+      local start, count = st.extra[n - 1], st.extra[n]
+      st.extra[n], st.extra[n - 1] = nil, nil
+      return start, count
+    end
+    local start, count = get(st, st.cnt)
+    st.cnt = st.cnt - 1
+    return start, count
+  end
+
+  local function push_back(st, start, count)
+    local n = #st.extra
+    st.extra[n + 1], st.extra[n + 2] = start, count
   end
 
   local function max_entries(p)
@@ -18,54 +62,57 @@ do
 
   -- Drops the buckets that no longer count at now.
   local function prune(p, st, now)
-    local e, h = st.e, st.h
-    while h < st.n and e[h] + p.window <= now do
-      st.total = st.total - e[h + 1]
-      h = h + 2
+    while len(st) > 0 do
+      local start, count = get(st, 1)
+      if start + p.window > now then
+        break
+      end
+      st.total = st.total - count
+      pop_front(st)
     end
-    st.h = h
   end
 
   local function counted(p, st, now)
-    local e, sum = st.e, 0
-    for i = st.h, st.n - 2, 2 do
-      if e[i] + p.window > now then
-        sum = sum + e[i + 1]
+    -- Buckets are oldest first: the ones that stopped counting are a prefix.
+    local sum = st.total
+    for i = 1, len(st) do
+      local start, count = get(st, i)
+      if start + p.window > now then
+        break
       end
+      sum = sum - count
     end
     return sum
   end
 
   local function add(p, st, now, n)
-    local e = st.e
     local start = T.align(now, p.precision)
-    local full = (st.n - st.h) / 2 >= max_entries(p)
-    if st.n > st.h then
-      local back = st.n - 2
+    local full = len(st) >= max_entries(p)
+    if len(st) > 0 then
+      local back_start, back_count = get(st, len(st))
       -- A lagging clock counts into the newest bucket, never an older one.
-      start = math.max(start, e[back])
-      if e[back] == start or full then
-        e[back] = start
-        e[back + 1] = e[back + 1] + n
+      start = math.max(start, back_start)
+      if back_start == start or full then
+        pop_back(st)
+        push_back(st, start, back_count + n)
         st.total = st.total + n
         return
       end
     end
-    e[st.n] = start
-    e[st.n + 1] = n
-    st.n = st.n + 2
+    push_back(st, start, n)
     st.total = st.total + n
   end
 
   local function empty_at(p, st)
-    if st.n > st.h then
-      return st.e[st.n - 2] + p.window
+    if len(st) > 0 then
+      local start = get(st, len(st))
+      return start + p.window
     end
     return PAST
   end
 
   function M.fresh()
-    return { e = {}, h = 1, n = 1, total = 0 }
+    return { buf = '', head = 1, cnt = 0, extra = {}, total = 0 }
   end
 
   function M.check(p, st, now, cost)
@@ -77,15 +124,15 @@ do
       end
       return allow(p.limit - st.total, N.till(empty_at(p, st), now))
     end
-    local e = st.e
     local to_free = st.total + want - p.limit
     local retry = empty_at(p, st)
-    for i = st.h, st.n - 2, 2 do
-      if e[i + 1] >= to_free then
-        retry = e[i] + p.window
+    for i = 1, len(st) do
+      local start, count = get(st, i)
+      if count >= to_free then
+        retry = start + p.window
         break
       end
-      to_free = to_free - e[i + 1]
+      to_free = to_free - count
     end
     return deny(math.max(p.limit - st.total, 0), N.till(empty_at(p, st), now), N.till(retry, now))
   end
@@ -99,16 +146,13 @@ do
 
   function M.reward(p, st, now, n)
     prune(p, st, now)
-    local e = st.e
-    while n > 0 and st.n > st.h do
-      local back = st.n - 2
-      local taken = math.min(e[back + 1], n)
-      e[back + 1] = e[back + 1] - taken
+    while n > 0 and len(st) > 0 do
+      local start, count = pop_back(st)
+      local taken = math.min(count, n)
       st.total = st.total - taken
       n = n - taken
-      if e[back + 1] == 0 then
-        e[back], e[back + 1] = nil, nil
-        st.n = back
+      if count - taken > 0 then
+        push_back(st, start, count - taken)
       end
     end
   end
@@ -126,37 +170,43 @@ do
     if f.e == nil then
       return st
     end
-    local ok, e = pcall(cmsgpack.unpack, f.e)
-    if not ok or type(e) ~= 'table' or #e % 2 ~= 0 then
+    local total = tonumber(f.n)
+    if total == nil or #f.e % WIDTH ~= 0 then
       fail('corrupt', 'sliding window buckets')
     end
-    local total = 0
-    for i = 1, #e, 2 do
-      local start, count = e[i], e[i + 1]
-      if type(start) ~= 'number' or type(count) ~= 'number' then
-        fail('corrupt', 'sliding window bucket')
+    st.buf, st.cnt, st.total = f.e, #f.e / WIDTH, total
+    if shift ~= 0 then
+      -- A rebase moves every start: decode them all, once per 13 days at most.
+      local n = st.cnt
+      for i = 1, n do
+        local start, count = get(st, i)
+        push_back(st, start - shift, count)
       end
-      e[i] = start - shift
-      total = total + count
+      st.buf, st.cnt = '', 0
     end
-    st.e, st.n, st.total = e, #e + 1, total
     return st
   end
 
   function M.encode(st, out)
-    if st.n <= st.h then
+    if len(st) == 0 then
       return
     end
     if st.total > MAX_UNITS then
       fail('horizon', 'count')
     end
-    local e, packed, k = st.e, {}, 0
-    for i = st.h, st.n - 1 do
-      k = k + 1
-      packed[k] = e[i]
+    local packed = string.sub(st.buf, (st.head - 1) * WIDTH + 1, (st.head - 1 + st.cnt) * WIDTH)
+    local extra = st.extra
+    if #extra > 0 then
+      local parts = { packed }
+      for i = 1, #extra, 2 do
+        parts[#parts + 1] = struct.pack('<dd', extra[i], extra[i + 1])
+      end
+      packed = table.concat(parts)
     end
     out[#out + 1] = 'e'
-    out[#out + 1] = cmsgpack.pack(packed)
+    out[#out + 1] = packed
+    out[#out + 1] = 'n'
+    out[#out + 1] = fmt(st.total)
   end
 
   ALG.sl = M

@@ -81,18 +81,15 @@ fn rule(rng: &mut Lcg) -> Rule {
     }
 }
 
-/// A valid operation for the rule. (Invalid ones are refused on the Rust side before any
-/// round trip, so they never reach Redis; the model, though, forgets an expired record even
-/// on an operation it refuses, which a store that is not asked cannot mirror. The
-/// conformance suite covers invalid operations at short spans.)
+/// Any operation, including ones the rule does not support (refused before any round
+/// trip, as the model refuses them).
 fn op<'a>(rng: &mut Lcg, rule: &Rule, holders: &'a [&'a str]) -> Op<'a> {
     let limit = rule.limit();
-    let leases = matches!(rule.algorithm(), weir_core::Algorithm::Concurrency(_));
-    match rng.next(10) {
-        0 if !leases => Op::Penalty {
+    match rng.next(12) {
+        0 => Op::Penalty {
             n: rng.next(limit + 1),
         },
-        1 if !leases => Op::Reward {
+        1 => Op::Reward {
             n: rng.next(2 * limit + 1),
         },
         2 => Op::Block {
@@ -101,16 +98,15 @@ fn op<'a>(rng: &mut Lcg, rule: &Rule, holders: &'a [&'a str]) -> Op<'a> {
         3 => Op::Unblock,
         4 => Op::Reset,
         5 => Op::Inspect,
-        6 | 7 if leases => Op::Acquire {
+        6 | 7 => Op::Acquire {
             holder: rng.pick(holders),
             ttl_ns: 1 + rng.next(20 * DAY),
         },
-        8 if leases => Op::Release {
+        8 => Op::Release {
             holder: rng.pick(holders),
         },
-        _ if leases => Op::Check { cost: 0 },
         _ => Op::Check {
-            cost: rng.next(limit + 1),
+            cost: rng.next(limit + 2),
         },
     }
 }
