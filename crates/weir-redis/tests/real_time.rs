@@ -256,14 +256,29 @@ async fn until(probe: &mut Probe, at_ns: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_and_the_ttl_follow_the_store_clock() {
     let redis = RedisServer::start();
-    let store = store(&redis);
-    let mut probe = Probe::new(&redis).await;
+    retry_and_ttl(&redis, &store(&redis)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_calls_follow_the_store_clock_too() {
+    let redis = RedisServer::start();
+    let store = RedisStore::builder(redis.url())
+        .time_source(TimeSource::Store)
+        .timeout(Duration::from_secs(2))
+        .batch(8, Duration::ZERO)
+        .build()
+        .unwrap();
+    retry_and_ttl(&redis, &store).await;
+}
+
+async fn retry_and_ttl(redis: &RedisServer, store: &RedisStore) {
+    let mut probe = Probe::new(redis).await;
     let rule = Rule::gcra(10, Duration::from_millis(1_000), 2).unwrap(); // one per 100 ms
     let key = Key::new("retry").unwrap();
     let name = b"weir:{retry}";
 
-    timed(&store, &mut probe, &key, &rule, Op::Check { cost: 2 }).await;
-    let denied = timed(&store, &mut probe, &key, &rule, Op::Check { cost: 1 }).await;
+    timed(store, &mut probe, &key, &rule, Op::Check { cost: 2 }).await;
+    let denied = timed(store, &mut probe, &key, &rule, Op::Check { cost: 1 }).await;
     assert!(!denied.d.allowed);
     let retry = ns(denied.d.retry_after);
     assert!(retry > 90 * MS && retry <= 100 * MS, "{retry}");
@@ -279,13 +294,13 @@ async fn retry_after_and_the_ttl_follow_the_store_clock() {
     );
 
     // Retried at once (well before lo + retry): still denied.
-    let again = timed(&store, &mut probe, &key, &rule, Op::Check { cost: 1 }).await;
+    let again = timed(store, &mut probe, &key, &rule, Op::Check { cost: 1 }).await;
     assert!(again.hi < denied.lo + retry);
     assert!(!again.d.allowed);
 
     // Retried once hi + retry has passed on Redis's clock: allowed.
     until(&mut probe, denied.hi + retry).await;
-    let later = timed(&store, &mut probe, &key, &rule, Op::Check { cost: 1 }).await;
+    let later = timed(store, &mut probe, &key, &rule, Op::Check { cost: 1 }).await;
     assert!(later.d.allowed, "{later:?}");
 
     // Idle: the key exists until it is fresh, and is gone 1 ms (TTL rounding) after.
