@@ -29,7 +29,6 @@ pub(crate) fn in_runtime() -> Result<(), StoreError> {
 impl Exec {
     /// Runs a script in one round trip, under the timeout.
     pub(crate) async fn call(&self, inv: &ScriptInvocation<'_>) -> Result<Value, StoreError> {
-        in_runtime()?;
         let call = async {
             let (generation, mut conn) = self
                 .link
@@ -52,7 +51,6 @@ impl Exec {
 
     /// PING, under the timeout.
     pub(crate) async fn ping(&self) -> Result<(), StoreError> {
-        in_runtime()?;
         let call = async {
             let (generation, mut conn) = self
                 .link
@@ -72,6 +70,7 @@ impl Exec {
         &self,
         fut: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
+        in_runtime()?;
         match tokio::time::timeout(self.timeout, fut).await {
             Ok(result) => result,
             Err(_) => {

@@ -203,3 +203,34 @@ async fn options_are_checked_when_the_store_is_built() {
         "{err}"
     );
 }
+
+#[test]
+fn outside_a_tokio_runtime_calls_fail_without_panicking() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    // A call must fail at its first poll, so no executor is needed to see it.
+    fn first_poll<F: Future>(fut: F) -> Poll<F::Output> {
+        let mut fut = std::pin::pin!(fut);
+        fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+    for batch in [false, true] {
+        let mut builder = RedisStore::builder("redis://127.0.0.1:1");
+        if batch {
+            builder = builder.batch(8, Duration::ZERO);
+        }
+        let store = builder.build().unwrap();
+        let key = Key::new("k").unwrap();
+        let rule = Rule::per_second(1).unwrap();
+        let Poll::Ready(Err(CheckError::Store(StoreError::Unavailable(msg)))) =
+            first_poll(store.apply(&key, &rule, Op::Check { cost: 1 }, T0_NS))
+        else {
+            panic!("expected an immediate error")
+        };
+        assert!(msg.contains("Tokio runtime"), "{msg}");
+        assert!(matches!(
+            first_poll(store.ping()),
+            Poll::Ready(Err(StoreError::Unavailable(_)))
+        ));
+    }
+}
