@@ -58,7 +58,7 @@ impl Layout {
             }),
             Algorithm::SlidingWindow(s)
                 if s.precision_ns() > 0
-                    && window_ns % s.precision_ns() == 0
+                    && window_ns.is_multiple_of(s.precision_ns())
                     && window_ns / s.precision_ns() <= MAX_BUCKETS =>
             {
                 Self::Counter(Counter {
