@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Usage};
-use crate::error::CheckError;
+use crate::error::{CheckError, StoreError};
 use crate::key::Key;
 use crate::rule::Rule;
 use crate::step::{Op, Outcome};
@@ -52,20 +52,19 @@ impl Default for Limiter {
     }
 }
 
-fn decision(outcome: Outcome) -> Decision {
+/// The decision of an operation that returns one. Any other outcome is a store bug, and
+/// an error (never a decision that could read as allowed).
+fn decision(outcome: Outcome) -> Result<Decision, CheckError> {
     match outcome {
-        Outcome::Decision(d) => d,
-        // Every decision-returning op returns one; anything else is a store bug that must
-        // not read as "allowed".
-        _ => Decision {
-            allowed: false,
-            limit: 0,
-            remaining: 0,
-            reset_after: Duration::ZERO,
-            retry_after: Duration::ZERO,
-            delay: Duration::ZERO,
-        },
+        Outcome::Decision(d) => Ok(d),
+        other => Err(unexpected(other)),
     }
+}
+
+fn unexpected(outcome: Outcome) -> CheckError {
+    CheckError::Store(StoreError::Corrupt(format!(
+        "the store answered with {outcome:?} where a different outcome was due"
+    )))
 }
 
 impl<S: Store, C: Clock> Limiter<S, C> {
@@ -91,7 +90,9 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// Checks a request of `cost` units and consumes them if allowed. `cost == 0` is a peek.
     /// A cost above the rule's limit is [`CheckError::CostAboveCapacity`], not a denial.
     pub async fn check(&self, key: &Key, rule: &Rule, cost: u64) -> Result<Decision, CheckError> {
-        self.run(key, rule, Op::Check { cost }).await.map(decision)
+        self.run(key, rule, Op::Check { cost })
+            .await
+            .and_then(decision)
     }
 
     /// Whether a request of cost 1 would pass now, without consuming anything.
@@ -114,13 +115,17 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// Adds `n` units of usage (e.g. an expensive request found out after the fact, a
     /// failed login). Returns the state after, as a peek.
     pub async fn penalty(&self, key: &Key, rule: &Rule, n: u64) -> Result<Decision, CheckError> {
-        self.run(key, rule, Op::Penalty { n }).await.map(decision)
+        self.run(key, rule, Op::Penalty { n })
+            .await
+            .and_then(decision)
     }
 
     /// Gives `n` units of usage back (e.g. a request that turned out to be free). Returns
     /// the state after, as a peek.
     pub async fn reward(&self, key: &Key, rule: &Rule, n: u64) -> Result<Decision, CheckError> {
-        self.run(key, rule, Op::Reward { n }).await.map(decision)
+        self.run(key, rule, Op::Reward { n })
+            .await
+            .and_then(decision)
     }
 
     /// Blocks the key for `duration`: every check is denied until then.
@@ -150,10 +155,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     pub async fn inspect(&self, key: &Key, rule: &Rule) -> Result<Usage, CheckError> {
         match self.run(key, rule, Op::Inspect).await? {
             Outcome::Usage(u) => Ok(u),
-            _ => Err(CheckError::Unsupported {
-                op: "inspect",
-                algorithm: rule.algorithm().name(),
-            }),
+            other => Err(unexpected(other)),
         }
     }
 
@@ -169,14 +171,14 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         let ttl_ns = duration_ns(ttl);
         self.run(key, rule, Op::Acquire { holder, ttl_ns })
             .await
-            .map(decision)
+            .and_then(decision)
     }
 
     /// Releases one hold of `holder`'s lease. Returns whether it held a live lease.
     pub async fn release(&self, key: &Key, rule: &Rule, holder: &str) -> Result<bool, CheckError> {
         match self.run(key, rule, Op::Release { holder }).await? {
             Outcome::Released(released) => Ok(released),
-            _ => Ok(false),
+            other => Err(unexpected(other)),
         }
     }
 

@@ -173,7 +173,11 @@ pub fn apply(
     now_ns: u64,
 ) -> Result<Outcome, CheckError> {
     validate(rule, op)?;
-    if record.expires_ns <= now_ns {
+    // `expires_ns == 0` with no guard is a `Record::fresh` a store just made for an unknown
+    // key (stores never keep a record that is not live): making it again would allocate
+    // twice for the boxed states.
+    let just_made = record.expires_ns == 0 && record.guard.is_none();
+    if record.expires_ns <= now_ns && !(just_made && record.state.belongs_to(&rule.algorithm)) {
         record.guard = None;
         record.state = State::fresh(&rule.algorithm, now_ns);
     } else if !record.state.belongs_to(&rule.algorithm) {
