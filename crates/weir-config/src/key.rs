@@ -17,8 +17,15 @@ use weir_core::Key;
 /// Hex digits of the digest kept in a shortened key (128 bits).
 const DIGEST_HEX: usize = 32;
 
-/// Builds the key of `entries` under `domain`.
-pub(crate) fn build(domain: &str, entries: &[(String, String)]) -> Key {
+/// Builds the key of `entries` under `domain`: `{domain}/{key}={value}/…`, escaped, and
+/// shortened with a digest past [`Key::MAX_LEN`]. The tower layer builds its keys with it
+/// too, so one naming scheme (and one bound on key length) holds everywhere.
+///
+/// ```
+/// let key = weir_config::descriptor_key("login", &[("user".into(), "a/b".into())]);
+/// assert_eq!(key.to_string(), "login/user=a%2Fb");
+/// ```
+pub fn build(domain: &str, entries: &[(String, String)]) -> Key {
     let mut full = String::with_capacity(
         domain.len()
             + entries

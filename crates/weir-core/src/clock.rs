@@ -104,7 +104,10 @@ pub struct ManualClock {
 #[derive(Debug, Default)]
 struct ManualInner {
     now_ns: AtomicU64,
-    sleepers: Mutex<Vec<(u64, Waker)>>,
+    /// Pending sleeps: (id, deadline, waker). A sleep updates its own entry when polled
+    /// again and removes it when dropped, so `sleepers()` counts live sleeps only.
+    sleepers: Mutex<Vec<(u64, u64, Waker)>>,
+    next_sleep_id: AtomicU64,
 }
 
 impl ManualClock {
@@ -145,7 +148,7 @@ impl ManualClock {
         let due: Vec<Waker> = match self.inner.sleepers.lock() {
             Ok(mut sleepers) => {
                 let mut due = Vec::new();
-                sleepers.retain(|(deadline, waker)| {
+                sleepers.retain(|(_, deadline, waker)| {
                     if *deadline <= now_ns {
                         due.push(waker.clone());
                         false
@@ -171,6 +174,7 @@ impl Clock for ManualClock {
         Box::pin(ManualSleep {
             clock: self.clone(),
             deadline_ns,
+            id: self.inner.next_sleep_id.fetch_add(1, Ordering::Relaxed),
         })
     }
 }
@@ -178,6 +182,15 @@ impl Clock for ManualClock {
 struct ManualSleep {
     clock: ManualClock,
     deadline_ns: u64,
+    id: u64,
+}
+
+impl Drop for ManualSleep {
+    fn drop(&mut self) {
+        if let Ok(mut sleepers) = self.clock.inner.sleepers.lock() {
+            sleepers.retain(|(id, _, _)| *id != self.id);
+        }
+    }
 }
 
 impl Future for ManualSleep {
@@ -188,7 +201,11 @@ impl Future for ManualSleep {
             return Poll::Ready(());
         }
         if let Ok(mut sleepers) = self.clock.inner.sleepers.lock() {
-            sleepers.push((self.deadline_ns, cx.waker().clone()));
+            let entry = (self.id, self.deadline_ns, cx.waker().clone());
+            match sleepers.iter_mut().find(|(id, _, _)| *id == self.id) {
+                Some(existing) => *existing = entry,
+                None => sleepers.push(entry),
+            }
         }
         // Time may have moved between the check and the registration.
         if self.clock.now_ns() >= self.deadline_ns {

@@ -1,0 +1,265 @@
+//! Who the client is, behind reverse proxies. The peer address is trusted only as far as
+//! the operator says: `Forwarded` (RFC 7239) or `X-Forwarded-For` is read from right to
+//! left, each hop skipped only while the address that added it is a configured trusted
+//! proxy. A header sent by an untrusted peer is ignored entirely, so a client cannot pick
+//! its own key by spoofing one. IPv6 clients are grouped by prefix (default /64: one
+//! subscriber usually holds a whole /64, and would otherwise get 2^64 fresh budgets).
+//!
+//! Runs first in the layer's decision path: the resolved address becomes the key of a
+//! per-client limit.
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::request::Parts;
+use http::HeaderMap;
+
+use crate::net::{canonical, mask, IpNet};
+
+/// Resolves the client address of a request: the peer, or the first untrusted hop of its
+/// forwarding headers when the peer is a trusted proxy.
+///
+/// ```
+/// use weir_tower::ClientIp;
+///
+/// let client_ip = ClientIp::new()
+///     .trust("10.0.0.0/8".parse()?)   // the load balancers
+///     .ipv6_prefix(56)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClientIp {
+    trusted: Vec<IpNet>,
+    ipv6_prefix: u8,
+}
+
+impl Default for ClientIp {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// An IPv6 grouping prefix outside 1..=128.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ipv6 prefix must be 1..=128, got {0}")]
+pub struct PrefixError(pub u8);
+
+impl ClientIp {
+    /// No trusted proxies (the peer is the client), IPv6 grouped by /64.
+    pub fn new() -> Self {
+        Self {
+            trusted: Vec::new(),
+            ipv6_prefix: 64,
+        }
+    }
+
+    /// Trusts the proxies in `net`: their forwarding headers are believed.
+    pub fn trust(mut self, net: IpNet) -> Self {
+        self.trusted.push(net);
+        self
+    }
+
+    /// Groups IPv6 clients by their first `prefix` bits (1..=128; 128 groups nothing).
+    pub fn ipv6_prefix(mut self, prefix: u8) -> Result<Self, PrefixError> {
+        if !(1..=128).contains(&prefix) {
+            return Err(PrefixError(prefix));
+        }
+        self.ipv6_prefix = prefix;
+        Ok(self)
+    }
+
+    /// The trusted networks.
+    pub fn trusted(&self) -> &[IpNet] {
+        &self.trusted
+    }
+
+    fn is_trusted(&self, ip: IpAddr) -> bool {
+        self.trusted.iter().any(|net| net.contains(ip))
+    }
+
+    /// The client of a request whose TCP peer is `peer`.
+    pub fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        let mut client = canonical(peer);
+        if self.is_trusted(client) {
+            // Walk the hops from the nearest one back; stop at the first untrusted address
+            // (that is who connected to our first trusted proxy).
+            for hop in forwarded_hops(headers).into_iter().rev() {
+                match hop {
+                    Some(ip) => {
+                        client = canonical(ip);
+                        if !self.is_trusted(client) {
+                            break;
+                        }
+                    }
+                    // An obfuscated or unparsable hop: trust ends here, keep the last
+                    // address that was vouched for.
+                    None => break,
+                }
+            }
+        }
+        self.group(client)
+    }
+
+    /// `ip` as the key it counts under: IPv6 cut to the grouping prefix.
+    pub fn group(&self, ip: IpAddr) -> IpAddr {
+        match ip {
+            IpAddr::V6(_) => mask(ip, self.ipv6_prefix),
+            v4 => v4,
+        }
+    }
+
+    /// The client of a request, from its peer address (see [`peer_addr`]); `None` when the
+    /// server did not record the peer.
+    pub fn of(&self, parts: &Parts) -> Option<IpAddr> {
+        peer_addr(parts).map(|peer| self.resolve(peer.ip(), &parts.headers))
+    }
+}
+
+/// The TCP peer of a request: axum's `ConnectInfo<SocketAddr>` (serve with
+/// `into_make_service_with_connect_info::<SocketAddr>()`), or a plain `SocketAddr` in the
+/// request's extensions (what a hyper server or `weir proxy` inserts).
+pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
+    parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|info| info.0)
+        .or_else(|| parts.extensions.get::<SocketAddr>().copied())
+}
+
+/// Every hop's address, nearest last: all `Forwarded` headers' `for=` values if there is
+/// a `Forwarded` header, else all `X-Forwarded-For` values. `None` for a hop that is not an
+/// IP address (`unknown`, an obfuscated `_token`).
+fn forwarded_hops(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+    let forwarded: Vec<_> = headers.get_all(http::header::FORWARDED).iter().collect();
+    if !forwarded.is_empty() {
+        let mut hops = Vec::new();
+        for value in forwarded {
+            let Ok(text) = value.to_str() else {
+                hops.push(None);
+                continue;
+            };
+            for element in text.split(',') {
+                let node = element.split(';').find_map(|pair| {
+                    let (name, value) = pair.trim().split_once('=')?;
+                    name.trim()
+                        .eq_ignore_ascii_case("for")
+                        .then(|| value.trim())
+                });
+                hops.push(node.and_then(parse_node));
+            }
+        }
+        return hops;
+    }
+    let mut hops = Vec::new();
+    for value in headers.get_all("x-forwarded-for") {
+        let Ok(text) = value.to_str() else {
+            hops.push(None);
+            continue;
+        };
+        hops.extend(text.split(',').map(|s| parse_node(s.trim())));
+    }
+    hops
+}
+
+/// A `Forwarded` node or `X-Forwarded-For` entry: `1.2.3.4`, `1.2.3.4:80`, `"[2001:db8::1]:80"`,
+/// `2001:db8::1`.
+fn parse_node(text: &str) -> Option<IpAddr> {
+    let text = text.trim_matches('"');
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    let inner = text.strip_prefix('[')?;
+    let end = inner.find(']')?;
+    inner.get(..end)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.append(*name, value.parse().unwrap());
+        }
+        h
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_untrusted_peer_cannot_choose_its_address() {
+        let client = ClientIp::new().trust("10.0.0.0/8".parse().unwrap());
+        let spoof = headers(&[("x-forwarded-for", "1.1.1.1")]);
+        assert_eq!(client.resolve(ip("203.0.113.9"), &spoof), ip("203.0.113.9"));
+        let spoof = headers(&[("forwarded", "for=1.1.1.1")]);
+        assert_eq!(client.resolve(ip("203.0.113.9"), &spoof), ip("203.0.113.9"));
+    }
+
+    #[test]
+    fn trusted_hops_are_skipped_right_to_left() {
+        let client = ClientIp::new()
+            .trust("10.0.0.0/8".parse().unwrap())
+            .trust("192.168.0.0/16".parse().unwrap());
+        // client 198.51.100.7 spoofs 1.1.1.1; the edge proxy (192.168.1.1) appended the
+        // real address, the inner proxy (10.0.0.2) appended the edge's.
+        let h = headers(&[("x-forwarded-for", "1.1.1.1, 198.51.100.7, 192.168.1.1")]);
+        assert_eq!(client.resolve(ip("10.0.0.2"), &h), ip("198.51.100.7"));
+        // Split over two header lines, same answer.
+        let h = headers(&[
+            ("x-forwarded-for", "1.1.1.1, 198.51.100.7"),
+            ("x-forwarded-for", "192.168.1.1"),
+        ]);
+        assert_eq!(client.resolve(ip("10.0.0.2"), &h), ip("198.51.100.7"));
+        // All hops trusted: the farthest one is the client.
+        let h = headers(&[("x-forwarded-for", "10.9.9.9")]);
+        assert_eq!(client.resolve(ip("10.0.0.2"), &h), ip("10.9.9.9"));
+        // No header: the trusted peer itself.
+        assert_eq!(
+            client.resolve(ip("10.0.0.2"), &HeaderMap::new()),
+            ip("10.0.0.2")
+        );
+    }
+
+    #[test]
+    fn forwarded_is_preferred_and_parsed() {
+        let client = ClientIp::new().trust("10.0.0.0/8".parse().unwrap());
+        let h = headers(&[
+            (
+                "forwarded",
+                r#"for=192.0.2.60;proto=http;by=203.0.113.43, for="[2001:db8:cafe::17]:4711""#,
+            ),
+            ("x-forwarded-for", "5.5.5.5"),
+        ]);
+        assert_eq!(
+            client.resolve(ip("10.0.0.1"), &h),
+            ip("2001:db8:cafe::"),
+            "the nearest untrusted hop, grouped by /64"
+        );
+        let h = headers(&[("forwarded", "for=unknown")]);
+        assert_eq!(client.resolve(ip("10.0.0.1"), &h), ip("10.0.0.1"));
+    }
+
+    #[test]
+    fn ipv6_is_grouped_by_prefix() {
+        let client = ClientIp::new();
+        assert_eq!(
+            client.resolve(ip("2001:db8:1:2:aaaa::1"), &HeaderMap::new()),
+            ip("2001:db8:1:2::")
+        );
+        let exact = ClientIp::new().ipv6_prefix(128).unwrap();
+        assert_eq!(
+            exact.resolve(ip("2001:db8::1"), &HeaderMap::new()),
+            ip("2001:db8::1")
+        );
+        assert_eq!(ClientIp::new().ipv6_prefix(0).unwrap_err(), PrefixError(0));
+        assert_eq!(
+            client.resolve(ip("::ffff:192.0.2.1"), &HeaderMap::new()),
+            ip("192.0.2.1")
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Rate-limit response headers from the limits that applied to a request: the IETF
+//! `draft-ietf-httpapi-ratelimit-headers` fields (drafts 09–11) and, when asked for,
+//! `X-RateLimit-*`. The last step of the layer's path: they go on every response a limit
+//! applied to, allowed or not, so clients can pace themselves.
+//!
+//! - `RateLimit-Policy` lists every limit (`"name";q=LIMIT;w=WINDOW_SECONDS`);
+//! - `RateLimit` gives the live state of the tightest (`"name";r=REMAINING;t=SECONDS`,
+//!   `t` being the retry-after when denied and the reset otherwise, rounded up);
+//! - `X-RateLimit-Limit` / `-Remaining` / `-Reset`, as envoyproxy/ratelimit sends them.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use weir_core::Decision;
+
+use crate::limits::Applied;
+
+/// Which headers to produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderStyle {
+    /// IETF `RateLimit-Policy` and `RateLimit` (default on).
+    pub ietf: bool,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (default off).
+    pub x_ratelimit: bool,
+}
+
+impl Default for HeaderStyle {
+    fn default() -> Self {
+        Self {
+            ietf: true,
+            x_ratelimit: false,
+        }
+    }
+}
+
+/// Whole seconds, rounded up (a client waiting `t` seconds must not be early).
+pub fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// A policy name as a structured-field string: printable ASCII, `"` and `\` escaped.
+fn sf_string(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('"');
+    for c in name.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('_'),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The tightest limit: a denial before an allowance, then the fewest remaining.
+pub fn tightest(applied: &[Applied]) -> Option<&Applied> {
+    applied
+        .iter()
+        .min_by_key(|a| (a.decision.allowed, a.decision.remaining))
+}
+
+/// The headers for the limits that applied, as `(name, value)` pairs; empty when none did.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use weir_core::{Limiter, Rule, Key};
+/// use weir_tower::{rate_limit_headers, Applied, HeaderStyle};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+/// let rule = Rule::fixed_window(10, Duration::from_secs(60))?;
+/// let decision = Limiter::default().check(&Key::new("k")?, &rule, 1).await?;
+/// let applied = [Applied { name: Arc::from("per_ip"), window: rule.window(), decision }];
+/// let headers = rate_limit_headers(&applied, HeaderStyle::default());
+/// assert_eq!(headers[0], ("ratelimit-policy", r#""per_ip";q=10;w=60"#.to_string()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn rate_limit_headers(applied: &[Applied], style: HeaderStyle) -> Vec<(&'static str, String)> {
+    let mut headers = Vec::new();
+    let Some(tight) = tightest(applied) else {
+        return headers;
+    };
+    let d: &Decision = &tight.decision;
+    let reset = if d.allowed {
+        d.reset_after
+    } else {
+        d.retry_after
+    };
+    if style.ietf {
+        let mut policy = String::new();
+        for a in applied {
+            if !policy.is_empty() {
+                policy.push_str(", ");
+            }
+            let _ = write!(policy, "{};q={}", sf_string(&a.name), a.decision.limit);
+            if !a.window.is_zero() {
+                let _ = write!(policy, ";w={}", ceil_secs(a.window));
+            }
+        }
+        headers.push(("ratelimit-policy", policy));
+        headers.push((
+            "ratelimit",
+            format!(
+                "{};r={};t={}",
+                sf_string(&tight.name),
+                d.remaining,
+                ceil_secs(reset)
+            ),
+        ));
+    }
+    if style.x_ratelimit {
+        let mut limit = d.limit.to_string();
+        if !tight.window.is_zero() {
+            let _ = write!(limit, ", {};w={}", d.limit, ceil_secs(tight.window));
+        }
+        headers.push(("x-ratelimit-limit", limit));
+        headers.push(("x-ratelimit-remaining", d.remaining.to_string()));
+        headers.push(("x-ratelimit-reset", ceil_secs(reset).to_string()));
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn applied(name: &str, window_s: u64, limit: u64, remaining: u64, allowed: bool) -> Applied {
+        Applied {
+            name: Arc::from(name),
+            window: Duration::from_secs(window_s),
+            decision: Decision {
+                allowed,
+                limit,
+                remaining,
+                reset_after: Duration::from_millis(59_500),
+                retry_after: if allowed {
+                    Duration::ZERO
+                } else {
+                    Duration::from_millis(1_200)
+                },
+                delay: Duration::ZERO,
+            },
+        }
+    }
+
+    #[test]
+    fn ietf_and_x_headers_describe_the_tightest_limit() {
+        let list = [
+            applied("api.user", 60, 100, 40, true),
+            applied("api.\"burst\"", 1, 10, 0, false),
+        ];
+        let headers = rate_limit_headers(
+            &list,
+            HeaderStyle {
+                ietf: true,
+                x_ratelimit: true,
+            },
+        );
+        assert_eq!(
+            headers,
+            [
+                (
+                    "ratelimit-policy",
+                    r#""api.user";q=100;w=60, "api.\"burst\"";q=10;w=1"#.to_string()
+                ),
+                ("ratelimit", r#""api.\"burst\"";r=0;t=2"#.to_string()),
+                ("x-ratelimit-limit", "10, 10;w=1".to_string()),
+                ("x-ratelimit-remaining", "0".to_string()),
+                ("x-ratelimit-reset", "2".to_string()),
+            ]
+        );
+        assert!(rate_limit_headers(&[], HeaderStyle::default()).is_empty());
+    }
+}

@@ -1,0 +1,231 @@
+//! What a limit counts by: the parts of a request that become its key (client IP, a
+//! header, the path or route, the user, one global key, or several at once). The first
+//! step of the layer's decision path after a policy matched: no key, no limit.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::request::Parts;
+use http::HeaderName;
+
+use crate::client_ip::ClientIp;
+
+/// A function from a request to its user (or any other key of your own); `None` when the
+/// request has none (an anonymous request is then not limited by that policy).
+pub type UserFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
+
+/// How a policy keys requests. Values are escaped and bounded when they become a store key
+/// (see `weir_config::descriptor_key`), so a client cannot collide with another key or
+/// send an unbounded one.
+///
+/// ```
+/// use weir_tower::{ClientIp, KeyBy};
+///
+/// let per_ip = KeyBy::peer_ip();
+/// let per_ip_behind_lb = KeyBy::client_ip(ClientIp::new().trust("10.0.0.0/8".parse()?));
+/// let per_api_key = KeyBy::header("x-api-key")?;
+/// let per_user_and_route = KeyBy::all([KeyBy::user(|parts| {
+///     parts.headers.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned)
+/// }), KeyBy::route()]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum KeyBy {
+    /// The client address: the peer, or behind trusted proxies the forwarded client.
+    ClientIp(ClientIp),
+    /// A request header's value; a request without it is not limited by the policy.
+    Header(HeaderName),
+    /// The request path (without the query).
+    Path,
+    /// The route pattern (axum's `MatchedPath`, e.g. `/users/{id}`), else the path.
+    Route,
+    /// The user, as a function of the request finds it.
+    User(UserFn),
+    /// One key for every request: a global limit.
+    Global,
+    /// All of these at once (each must be present).
+    All(Vec<KeyBy>),
+}
+
+/// A header name that is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a valid HTTP header name")]
+pub struct HeaderNameError(pub String);
+
+impl KeyBy {
+    /// The TCP peer's address (IPv6 grouped by /64); forwarding headers are ignored.
+    pub fn peer_ip() -> Self {
+        Self::ClientIp(ClientIp::new())
+    }
+
+    /// The client address as `client_ip` resolves it behind trusted proxies.
+    pub fn client_ip(client_ip: ClientIp) -> Self {
+        Self::ClientIp(client_ip)
+    }
+
+    /// The value of header `name`.
+    pub fn header(name: &str) -> Result<Self, HeaderNameError> {
+        HeaderName::try_from(name)
+            .map(Self::Header)
+            .map_err(|_| HeaderNameError(name.to_string()))
+    }
+
+    /// The request path.
+    pub fn path() -> Self {
+        Self::Path
+    }
+
+    /// The matched route, else the path.
+    pub fn route() -> Self {
+        Self::Route
+    }
+
+    /// The user `find` returns for a request (e.g. from a session or a verified token).
+    pub fn user(find: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static) -> Self {
+        Self::User(Arc::new(find))
+    }
+
+    /// One key for all requests.
+    pub fn global() -> Self {
+        Self::Global
+    }
+
+    /// Several parts at once, e.g. user and route.
+    pub fn all(parts: impl IntoIterator<Item = KeyBy>) -> Self {
+        Self::All(parts.into_iter().collect())
+    }
+
+    /// The `(name, value)` entries of a request's key, or `None` when a part is missing.
+    pub fn entries(&self, parts: &Parts) -> Option<Vec<(String, String)>> {
+        let mut out = Vec::with_capacity(1);
+        self.push_entries(parts, &mut out).then_some(out)
+    }
+
+    fn push_entries(&self, parts: &Parts, out: &mut Vec<(String, String)>) -> bool {
+        let entry = match self {
+            Self::ClientIp(client_ip) => client_ip
+                .of(parts)
+                .map(|ip| ("ip".to_string(), ip.to_string())),
+            Self::Header(name) => parts
+                .headers
+                .get(name)
+                .map(|v| (name.as_str().to_string(), lossy(v.as_bytes()))),
+            Self::Path => Some(("path".to_string(), parts.uri.path().to_string())),
+            Self::Route => Some((
+                "route".to_string(),
+                parts
+                    .extensions
+                    .get::<axum::extract::MatchedPath>()
+                    .map_or_else(|| parts.uri.path().to_string(), |m| m.as_str().to_string()),
+            )),
+            Self::User(find) => find(parts).map(|user| ("user".to_string(), user)),
+            Self::Global => Some(("global".to_string(), "all".to_string())),
+            Self::All(list) => return list.iter().all(|part| part.push_entries(parts, out)),
+        };
+        match entry {
+            Some(entry) => {
+                out.push(entry);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A header value as text; bytes that are not UTF-8 are replaced, never dropped silently
+/// into another client's key (escaping happens when the key is built).
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl fmt::Debug for KeyBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ClientIp(c) => f.debug_tuple("ClientIp").field(c).finish(),
+            Self::Header(h) => f.debug_tuple("Header").field(h).finish(),
+            Self::Path => f.write_str("Path"),
+            Self::Route => f.write_str("Route"),
+            Self::User(_) => f.write_str("User(..)"),
+            Self::Global => f.write_str("Global"),
+            Self::All(list) => f.debug_tuple("All").field(list).finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+
+    fn parts(uri: &str, headers: &[(&str, &str)], peer: Option<&str>) -> Parts {
+        let mut b = http::Request::builder().uri(uri);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let (mut parts, ()) = b.body(()).unwrap().into_parts();
+        if let Some(peer) = peer {
+            parts.extensions.insert(peer.parse::<SocketAddr>().unwrap());
+        }
+        parts
+    }
+
+    fn pair(a: &str, b: &str) -> (String, String) {
+        (a.to_string(), b.to_string())
+    }
+
+    #[test]
+    fn each_extractor_finds_its_part() {
+        let p = parts(
+            "/users/7?x=1",
+            &[("x-api-key", "k1"), ("x-user", "ann")],
+            Some("192.0.2.1:5555"),
+        );
+        assert_eq!(
+            KeyBy::peer_ip().entries(&p),
+            Some(vec![pair("ip", "192.0.2.1")])
+        );
+        assert_eq!(
+            KeyBy::header("X-Api-Key").unwrap().entries(&p),
+            Some(vec![pair("x-api-key", "k1")])
+        );
+        assert_eq!(
+            KeyBy::path().entries(&p),
+            Some(vec![pair("path", "/users/7")])
+        );
+        assert_eq!(
+            KeyBy::route().entries(&p),
+            Some(vec![pair("route", "/users/7")])
+        );
+        assert_eq!(
+            KeyBy::global().entries(&p),
+            Some(vec![pair("global", "all")])
+        );
+        let user = KeyBy::user(|p| {
+            p.headers
+                .get("x-user")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        });
+        assert_eq!(
+            KeyBy::all([user, KeyBy::path()]).entries(&p),
+            Some(vec![pair("user", "ann"), pair("path", "/users/7")])
+        );
+    }
+
+    #[test]
+    fn a_missing_part_means_no_key() {
+        let p = parts("/", &[], None);
+        assert_eq!(KeyBy::peer_ip().entries(&p), None);
+        assert_eq!(KeyBy::header("x-api-key").unwrap().entries(&p), None);
+        assert_eq!(
+            KeyBy::all([KeyBy::global(), KeyBy::header("x-a").unwrap()]).entries(&p),
+            None
+        );
+        assert_eq!(
+            KeyBy::header("bad header").unwrap_err().to_string(),
+            "'bad header' is not a valid HTTP header name"
+        );
+    }
+}

@@ -1,0 +1,74 @@
+//! # weir-tower
+//!
+//! Weir as a [tower] layer, for axum, hyper and tonic services: each request is keyed
+//! (peer IP, client IP behind trusted proxies, a header, the route, the user, one global
+//! key, or several of them), matched against per-route policies, and checked against
+//! Weir's rules on any store, all of its limits at once. When a limit is hit the policy
+//! chooses: **reject** (`429` with `Retry-After` and the IETF `RateLimit-Policy` /
+//! `RateLimit` fields), **queue** (wait until allowed, up to a max wait, with a bounded
+//! queue per key) or **degrade** (send the request to a fallback service). A max in-flight
+//! limit bounds the requests inside the wrapped service. Allowed responses carry the
+//! rate-limit headers too, so clients can pace themselves.
+//!
+//! Every clone of the service shares one budget (the state lives behind an `Arc`), unlike
+//! `tower::limit::RateLimit`, whose clones each get a fresh one.
+//!
+//! The path of one request: [`Policy::applies`] → [`KeyBy`] builds the key →
+//! [`Limits::evaluate`] (a [`Limiter`](weir_core::Limiter) `check_all`) → [`OnLimit`] or
+//! the in-flight slot → your service → headers.
+//!
+//! ```no_run
+//! use std::net::SocketAddr;
+//! use std::time::Duration;
+//! use axum::{routing::{get, post}, Router};
+//! use weir_core::{Limiter, Rule};
+//! use weir_tower::{InFlightLimit, KeyBy, OnLimit, Policy, RateLimitLayer};
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let policies = vec![
+//!     // Every client IP: 20 per second, bursts of 40.
+//!     Policy::new("per_ip", Rule::gcra(20, Duration::from_secs(1), 40)?)?.key(KeyBy::peer_ip()),
+//!     // Searches of one user: 5 per second, queued up to a second rather than refused.
+//!     Policy::new("search", Rule::per_second(5)?)?
+//!         .path("/search")
+//!         .key(KeyBy::header("x-user-id")?)
+//!         .on_limit(OnLimit::Queue { max_wait: Duration::from_secs(1), max_queued: 10 })?,
+//! ];
+//! let layer = RateLimitLayer::new(Limiter::default(), policies).max_in_flight(InFlightLimit {
+//!     max_in_flight: 16,
+//!     max_queued: 256,
+//!     max_wait: Duration::from_secs(5),
+//! });
+//! let app = Router::new()
+//!     .route("/search", get(|| async { "results" }))
+//!     .layer(layer);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! // Peer addresses reach the layer through ConnectInfo.
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! A runnable app with per-IP and per-user limits and a login lockout is in
+//! `examples/axum_app.rs`.
+
+mod client_ip;
+mod headers;
+mod in_flight;
+mod key_by;
+mod layer;
+mod limits;
+mod net;
+mod policy;
+mod response;
+mod service;
+mod waiters;
+
+pub use client_ip::{peer_addr, ClientIp, PrefixError};
+pub use headers::{ceil_secs, rate_limit_headers, tightest, HeaderStyle};
+pub use in_flight::InFlightLimit;
+pub use key_by::{HeaderNameError, KeyBy, UserFn};
+pub use layer::RateLimitLayer;
+pub use limits::{Applied, BoxFuture, Evaluation, LimitError, Limits, Policies};
+pub use net::{IpNet, IpNetError};
+pub use policy::{OnLimit, Policy, PolicyError};
+pub use service::{Degraded, Fallback, RateLimit, ResponseFuture};

@@ -1,0 +1,295 @@
+//! A [`Policy`]: which requests a limit applies to (path, method, header patterns), what it
+//! counts by ([`KeyBy`]), the [`Rule`], and what happens when it is hit ([`OnLimit`]).
+//! Matching a request against the policies is the layer's first step; the keys of the
+//! matching ones go to the limiter together.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::request::Parts;
+use http::{HeaderName, Method};
+use weir_config::RuleSet;
+use weir_core::{Algorithm, Rule};
+
+use crate::key_by::{HeaderNameError, KeyBy};
+
+/// What the layer does with a request a policy denies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnLimit {
+    /// Answer `429 Too Many Requests` with `Retry-After` and the rate-limit headers.
+    Reject,
+    /// Hold the request until the limits allow it, then send it on; reject when that would
+    /// take longer than `max_wait`, or when `max_queued` requests of the same key already
+    /// wait.
+    Queue {
+        /// The longest a request waits.
+        max_wait: Duration,
+        /// How many requests of one key may wait at once.
+        max_queued: usize,
+    },
+    /// Send the request to the fallback service (see [`Fallback`](crate::Fallback)), marked
+    /// [`Degraded`](crate::Degraded); without a fallback the inner service sees the mark.
+    Degrade,
+}
+
+/// A header condition: the header is present and its value contains one of the patterns,
+/// compared without regard to ASCII case (e.g. crawler User-Agents).
+#[derive(Debug, Clone)]
+struct HeaderPattern {
+    name: HeaderName,
+    patterns_lower: Vec<String>,
+}
+
+impl HeaderPattern {
+    fn matches(&self, parts: &Parts) -> bool {
+        parts.headers.get_all(&self.name).iter().any(|value| {
+            let value = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
+            self.patterns_lower
+                .iter()
+                .any(|p| value.contains(p.as_str()))
+        })
+    }
+}
+
+/// Why a policy could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The rule is a concurrency rule; in-flight limits are the layer's `max_in_flight`.
+    #[error("policy {0}: a concurrency rule counts leases, not requests; use RateLimitLayer::max_in_flight for an in-flight limit")]
+    Concurrency(String),
+    /// A header name is not valid.
+    #[error("policy {policy}: {source}")]
+    Header {
+        /// The policy.
+        policy: String,
+        /// What was wrong.
+        source: HeaderNameError,
+    },
+    /// A rule id the rule set does not have (or one without a rule to check).
+    #[error("no rule '{0}' with a limit in the rule files")]
+    UnknownRule(String),
+    /// A queue that can never hold a request.
+    #[error("policy {0}: a queue needs max_queued >= 1")]
+    EmptyQueue(String),
+}
+
+/// One limit of the layer.
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_core::Rule;
+/// use weir_tower::{KeyBy, OnLimit, Policy};
+///
+/// // At most 5 login attempts per minute per client IP, on POST /login only.
+/// let login = Policy::new("login", Rule::sliding_log(5, Duration::from_secs(60))?)?
+///     .key(KeyBy::peer_ip())
+///     .path("/login")
+///     .method(http::Method::POST);
+/// // Crawlers: 1 per second each, queued up to 2 s.
+/// let crawlers = Policy::new("crawlers", Rule::gcra(1, Duration::from_secs(1), 1)?)?
+///     .when_header("user-agent", ["bot", "crawler", "spider"])?
+///     .on_limit(OnLimit::Queue { max_wait: Duration::from_secs(2), max_queued: 8 })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub(crate) name: Arc<str>,
+    pub(crate) rule: Rule,
+    pub(crate) key: KeyBy,
+    pub(crate) on_limit: OnLimit,
+    path_exact: Option<String>,
+    path_prefix: Option<String>,
+    methods: Vec<Method>,
+    headers: Vec<HeaderPattern>,
+}
+
+impl Policy {
+    /// A policy named `name` (it names the limit in headers, metrics and keys) applying
+    /// `rule` to every request, one global key, rejecting when hit.
+    pub fn new(name: impl Into<Arc<str>>, rule: Rule) -> Result<Self, PolicyError> {
+        let name = name.into();
+        if matches!(rule.algorithm(), Algorithm::Concurrency(_)) {
+            return Err(PolicyError::Concurrency(name.to_string()));
+        }
+        Ok(Self {
+            name,
+            rule,
+            key: KeyBy::Global,
+            on_limit: OnLimit::Reject,
+            path_exact: None,
+            path_prefix: None,
+            methods: Vec::new(),
+            headers: Vec::new(),
+        })
+    }
+
+    /// A policy for the rule with id `rule_id` in Weir's YAML rule files (e.g.
+    /// `api.remote_address`, as `weir check-config` lists them), named after it.
+    ///
+    /// ```
+    /// use weir_config::RuleSet;
+    /// use weir_tower::{KeyBy, Policy};
+    ///
+    /// let rules = RuleSet::parse("api.yaml", r#"
+    /// domain: api
+    /// descriptors:
+    ///   - key: remote_address
+    ///     rule: {algorithm: gcra, rate: 20, per: 1s, burst: 40}
+    /// "#)?;
+    /// let per_ip = Policy::from_rules(&rules, "api.remote_address")?.key(KeyBy::peer_ip());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_rules(rules: &RuleSet, rule_id: &str) -> Result<Self, PolicyError> {
+        let rule = rules
+            .rule(rule_id)
+            .and_then(|info| info.rule().copied())
+            .ok_or_else(|| PolicyError::UnknownRule(rule_id.to_string()))?;
+        Self::new(rule_id, rule)
+    }
+
+    /// Counts requests by `key` (default: one global key).
+    pub fn key(mut self, key: KeyBy) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Applies only to this exact path.
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path_exact = Some(path.into());
+        self
+    }
+
+    /// Applies only to paths under `prefix` (`/api` covers `/api` and `/api/x`, not `/apix`).
+    pub fn path_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.path_prefix = Some(prefix.into().trim_end_matches('/').to_string());
+        self
+    }
+
+    /// Applies only to this method (call again to add more).
+    pub fn method(mut self, method: Method) -> Self {
+        self.methods.push(method);
+        self
+    }
+
+    /// Applies only when header `name` contains one of `patterns`, ignoring ASCII case
+    /// (call again to require more headers).
+    pub fn when_header<P: AsRef<str>>(
+        mut self,
+        name: &str,
+        patterns: impl IntoIterator<Item = P>,
+    ) -> Result<Self, PolicyError> {
+        let header = HeaderName::try_from(name).map_err(|_| PolicyError::Header {
+            policy: self.name.to_string(),
+            source: HeaderNameError(name.to_string()),
+        })?;
+        self.headers.push(HeaderPattern {
+            name: header,
+            patterns_lower: patterns
+                .into_iter()
+                .map(|p| p.as_ref().to_ascii_lowercase())
+                .collect(),
+        });
+        Ok(self)
+    }
+
+    /// What to do when this policy denies (default: reject).
+    pub fn on_limit(mut self, on_limit: OnLimit) -> Result<Self, PolicyError> {
+        if let OnLimit::Queue { max_queued: 0, .. } = on_limit {
+            return Err(PolicyError::EmptyQueue(self.name.to_string()));
+        }
+        self.on_limit = on_limit;
+        Ok(self)
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The rule.
+    pub fn rule(&self) -> &Rule {
+        &self.rule
+    }
+
+    /// Whether the policy applies to a request (its key aside).
+    pub fn applies(&self, parts: &Parts) -> bool {
+        let path = parts.uri.path();
+        if self.path_exact.as_deref().is_some_and(|p| p != path) {
+            return false;
+        }
+        if let Some(prefix) = &self.path_prefix {
+            let under = path
+                .strip_prefix(prefix.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+            if !under {
+                return false;
+            }
+        }
+        if !self.methods.is_empty() && !self.methods.contains(&parts.method) {
+            return false;
+        }
+        self.headers.iter().all(|h| h.matches(parts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(method: &str, uri: &str, ua: Option<&str>) -> Parts {
+        let mut b = http::Request::builder().method(method).uri(uri);
+        if let Some(ua) = ua {
+            b = b.header("user-agent", ua);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn conditions_select_requests() {
+        let rule = Rule::per_second(1).unwrap();
+        let p = Policy::new("p", rule)
+            .unwrap()
+            .path_prefix("/api/")
+            .method(Method::GET)
+            .when_header("User-Agent", ["Googlebot", "bingbot"])
+            .unwrap();
+        assert!(p.applies(&parts(
+            "GET",
+            "/api/x",
+            Some("Mozilla/5.0 (compatible; googlebot/2.1)")
+        )));
+        assert!(p.applies(&parts("GET", "/api", Some("BingBot"))));
+        assert!(!p.applies(&parts("GET", "/apix", Some("bingbot"))));
+        assert!(!p.applies(&parts("POST", "/api/x", Some("bingbot"))));
+        assert!(!p.applies(&parts("GET", "/api/x", Some("Firefox"))));
+        assert!(!p.applies(&parts("GET", "/api/x", None)));
+        let exact = Policy::new("e", rule).unwrap().path("/login");
+        assert!(exact.applies(&parts("POST", "/login?next=/", None)));
+        assert!(!exact.applies(&parts("POST", "/login/x", None)));
+    }
+
+    #[test]
+    fn bad_policies_say_why() {
+        let lease = Rule::concurrency(3).unwrap();
+        assert!(matches!(
+            Policy::new("c", lease),
+            Err(PolicyError::Concurrency(name)) if name == "c"
+        ));
+        let rule = Rule::per_second(1).unwrap();
+        let e = Policy::new("q", rule)
+            .unwrap()
+            .on_limit(OnLimit::Queue {
+                max_wait: Duration::from_secs(1),
+                max_queued: 0,
+            })
+            .unwrap_err();
+        assert_eq!(e.to_string(), "policy q: a queue needs max_queued >= 1");
+        let rules = RuleSet::example();
+        assert_eq!(
+            Policy::from_rules(&rules, "nope").unwrap_err().to_string(),
+            "no rule 'nope' with a limit in the rule files"
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! The answers the layer gives itself, without calling the inner service: `429` when a
+//! limit rejects, `503` when the in-flight limit is full or the limiter cannot decide. Each
+//! carries a small body (JSON, or plain text when the client asks only for text) and, for a
+//! `429`, `Retry-After` and the rate-limit headers.
+
+use std::time::Duration;
+
+use http::header::{HeaderValue, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::request::Parts;
+use http::{Response, StatusCode};
+
+use crate::headers::{ceil_secs, rate_limit_headers, HeaderStyle};
+use crate::limits::Evaluation;
+
+/// Why the layer answered by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// A limit denied (after any queueing): 429.
+    Limited,
+    /// The queue of this key is full: 429.
+    QueueFull,
+    /// The in-flight limit stayed full for the longest wait: 503.
+    Busy,
+    /// The limiter failed and the rules say not to let the request through: 503.
+    Unavailable,
+}
+
+impl Refusal {
+    fn status(self) -> StatusCode {
+        match self {
+            Self::Limited | Self::QueueFull => StatusCode::TOO_MANY_REQUESTS,
+            Self::Busy | Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            Self::Limited => "rate limit exceeded",
+            Self::QueueFull => "rate limit exceeded and too many requests already waiting",
+            Self::Busy => "too many requests in flight; try again shortly",
+            Self::Unavailable => "rate limiter unavailable",
+        }
+    }
+}
+
+/// The response for a refusal. `evaluation` gives the headers and the retry time (none for
+/// `Busy` / `Unavailable`, which say `Retry-After: 1`).
+pub(crate) fn refuse<B: From<String>>(
+    refusal: Refusal,
+    request: &Parts,
+    evaluation: Option<&Evaluation>,
+    style: HeaderStyle,
+) -> Response<B> {
+    let retry_after = evaluation
+        .map(Evaluation::retry_after)
+        .filter(|d| !d.is_zero())
+        .unwrap_or(Duration::from_secs(1));
+    let retry_secs = ceil_secs(retry_after).max(1);
+    let limit = evaluation
+        .and_then(|e| crate::headers::tightest(&e.applied))
+        .filter(|a| !a.decision.allowed)
+        .map(|a| a.name.to_string());
+    let (content_type, body) = if wants_text(request) {
+        (
+            "text/plain; charset=utf-8",
+            format!("{}\n", refusal.message()),
+        )
+    } else {
+        let limit = limit
+            .map(|l| format!(",\"limit\":{}", json_string(&l)))
+            .unwrap_or_default();
+        (
+            "application/json",
+            format!(
+                "{{\"error\":\"{}\"{limit},\"retry_after_ms\":{}}}",
+                refusal.message(),
+                retry_after.as_millis()
+            ),
+        )
+    };
+    let mut response = Response::new(B::from(body));
+    *response.status_mut() = refusal.status();
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(RETRY_AFTER, HeaderValue::from(retry_secs));
+    if let Some(evaluation) = evaluation {
+        add_rate_limit_headers(headers, evaluation, style);
+    }
+    response
+}
+
+/// Adds the rate-limit headers of `evaluation` to `headers`.
+pub(crate) fn add_rate_limit_headers(
+    headers: &mut http::HeaderMap,
+    evaluation: &Evaluation,
+    style: HeaderStyle,
+) {
+    for (name, value) in rate_limit_headers(&evaluation.applied, style) {
+        if let Ok(value) = HeaderValue::try_from(value) {
+            headers.insert(name, value);
+        }
+    }
+}
+
+/// True when the client accepts text but not JSON (e.g. `Accept: text/plain`, or
+/// `text/html` from a browser).
+fn wants_text(request: &Parts) -> bool {
+    let Some(accept) = request.headers.get(ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let accept = accept.to_ascii_lowercase();
+    accept.contains("text/") && !accept.contains("json") && !accept.contains("*/*")
+}
+
+/// `text` as a JSON string literal.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
+    }
+
+    #[test]
+    fn browsers_get_text_and_api_clients_json() {
+        let parts = |accept: &str| {
+            http::Request::builder()
+                .header(ACCEPT, accept)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0
+        };
+        assert!(wants_text(&parts("text/html,application/xhtml+xml")));
+        assert!(!wants_text(&parts("application/json")));
+        assert!(!wants_text(&parts("*/*")));
+        let r: Response<String> = refuse(
+            Refusal::Busy,
+            &parts("text/plain"),
+            None,
+            HeaderStyle::default(),
+        );
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers()[RETRY_AFTER], "1");
+        assert_eq!(r.body(), "too many requests in flight; try again shortly\n");
+    }
+}

@@ -1,0 +1,235 @@
+//! [`RateLimit`]: the service the layer wraps around yours, and the path of one request
+//! through it:
+//!
+//! 1. the [`Limits`](crate::Limits) evaluate the request (every applying limit checked
+//!    together, all-or-nothing);
+//! 2. allowed: wait the leaky-bucket queue's pacing delay if any, take an in-flight slot
+//!    (bounded wait), call the inner service, add the rate-limit headers to its response;
+//! 3. denied: per the first denying limit's [`OnLimit`] — reject (`429`), queue (wait for
+//!    `retry_after` on the limiter's clock and evaluate again, up to a max wait, with a
+//!    bounded number of waiters per key), or degrade (mark [`Degraded`] and send on, to a
+//!    [`Fallback`](crate::Fallback) if there is one);
+//! 4. the limiter failed: the rules' failure policy — fail open sends the request on,
+//!    anything else answers `503`.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower::Service;
+use weir_core::FailurePolicy;
+
+use crate::layer::Shared;
+use crate::limits::{BoxFuture, Evaluation};
+use crate::policy::OnLimit;
+use crate::response::{add_rate_limit_headers, refuse, Refusal};
+use crate::waiters::Place;
+
+/// The mark on a request that a limit sent to the fallback service: which limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Degraded {
+    /// The limit that denied it.
+    pub limit: Arc<str>,
+}
+
+/// A service rate-limited by a [`RateLimitLayer`](crate::RateLimitLayer). `Clone`: every
+/// clone shares the layer's budget.
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> RateLimit<S> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
+        Self { inner, shared }
+    }
+}
+
+impl<S> std::fmt::Debug for RateLimit<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimit").finish_non_exhaustive()
+    }
+}
+
+/// The future of [`RateLimit`]'s responses.
+pub type ResponseFuture<R, E> = BoxFuture<'static, Result<R, E>>;
+
+/// What to do with a request once the limits have spoken.
+enum Next {
+    Forward(Evaluation),
+    Degrade(Evaluation, Arc<str>),
+    Refuse(Refusal, Option<Evaluation>),
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqBody: Send + 'static,
+    ResBody: From<String> + Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Readiness is awaited on a clone inside the call, after the limits allowed the
+        // request (a queued request must not hold a ready inner service meanwhile).
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let shared = Arc::clone(&self.shared);
+        // Readiness of the inner service is awaited by `oneshot` on this clone.
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let (mut parts, body) = request.into_parts();
+            let next = admit(&shared, &parts).await;
+            let (evaluation, degraded) = match next {
+                Next::Forward(e) => (e, None),
+                Next::Degrade(e, limit) => (e, Some(limit)),
+                Next::Refuse(refusal, e) => {
+                    return Ok(refuse(refusal, &parts, e.as_ref(), shared.headers));
+                }
+            };
+            let clock = shared.limits.clock();
+            let delay = evaluation.delay();
+            if !delay.is_zero() {
+                let go_ns = clock
+                    .now_ns()
+                    .saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX));
+                clock.sleep_until(go_ns).await;
+            }
+            let _slot = match (&degraded, &shared.in_flight) {
+                (None, Some(in_flight)) => match in_flight.acquire(clock).await {
+                    Some(permit) => Some(permit),
+                    None => {
+                        return Ok(refuse(Refusal::Busy, &parts, None, shared.headers));
+                    }
+                },
+                _ => None,
+            };
+            if let Some(limit) = degraded {
+                parts.extensions.insert(Degraded { limit });
+            }
+            let mut response =
+                tower::ServiceExt::oneshot(inner, Request::from_parts(parts, body)).await?;
+            add_rate_limit_headers(response.headers_mut(), &evaluation, shared.headers);
+            Ok(response)
+        })
+    }
+}
+
+/// Evaluates the request, queueing it while its limit says so.
+async fn admit(shared: &Arc<Shared>, parts: &http::request::Parts) -> Next {
+    let clock = shared.limits.clock();
+    let mut deadline_ns: Option<u64> = None;
+    let mut _place: Option<Place> = None;
+    loop {
+        let evaluation = match shared.limits.evaluate(parts).await {
+            Ok(e) => e,
+            Err(error) => {
+                tracing::warn!(reason = %error.reason, "rate limiter failed; applying the failure policy");
+                return if error.on_failure == FailurePolicy::FailOpen {
+                    Next::Forward(Evaluation::unlimited())
+                } else {
+                    Next::Refuse(Refusal::Unavailable, None)
+                };
+            }
+        };
+        if evaluation.allowed {
+            return Next::Forward(evaluation);
+        }
+        match evaluation.on_limit {
+            OnLimit::Reject => return Next::Refuse(Refusal::Limited, Some(evaluation)),
+            OnLimit::Degrade => {
+                let limit = crate::headers::tightest(&evaluation.applied)
+                    .map_or_else(|| Arc::from("unknown"), |a| Arc::clone(&a.name));
+                return Next::Degrade(evaluation, limit);
+            }
+            OnLimit::Queue {
+                max_wait,
+                max_queued,
+            } => {
+                let now_ns = clock.now_ns();
+                let deadline = *deadline_ns.get_or_insert_with(|| {
+                    now_ns.saturating_add(u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX))
+                });
+                // At least 1 µs, so a zero retry_after never becomes a busy loop.
+                let retry_ns = now_ns.saturating_add(
+                    u64::try_from(evaluation.retry_after().as_nanos())
+                        .unwrap_or(u64::MAX)
+                        .max(1_000),
+                );
+                if retry_ns > deadline {
+                    return Next::Refuse(Refusal::Limited, Some(evaluation));
+                }
+                if _place.is_none() {
+                    let Some(key) = &evaluation.queue_key else {
+                        return Next::Refuse(Refusal::Limited, Some(evaluation));
+                    };
+                    match shared.waiters.join(key, max_queued) {
+                        Some(place) => _place = Some(place),
+                        None => return Next::Refuse(Refusal::QueueFull, Some(evaluation)),
+                    }
+                }
+                clock.sleep_until(retry_ns).await;
+            }
+        }
+    }
+}
+
+/// Routes requests marked [`Degraded`] to `fallback`, the rest to `primary`. Put it inside
+/// the layer: `RateLimitLayer` → `Fallback { primary, fallback }`.
+///
+/// ```
+/// use axum::{routing::get, Router};
+/// use weir_tower::Fallback;
+///
+/// let full: Router = Router::new().route("/", get(|| async { "the full page" }));
+/// let cheap: Router = Router::new().route("/", get(|| async { "a cached page" }));
+/// let service = Fallback::new(full, cheap); // then .layer(RateLimitLayer …) around it
+/// ```
+#[derive(Debug, Clone)]
+pub struct Fallback<P, F> {
+    primary: P,
+    fallback: F,
+}
+
+impl<P, F> Fallback<P, F> {
+    /// `primary` for normal requests, `fallback` for degraded ones.
+    pub fn new(primary: P, fallback: F) -> Self {
+        Self { primary, fallback }
+    }
+}
+
+impl<P, F, ReqBody, ResBody> Service<Request<ReqBody>> for Fallback<P, F>
+where
+    P: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    P::Future: Send + 'static,
+    P::Error: Send + 'static,
+    F: Service<Request<ReqBody>, Response = Response<ResBody>, Error = P::Error>
+        + Clone
+        + Send
+        + 'static,
+    F::Future: Send + 'static,
+    ReqBody: Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = P::Error;
+    type Future = ResponseFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        if request.extensions().get::<Degraded>().is_some() {
+            Box::pin(tower::ServiceExt::oneshot(self.fallback.clone(), request))
+        } else {
+            Box::pin(tower::ServiceExt::oneshot(self.primary.clone(), request))
+        }
+    }
+}
