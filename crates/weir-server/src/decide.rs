@@ -288,9 +288,10 @@ impl Engine {
     }
 }
 
-/// A `requests_per_unit: 0` rule (ratelimit's block list): denied until the end of the
-/// epoch-aligned window, and again in the next one.
-fn deny_all(window: Duration, now_ns: u64) -> Decision {
+/// The decision of a `requests_per_unit: 0` rule (ratelimit's block list): denied until
+/// the end of the epoch-aligned window, and again in the next one. `weir proxy` answers
+/// such rules the same way.
+pub fn deny_all(window: Duration, now_ns: u64) -> Decision {
     let window_ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX).max(1);
     let until_end = Duration::from_nanos(window_ns - now_ns % window_ns);
     Decision {
@@ -305,17 +306,5 @@ fn deny_all(window: Duration, now_ns: u64) -> Decision {
 
 /// The metrics outcome of a matched descriptor's status.
 fn outcome(status: &Status) -> Outcome {
-    match &status.decision {
-        None => Outcome::Unlimited,
-        Some(_) if status.shadow_denied => Outcome::ShadowDenied,
-        Some(d) if !d.allowed => Outcome::Denied,
-        Some(d) if near_limit(d) => Outcome::NearLimit,
-        Some(_) => Outcome::Allowed,
-    }
-}
-
-/// More than 80% of the limit used (envoyproxy/ratelimit's near-limit ratio).
-fn near_limit(d: &Decision) -> bool {
-    let used = u128::from(d.limit.saturating_sub(d.remaining));
-    used * 10 > u128::from(d.limit) * 8
+    Outcome::of(status.decision.as_ref(), status.shadow_denied)
 }

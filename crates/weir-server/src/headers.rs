@@ -9,104 +9,46 @@
 //!   (`X-RateLimit-Limit: 10, 10;w=60`), when asked for.
 //!
 //! Shadow denials are reported here too: shadow mode changes enforcement, not reporting.
+//! The rendering itself is `weir_tower`'s, shared with the layer and the proxy.
 
-use std::fmt::Write as _;
-use std::time::Duration;
+use std::sync::Arc;
+
+pub use weir_tower::{ceil_secs, HeaderStyle};
+use weir_tower::{render_headers, Applied};
 
 use crate::verdict::Verdict;
 
-/// Which headers to produce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeaderStyle {
-    /// IETF `RateLimit-Policy` and `RateLimit` (default on).
-    pub ietf: bool,
-    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (default off).
-    pub x_ratelimit: bool,
-}
-
-impl Default for HeaderStyle {
-    fn default() -> Self {
-        Self {
-            ietf: true,
-            x_ratelimit: false,
-        }
-    }
-}
-
-/// Whole seconds, rounded up (a client waiting `t` seconds must not be early).
-pub fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
-}
-
-/// A policy name as a structured-field string: printable ASCII, `"` and `\` escaped.
-fn sf_string(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 2);
-    out.push('"');
-    for c in name.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            ' '..='~' => out.push(c),
-            _ => out.push('_'),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// The headers for `verdict`, as `(name, value)` pairs; empty when no limit applied.
+/// Rendered by `weir_tower` (one implementation for the server, the layer and the proxy);
+/// the tightest limit is the verdict's (an enforced denial first).
 pub fn rate_limit_headers(verdict: &Verdict, style: HeaderStyle) -> Vec<(&'static str, String)> {
-    let mut headers = Vec::new();
-    let Some((tightest, decision)) = verdict.tightest() else {
-        return headers;
+    let Some((tight, decision)) = verdict.tightest() else {
+        return Vec::new();
     };
-    let reset = if decision.allowed {
-        decision.reset_after
-    } else {
-        decision.retry_after
+    let applied: Vec<Applied> = verdict
+        .statuses
+        .iter()
+        .filter_map(|s| {
+            let (m, d) = (s.matched.as_ref()?, s.decision.as_ref()?);
+            Some(Applied {
+                name: Arc::clone(&m.id),
+                window: m.window(),
+                decision: *d,
+            })
+        })
+        .collect();
+    let tight = Applied {
+        name: Arc::clone(&tight.id),
+        window: tight.window(),
+        decision: *decision,
     };
-    if style.ietf {
-        let mut policy = String::new();
-        for status in &verdict.statuses {
-            let (Some(m), Some(d)) = (&status.matched, &status.decision) else {
-                continue;
-            };
-            if !policy.is_empty() {
-                policy.push_str(", ");
-            }
-            let _ = write!(policy, "{};q={}", sf_string(&m.id), d.limit);
-            if let Some(window) = Some(m.window()).filter(|w| !w.is_zero()) {
-                let _ = write!(policy, ";w={}", ceil_secs(window));
-            }
-        }
-        headers.push(("ratelimit-policy", policy));
-        headers.push((
-            "ratelimit",
-            format!(
-                "{};r={};t={}",
-                sf_string(&tightest.id),
-                decision.remaining,
-                ceil_secs(reset)
-            ),
-        ));
-    }
-    if style.x_ratelimit {
-        let mut limit = decision.limit.to_string();
-        if let Some(window) = Some(tightest.window()).filter(|w| !w.is_zero()) {
-            let _ = write!(limit, ", {};w={}", decision.limit, ceil_secs(window));
-        }
-        headers.push(("x-ratelimit-limit", limit));
-        headers.push(("x-ratelimit-remaining", decision.remaining.to_string()));
-        headers.push(("x-ratelimit-reset", ceil_secs(reset).to_string()));
-    }
-    headers
+    render_headers(&applied, &tight, style)
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::time::Duration;
 
     use weir_config::Limit;
     use weir_core::{Decision, Rule};

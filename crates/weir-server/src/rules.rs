@@ -63,6 +63,13 @@ pub enum RuleSource {
     Example,
     /// A rule file or a directory of them.
     Path(PathBuf),
+    /// Rules built into the binary (e.g. `weir proxy`'s example rules), named for errors.
+    Inline {
+        /// The name errors and `/admin/config` show.
+        name: &'static str,
+        /// The YAML.
+        yaml: &'static str,
+    },
 }
 
 impl RuleSource {
@@ -71,6 +78,7 @@ impl RuleSource {
         match self {
             RuleSource::Example => Ok(RuleSet::example()),
             RuleSource::Path(path) => RuleSet::load(path),
+            RuleSource::Inline { name, yaml } => RuleSet::parse(name, yaml),
         }
     }
 
@@ -78,6 +86,7 @@ impl RuleSource {
         match self {
             RuleSource::Example => "(built-in example)".to_string(),
             RuleSource::Path(path) => path.display().to_string(),
+            RuleSource::Inline { name, .. } => format!("(built-in {name})"),
         }
     }
 }
@@ -238,6 +247,7 @@ async fn load(source: &RuleSource) -> (u64, Result<RuleSet, ConfigError>) {
         let files = match &source {
             RuleSource::Example => 0,
             RuleSource::Path(path) => stamp(path),
+            RuleSource::Inline { .. } => 0,
         };
         (files, source.load())
     };

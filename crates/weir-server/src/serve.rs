@@ -3,7 +3,7 @@
 //! in-flight requests finish (up to `shutdown_grace`) and returns. Background work rides
 //! along: the memory store sweep and the rule watcher.
 
-use std::future::{Future, IntoFuture as _};
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -53,13 +53,7 @@ pub async fn serve(
 ) -> Result<(), ServerError> {
     let settings = app.settings().clone();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let background: Vec<JoinHandle<()>> = [
-        spawn_sweeper(&app),
-        reload::spawn(Arc::clone(app.rule_book()), settings.reload),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let background = spawn_background(&app);
 
     tracing::info!(
         http = %http.local_addr().map_err(ServerError::Http)?,
@@ -72,11 +66,12 @@ pub async fn serve(
     );
 
     let router = http::router(app.clone());
-    let mut http_task = tokio::spawn(
-        axum::serve(http, router)
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
-    );
+    let mut http_task = tokio::spawn(http::serve_http(
+        http,
+        router,
+        settings.header_read_timeout,
+        stopped(stop_rx.clone()),
+    ));
     let grpc_server = tonic::transport::Server::builder()
         .timeout(settings.request_timeout)
         .layer(tower::util::MapResponseLayer::new(
@@ -116,6 +111,18 @@ pub async fn serve(
     }
     tracing::info!("weir serve: stopped");
     early.unwrap_or(Ok(()))
+}
+
+/// Starts what a running server does besides answering: the rule files' watch and poll,
+/// and the memory store's sweep. `weir proxy` runs the same. Abort the handles to stop.
+pub fn spawn_background(app: &App) -> Vec<JoinHandle<()>> {
+    [
+        spawn_sweeper(app),
+        reload::spawn(Arc::clone(app.rule_book()), app.settings().reload),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// Sweeps expired keys out of the memory store every `sweep_interval`.

@@ -82,10 +82,21 @@ pub fn tightest(applied: &[Applied]) -> Option<&Applied> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn rate_limit_headers(applied: &[Applied], style: HeaderStyle) -> Vec<(&'static str, String)> {
+    match tightest(applied) {
+        Some(tight) => render_headers(applied, tight, style),
+        None => Vec::new(),
+    }
+}
+
+/// The headers for `applied`, with `tight` as the limit `RateLimit` and `X-RateLimit-*`
+/// describe (for callers with their own notion of the tightest, e.g. the decision server,
+/// which prefers an enforced denial over a shadow one).
+pub fn render_headers(
+    applied: &[Applied],
+    tight: &Applied,
+    style: HeaderStyle,
+) -> Vec<(&'static str, String)> {
     let mut headers = Vec::new();
-    let Some(tight) = tightest(applied) else {
-        return headers;
-    };
     let d: &Decision = &tight.decision;
     let reset = if d.allowed {
         d.reset_after

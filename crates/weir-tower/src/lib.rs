@@ -64,11 +64,11 @@ mod service;
 mod waiters;
 
 pub use client_ip::{peer_addr, ClientIp, PrefixError};
-pub use headers::{ceil_secs, rate_limit_headers, tightest, HeaderStyle};
+pub use headers::{ceil_secs, rate_limit_headers, render_headers, tightest, HeaderStyle};
 pub use in_flight::InFlightLimit;
 pub use key_by::{HeaderNameError, KeyBy, UserFn};
 pub use layer::RateLimitLayer;
 pub use limits::{Applied, BoxFuture, Evaluation, LimitError, Limits, Policies};
 pub use net::{IpNet, IpNetError};
-pub use policy::{OnLimit, Policy, PolicyError};
+pub use policy::{HeaderPattern, OnLimit, Policy, PolicyError};
 pub use service::{Degraded, Fallback, RateLimit, ResponseFuture};

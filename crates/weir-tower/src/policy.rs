@@ -35,14 +35,53 @@ pub enum OnLimit {
 
 /// A header condition: the header is present and its value contains one of the patterns,
 /// compared without regard to ASCII case (e.g. crawler User-Agents).
-#[derive(Debug, Clone)]
-struct HeaderPattern {
+///
+/// ```
+/// use weir_tower::HeaderPattern;
+///
+/// let bots = HeaderPattern::new("user-agent", ["googlebot", "bingbot"])?;
+/// let request = http::Request::builder().header("user-agent", "Googlebot/2.1").body(())?;
+/// assert!(bots.matches(&request.into_parts().0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderPattern {
     name: HeaderName,
     patterns_lower: Vec<String>,
 }
 
 impl HeaderPattern {
-    fn matches(&self, parts: &Parts) -> bool {
+    /// Header `name` containing one of `patterns` (empty patterns are ignored).
+    pub fn new<P: AsRef<str>>(
+        name: &str,
+        patterns: impl IntoIterator<Item = P>,
+    ) -> Result<Self, HeaderNameError> {
+        let name = HeaderName::try_from(name).map_err(|_| HeaderNameError(name.to_string()))?;
+        Ok(Self::for_header(name, patterns))
+    }
+
+    /// Header `name` containing one of `patterns`.
+    pub fn for_header<P: AsRef<str>>(
+        name: HeaderName,
+        patterns: impl IntoIterator<Item = P>,
+    ) -> Self {
+        Self {
+            name,
+            patterns_lower: patterns
+                .into_iter()
+                .map(|p| p.as_ref().trim().to_ascii_lowercase())
+                .filter(|p| !p.is_empty())
+                .collect(),
+        }
+    }
+
+    /// Whether there is any pattern to match.
+    pub fn is_empty(&self) -> bool {
+        self.patterns_lower.is_empty()
+    }
+
+    /// Whether a request's header matches.
+    pub fn matches(&self, parts: &Parts) -> bool {
         parts.headers.get_all(&self.name).iter().any(|value| {
             let value = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
             self.patterns_lower
@@ -180,17 +219,11 @@ impl Policy {
         name: &str,
         patterns: impl IntoIterator<Item = P>,
     ) -> Result<Self, PolicyError> {
-        let header = HeaderName::try_from(name).map_err(|_| PolicyError::Header {
+        let pattern = HeaderPattern::new(name, patterns).map_err(|source| PolicyError::Header {
             policy: self.name.to_string(),
-            source: HeaderNameError(name.to_string()),
+            source,
         })?;
-        self.headers.push(HeaderPattern {
-            name: header,
-            patterns_lower: patterns
-                .into_iter()
-                .map(|p| p.as_ref().to_ascii_lowercase())
-                .collect(),
-        });
+        self.headers.push(pattern);
         Ok(self)
     }
 

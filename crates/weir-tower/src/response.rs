@@ -66,17 +66,14 @@ pub(crate) fn refuse<B: From<String>>(
             format!("{}\n", refusal.message()),
         )
     } else {
-        let limit = limit
-            .map(|l| format!(",\"limit\":{}", json_string(&l)))
-            .unwrap_or_default();
-        (
-            "application/json",
-            format!(
-                "{{\"error\":\"{}\"{limit},\"retry_after_ms\":{}}}",
-                refusal.message(),
-                retry_after.as_millis()
-            ),
-        )
+        let mut body = serde_json::json!({
+            "error": refusal.message(),
+            "retry_after_ms": u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX),
+        });
+        if let Some(limit) = limit {
+            body["limit"] = serde_json::Value::String(limit);
+        }
+        ("application/json", body.to_string())
     };
     let mut response = Response::new(B::from(body));
     *response.status_mut() = refusal.status();
@@ -112,30 +109,9 @@ fn wants_text(request: &Parts) -> bool {
     accept.contains("text/") && !accept.contains("json") && !accept.contains("*/*")
 }
 
-/// `text` as a JSON string literal.
-fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_strings_are_escaped() {
-        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
-    }
 
     #[test]
     fn browsers_get_text_and_api_clients_json() {

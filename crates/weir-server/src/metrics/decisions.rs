@@ -40,6 +40,19 @@ impl Outcome {
         Outcome::Unlimited,
     ];
 
+    /// The outcome of one limit's decision: `None` for an unlimited rule (no decision),
+    /// `shadow_denied` when its denial is not enforced, `near_limit` past 80% of the limit
+    /// (envoyproxy/ratelimit's near-limit ratio).
+    pub fn of(decision: Option<&weir_core::Decision>, shadow_denied: bool) -> Outcome {
+        match decision {
+            None => Outcome::Unlimited,
+            Some(_) if shadow_denied => Outcome::ShadowDenied,
+            Some(d) if !d.allowed => Outcome::Denied,
+            Some(d) if near_limit(d) => Outcome::NearLimit,
+            Some(_) => Outcome::Allowed,
+        }
+    }
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -51,6 +64,12 @@ impl Outcome {
             Outcome::NoRule => "no_rule",
         }
     }
+}
+
+/// More than 80% of the limit used.
+fn near_limit(d: &weir_core::Decision) -> bool {
+    let used = u128::from(d.limit.saturating_sub(d.remaining));
+    used * 10 > u128::from(d.limit) * 8
 }
 
 impl EncodeLabelValue for Outcome {

@@ -1,0 +1,254 @@
+//! [`Forward`]: the last step of a request through the proxy, after the limits let it go.
+//! Picks the upstream (the fallback for a degraded request, the class's own upstream, else
+//! the default), rewrites only what a proxy must — hop-by-hop headers removed both ways,
+//! `Forwarded` and `X-Forwarded-For` / `-Proto` appended — and streams both bodies over
+//! pooled keep-alive connections. An upstream that cannot be reached is a `502`, one that
+//! does not answer in time a `504`, each with a body that says which.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE};
+use http::{HeaderMap, Request, Response, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use weir_tower::{BoxFuture, Degraded};
+
+use crate::classify::{classify, Class};
+use crate::upstream::Upstream;
+
+/// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), besides any
+/// the `Connection` header names.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// Where requests go.
+#[derive(Debug, Clone)]
+pub struct Routes {
+    /// The default upstream.
+    pub upstream: Upstream,
+    /// Degraded requests go here (when the rules' answer to a denial is to degrade).
+    pub fallback: Option<Upstream>,
+    /// A class's own upstream (e.g. crawlers to a cheaper replica).
+    pub by_class: HashMap<String, Upstream>,
+    /// The classes, to find a request's class.
+    pub classes: Arc<[Class]>,
+}
+
+/// The forwarding service. Cheap to clone (the connection pool is shared).
+#[derive(Debug, Clone)]
+pub struct Forward {
+    client: Client<HttpConnector, Body>,
+    routes: Arc<Routes>,
+    timeout: Duration,
+}
+
+impl Forward {
+    /// Forwards by `routes`, waiting at most `timeout` for an upstream's response head.
+    pub fn new(routes: Routes, timeout: Duration) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(timeout));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(256)
+            .build(connector);
+        Self {
+            client,
+            routes: Arc::new(routes),
+            timeout,
+        }
+    }
+
+    fn upstream_for(&self, request: &Request<Body>) -> &Upstream {
+        if request.extensions().get::<Degraded>().is_some() {
+            if let Some(fallback) = &self.routes.fallback {
+                return fallback;
+            }
+        }
+        if !self.routes.by_class.is_empty() {
+            let (parts, ()) = clone_head(request);
+            let class = classify(&self.routes.classes, &parts);
+            if let Some(upstream) = self.routes.by_class.get(class) {
+                return upstream;
+            }
+        }
+        &self.routes.upstream
+    }
+}
+
+/// A body-less copy of a request's head, for classification.
+fn clone_head(request: &Request<Body>) -> (http::request::Parts, ()) {
+    let mut head = Request::new(());
+    *head.method_mut() = request.method().clone();
+    *head.uri_mut() = request.uri().clone();
+    *head.headers_mut() = request.headers().clone();
+    head.into_parts()
+}
+
+impl tower::Service<Request<Body>> for Forward {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let upstream = self.upstream_for(&request).clone();
+        let client = self.client.clone();
+        let timeout = self.timeout;
+        Box::pin(async move {
+            let peer = peer_addr_of(&request).map(|a| a.ip());
+            let (mut parts, body) = request.into_parts();
+            parts.uri = match upstream.uri(parts.uri.path_and_query()) {
+                Ok(uri) => uri,
+                Err(e) => {
+                    return Ok(error(
+                        StatusCode::BAD_REQUEST,
+                        &format!("bad request target: {e}"),
+                    ))
+                }
+            };
+            // HTTP/1.1 towards the upstream, whatever the client spoke.
+            parts.version = http::Version::HTTP_11;
+            strip_hop_by_hop(&mut parts.headers);
+            append_forwarded(&mut parts.headers, peer);
+            let outbound = Request::from_parts(parts, body);
+            match tokio::time::timeout(timeout, client.request(outbound)).await {
+                Ok(Ok(response)) => {
+                    let (mut parts, incoming) = response.into_parts();
+                    strip_hop_by_hop(&mut parts.headers);
+                    Ok(Response::from_parts(parts, Body::new(incoming)))
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(%upstream, error = %e, "upstream request failed");
+                    let what = if e.is_connect() {
+                        format!("upstream {upstream} is unreachable")
+                    } else {
+                        format!(
+                            "upstream {upstream} failed: the connection closed before a response"
+                        )
+                    };
+                    Ok(error(StatusCode::BAD_GATEWAY, &what))
+                }
+                Err(_) => {
+                    tracing::warn!(%upstream, ?timeout, "upstream timed out");
+                    Ok(error(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        &format!(
+                            "upstream {upstream} did not answer within {} ms",
+                            timeout.as_millis()
+                        ),
+                    ))
+                }
+            }
+        })
+    }
+}
+
+/// The TCP peer, as `weir_tower::peer_addr` finds it.
+fn peer_addr_of(request: &Request<Body>) -> Option<std::net::SocketAddr> {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0)
+        .or_else(|| request.extensions().get::<std::net::SocketAddr>().copied())
+}
+
+/// Removes hop-by-hop headers, and those the `Connection` header lists.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// Appends this hop: `Forwarded: for=…;proto=http`, `X-Forwarded-For` and
+/// `X-Forwarded-Proto` (existing values are kept: the upstream sees the whole chain).
+fn append_forwarded(headers: &mut HeaderMap, peer: Option<IpAddr>) {
+    let Some(peer) = peer else { return };
+    let node = match peer {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    };
+    let forwarded = format!("for={node};proto=http");
+    if let Ok(v) = HeaderValue::try_from(forwarded) {
+        headers.append(http::header::FORWARDED, v);
+    }
+    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+        Some(existing) => format!("{existing}, {peer}"),
+        None => peer.to_string(),
+    };
+    if let Ok(v) = HeaderValue::try_from(xff) {
+        headers.insert("x-forwarded-for", v);
+    }
+    if !headers.contains_key("x-forwarded-proto") {
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    }
+}
+
+/// A response of the proxy's own: a status and a one-line JSON body.
+fn error(status: StatusCode, message: &str) -> Response<Body> {
+    let body = serde_json::json!({ "error": message }).to_string();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_are_removed_and_forwarding_appended() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret-hop"),
+        );
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("x-secret-hop", HeaderValue::from_static("1"));
+        h.insert("upgrade", HeaderValue::from_static("h2c"));
+        h.insert("x-forwarded-for", HeaderValue::from_static("198.51.100.1"));
+        h.insert("x-keep", HeaderValue::from_static("yes"));
+        strip_hop_by_hop(&mut h);
+        append_forwarded(&mut h, Some("127.0.0.1".parse().unwrap()));
+        assert!(h.get(CONNECTION).is_none() && h.get("keep-alive").is_none());
+        assert!(h.get("x-secret-hop").is_none() && h.get("upgrade").is_none());
+        assert_eq!(h["x-keep"], "yes");
+        assert_eq!(h["x-forwarded-for"], "198.51.100.1, 127.0.0.1");
+        assert_eq!(h["forwarded"], "for=127.0.0.1;proto=http");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        let mut v6 = HeaderMap::new();
+        append_forwarded(&mut v6, Some("2001:db8::1".parse().unwrap()));
+        assert_eq!(v6["forwarded"], "for=\"[2001:db8::1]\";proto=http");
+    }
+}

@@ -1,0 +1,35 @@
+//! # weir-proxy
+//!
+//! `weir proxy`: a reverse proxy that stands in front of a weak backend and applies Weir's
+//! rules before forwarding — per-client and global rate limits, request classes (known
+//! crawlers by User-Agent, or any header) with their own lower limits and their own
+//! upstream, a max in-flight limit towards the backend, and at the limit a `429`, a wait
+//! in a bounded queue, or a cheaper fallback upstream.
+//!
+//! The path of one request: axum accepts it (the peer address recorded) →
+//! `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
+//! domain `proxy` → the limiter, all-or-nothing) → reject / queue / degrade, or an
+//! in-flight slot → [`Forward`] (upstream chosen, hop-by-hop headers stripped, `Forwarded`
+//! appended, bodies streamed) → the response, with `RateLimit` headers.
+//!
+//! The rules, the store, the metrics and the admin API are `weir serve`'s own (its
+//! [`App`](weir_server::App)): the proxy serves that HTTP API (`/metrics`, `/healthz`,
+//! `/readyz`, `/admin/...`, and `/v1/check`) on a second listener, and reloads the rule
+//! files the same way.
+
+mod classify;
+mod forward;
+mod limits;
+mod serve;
+mod settings;
+mod upstream;
+
+pub use classify::{classify, Class, ClassError, DEFAULT_CLASS, KNOWN_CRAWLERS};
+pub use forward::{Forward, Routes};
+pub use limits::{ProxyLimits, ProxyRuleError, DOMAIN};
+pub use serve::{run, ProxyError};
+pub use settings::ProxySettings;
+pub use upstream::{Upstream, UpstreamError};
+
+/// The proxy's example rules (`config/proxy.yaml`), run when no `--config` is given.
+pub const EXAMPLE_RULES: &str = include_str!("../../../config/proxy.yaml");

@@ -1,0 +1,124 @@
+//! Running the proxy: the engine (rules, store, metrics) is built, the rules are checked
+//! for the proxy, the layer is put in front of the forwarder, and two listeners are
+//! served until shutdown — the proxy itself and `weir serve`'s HTTP API (metrics, health,
+//! admin). Shutdown stops accepting, lets in-flight requests finish (up to a grace period),
+//! then stops the background tasks (rule reload, memory sweep).
+
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::Layer;
+use weir_server::{spawn_background, App, ServerError};
+use weir_tower::{OnLimit, RateLimitLayer};
+
+use crate::forward::{Forward, Routes};
+use crate::limits::{ProxyLimits, ProxyRuleError};
+use crate::settings::ProxySettings;
+
+/// Why the proxy could not start or stopped on its own.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProxyError {
+    /// The engine could not be built (rules, store URL).
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// The rules do not suit the proxy.
+    #[error(transparent)]
+    Rules(#[from] ProxyRuleError),
+    /// A listener failed.
+    #[error("listener: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Runs the proxy on `listener` and the HTTP API on `api` until `shutdown` completes.
+pub async fn run(
+    settings: ProxySettings,
+    listener: TcpListener,
+    api: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ProxyError> {
+    let app = App::new(settings.server.clone()).await?;
+    ProxyLimits::check_rules(&app)?;
+    let on_limit = match (settings.on_limit, &settings.fallback_upstream) {
+        (OnLimit::Degrade, None) => OnLimit::Reject,
+        (on_limit, _) => on_limit,
+    };
+    let limits = ProxyLimits::new(
+        app.clone(),
+        settings.classes.clone(),
+        settings.client_ip.clone(),
+        on_limit,
+    );
+    let mut layer = RateLimitLayer::with_limits(limits).headers(settings.server.headers);
+    if let Some(in_flight) = settings.in_flight {
+        layer = layer.max_in_flight(in_flight);
+    }
+    let forward = Forward::new(
+        Routes {
+            upstream: settings.upstream.clone(),
+            fallback: settings.fallback_upstream.clone(),
+            by_class: settings.class_upstreams.clone(),
+            classes: settings.classes.clone(),
+        },
+        settings.upstream_timeout,
+    );
+    let proxy = Router::new().fallback_service(layer.layer(forward));
+    let background = spawn_background(&app);
+
+    tracing::info!(
+        listen = %listener.local_addr()?,
+        api = %api.local_addr()?,
+        upstream = %settings.upstream,
+        fallback = ?settings.fallback_upstream.as_ref().map(ToString::to_string),
+        store = %settings.server.store,
+        rules = %app.config_status().source,
+        "weir proxy: listening"
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut proxy_task = tokio::spawn(
+        axum::serve(
+            listener,
+            proxy.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(stopped(stop_rx.clone()))
+        .into_future(),
+    );
+    let mut api_task = tokio::spawn(
+        axum::serve(api, weir_server::router(app.clone()))
+            .with_graceful_shutdown(stopped(stop_rx))
+            .into_future(),
+    );
+    let early = tokio::select! {
+        () = shutdown => None,
+        r = &mut proxy_task => Some(r),
+        r = &mut api_task => Some(r),
+    };
+    tracing::info!("weir proxy: shutting down, finishing in-flight requests");
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(settings.shutdown_grace, async {
+        let _ = (&mut proxy_task).await;
+        let _ = (&mut api_task).await;
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(grace = ?settings.shutdown_grace, "requests still in flight after the grace period; stopping");
+        proxy_task.abort();
+        api_task.abort();
+    }
+    for task in background {
+        task.abort();
+    }
+    tracing::info!("weir proxy: stopped");
+    match early {
+        Some(Ok(Err(e))) => Err(ProxyError::Io(e)),
+        Some(Err(join)) => Err(ProxyError::Io(std::io::Error::other(join.to_string()))),
+        _ => Ok(()),
+    }
+}

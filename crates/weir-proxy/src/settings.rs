@@ -1,0 +1,68 @@
+//! Everything `weir proxy` can be told. The decision side (rules, store, admin token,
+//! headers, reload) is `weir serve`'s own [`Settings`]; the rest is the proxy's: where to
+//! listen, where to forward, who is a crawler, whom to trust, and what to do at the limit.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_server::Settings;
+use weir_tower::{ClientIp, InFlightLimit, OnLimit};
+
+use crate::classify::Class;
+use crate::upstream::Upstream;
+
+/// Settings of one proxy.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ProxySettings {
+    /// Rules, store, admin token, headers, clock, reload: as for `weir serve`. The rules
+    /// must define the `proxy` domain.
+    pub server: Settings,
+    /// The default upstream.
+    pub upstream: Upstream,
+    /// Where degraded requests go; `None` turns `OnLimit::Degrade` into a rejection.
+    pub fallback_upstream: Option<Upstream>,
+    /// Request classes, first match wins (default: the built-in `crawler` class).
+    pub classes: Arc<[Class]>,
+    /// A class's own upstream.
+    pub class_upstreams: HashMap<String, Upstream>,
+    /// How the client address is found (trusted proxies, IPv6 grouping).
+    pub client_ip: ClientIp,
+    /// What a denial does: reject (default), queue, or degrade.
+    pub on_limit: OnLimit,
+    /// The backend's concurrency, if bounded.
+    pub in_flight: Option<InFlightLimit>,
+    /// The longest the proxy waits to connect and for a response head (default 30 s).
+    pub upstream_timeout: Duration,
+    /// How long shutdown waits for in-flight requests (default 30 s).
+    pub shutdown_grace: Duration,
+    /// For logs only: the address the proxy listens on.
+    pub listen: Option<SocketAddr>,
+}
+
+impl ProxySettings {
+    /// Defaults around `upstream`: the example proxy rules (`config/proxy.yaml`), the
+    /// memory store, the `crawler` class, no trusted proxies, reject at the limit.
+    pub fn new(upstream: Upstream) -> Self {
+        let mut server = Settings::default();
+        server.rules = weir_server::RuleSource::Inline {
+            name: "config/proxy.yaml",
+            yaml: crate::EXAMPLE_RULES,
+        };
+        Self {
+            server,
+            upstream,
+            fallback_upstream: None,
+            classes: Arc::from(vec![Class::known_crawlers()]),
+            class_upstreams: HashMap::new(),
+            client_ip: ClientIp::new(),
+            on_limit: OnLimit::Reject,
+            in_flight: None,
+            upstream_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(30),
+            listen: None,
+        }
+    }
+}

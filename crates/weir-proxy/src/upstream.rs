@@ -1,0 +1,103 @@
+//! An upstream: where the proxy forwards requests (`http://host:port`). Parsed and checked
+//! once at start-up, so a typo is an error that names the flag's value, not a 502 later.
+
+use std::fmt;
+use std::str::FromStr;
+
+use http::uri::{Authority, Scheme};
+use http::Uri;
+
+/// An HTTP upstream, `http://host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    scheme: Scheme,
+    authority: Authority,
+}
+
+/// An upstream URL that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("upstream '{url}': {reason}")]
+pub struct UpstreamError {
+    url: String,
+    reason: &'static str,
+}
+
+impl Upstream {
+    /// The upstream's URI for a request to `path_and_query`.
+    pub(crate) fn uri(
+        &self,
+        path_and_query: Option<&http::uri::PathAndQuery>,
+    ) -> Result<Uri, http::Error> {
+        let mut builder = Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone());
+        builder = match path_and_query {
+            Some(pq) => builder.path_and_query(pq.clone()),
+            None => builder.path_and_query("/"),
+        };
+        builder.build()
+    }
+}
+
+impl FromStr for Upstream {
+    type Err = UpstreamError;
+
+    fn from_str(url: &str) -> Result<Self, Self::Err> {
+        let error = |reason| UpstreamError {
+            url: url.to_string(),
+            reason,
+        };
+        let uri: Uri = url
+            .parse()
+            .map_err(|_| error("not a URL (like http://127.0.0.1:9000)"))?;
+        let scheme = uri
+            .scheme()
+            .cloned()
+            .ok_or_else(|| error("no scheme: write http://…"))?;
+        if scheme != Scheme::HTTP {
+            return Err(error("only http:// upstreams are supported (terminate TLS in front of the backend's host, or on the backend)"));
+        }
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| error("no host: write http://host:port"))?;
+        if uri.path() != "/" && !uri.path().is_empty() {
+            return Err(error(
+                "a path is not supported: requests keep their own path",
+            ));
+        }
+        if uri.query().is_some() {
+            return Err(error("a query is not supported"));
+        }
+        Ok(Self { scheme, authority })
+    }
+}
+
+impl fmt::Display for Upstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.scheme, self.authority)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstreams_parse_or_say_why_not() {
+        let up: Upstream = "http://127.0.0.1:9000".parse().unwrap();
+        assert_eq!(up.to_string(), "http://127.0.0.1:9000");
+        let pq = http::uri::PathAndQuery::from_static("/a?b=1");
+        assert_eq!(up.uri(Some(&pq)).unwrap(), "http://127.0.0.1:9000/a?b=1");
+        let e = "https://x".parse::<Upstream>().unwrap_err().to_string();
+        assert!(e.starts_with("upstream 'https://x': only http://"), "{e}");
+        assert!("127.0.0.1:9000".parse::<Upstream>().is_err());
+        assert_eq!(
+            "http://h:1/base"
+                .parse::<Upstream>()
+                .unwrap_err()
+                .to_string(),
+            "upstream 'http://h:1/base': a path is not supported: requests keep their own path"
+        );
+    }
+}
