@@ -49,6 +49,9 @@ pub struct Settings {
     pub sweep_interval: Duration,
     /// The longest one HTTP or gRPC request may take (default 5 s).
     pub request_timeout: Duration,
+    /// How long an HTTP client may take to send a request's headers, and how long an idle
+    /// keep-alive connection stays open (default 10 s); then the connection is closed.
+    pub header_read_timeout: Duration,
     /// The largest HTTP request body or gRPC message accepted (default 64 KiB).
     pub max_body_bytes: usize,
     /// How long shutdown waits for in-flight requests (default 30 s).
@@ -73,6 +76,7 @@ impl Default for Settings {
             reload: ReloadSettings::default(),
             sweep_interval: Duration::from_secs(10),
             request_timeout: Duration::from_secs(5),
+            header_read_timeout: Duration::from_secs(10),
             max_body_bytes: 64 * 1024,
             shutdown_grace: Duration::from_secs(30),
             top_denied_capacity: 256,

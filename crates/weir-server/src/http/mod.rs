@@ -3,14 +3,17 @@
 //! admin API under `/admin`. Every route shares one body size limit and one request
 //! timeout; every error is a status code with a message that says what was wrong.
 //!
-//! `router.rs` assembles the routes; one file per group of routes.
+//! `router.rs` assembles the routes; one file per group of routes; `listener.rs` accepts
+//! connections (with the header-read timeout).
 
 mod admin;
 mod body;
 mod check;
 mod error;
 mod json;
+mod listener;
 mod ops;
 mod router;
 
+pub(crate) use listener::serve_http;
 pub use router::router;

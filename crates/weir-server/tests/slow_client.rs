@@ -1,0 +1,83 @@
+//! Slow HTTP clients (slowloris): a client that never finishes its request headers is
+//! disconnected after `header_read_timeout`, over a real socket, while a client that sends
+//! a whole request on the same server is answered. Real time here (hyper's own timer),
+//! with a short timeout and every wait bounded.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+mod common;
+
+use std::time::Duration;
+
+use common::{bounded, settings, TestServer};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use weir_core::{Clock as _, SystemClock};
+
+const HEADER_READ_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// Reads until the server closes the connection (or resets it); what it sent, if anything.
+async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return seen,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_finishes_its_headers_is_dropped() {
+    bounded(async {
+        let (mut settings, _clock) = settings(None);
+        settings.header_read_timeout = HEADER_READ_TIMEOUT;
+        let server = TestServer::start(settings).await;
+
+        let clock = SystemClock::new(); // hyper's timer runs on real time
+        let started = clock.now_ns();
+        let mut slow = TcpStream::connect(server.http).await.unwrap();
+        // A request line and one header, then nothing: the blank line never comes.
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: weir\r\n")
+            .await
+            .unwrap();
+        slow.flush().await.unwrap();
+
+        // Meanwhile a complete request on the same server is answered.
+        assert_eq!(server.get("/healthz").await.status, 200);
+
+        let closed = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut slow))
+            .await
+            .expect("the server closes a connection whose headers never end");
+        let waited = Duration::from_nanos(clock.now_ns() - started);
+        assert!(
+            waited >= HEADER_READ_TIMEOUT,
+            "closed after {waited:?}, before the {HEADER_READ_TIMEOUT:?} timeout"
+        );
+        // hyper may answer 408 before closing; it never answers the half request.
+        let text = String::from_utf8_lossy(&closed);
+        assert!(
+            closed.is_empty() || text.starts_with("HTTP/1.1 408"),
+            "unexpected answer to a half request: {text}"
+        );
+        server.stop().await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_sends_nothing_is_dropped_too() {
+    bounded(async {
+        let (mut settings, _clock) = settings(None);
+        settings.header_read_timeout = HEADER_READ_TIMEOUT;
+        let server = TestServer::start(settings).await;
+        let mut idle = TcpStream::connect(server.http).await.unwrap();
+        let closed = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut idle))
+            .await
+            .expect("the server closes a connection that never sends a request");
+        assert!(closed.is_empty() || closed.starts_with(b"HTTP/1.1 408"));
+        server.stop().await.unwrap();
+    })
+    .await;
+}
