@@ -1,10 +1,17 @@
--- POST /v1/check for one of 100 000 client IPs, chosen at random per request.
+-- POST /v1/check for one of 100 000 client IPs, chosen at random per request (each wrk
+-- thread with its own seed, so the threads do not replay one sequence).
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local prefix = '{"domain":"api","descriptors":[{"entries":[{"key":"remote_address","value":"10.0.'
-math.randomseed(os.time())
-request = function()
+local nthreads = 0
+function setup(thread)
+  nthreads = nthreads + 1
+  thread:set("tid", nthreads)
+end
+function init(args)
+  math.randomseed(os.time() * 7919 + (tid or 0))
+end
+function request()
   local n = math.random(0, 99999)
-  local body = prefix .. tostring(n) .. '"}]}]}'
-  return wrk.format(nil, nil, nil, body)
+  return wrk.format(nil, nil, nil, prefix .. tostring(n) .. '"}]}]}')
 end

@@ -99,18 +99,18 @@ impl DescriptorBody {
 }
 
 #[derive(Debug, Serialize)]
-struct CheckAnswer {
+struct CheckAnswer<'a> {
     overall_code: &'static str,
-    descriptors: Vec<DescriptorAnswer>,
+    descriptors: Vec<DescriptorAnswer<'a>>,
 }
 
 #[derive(Debug, Serialize)]
-struct DescriptorAnswer {
+struct DescriptorAnswer<'a> {
     code: &'static str,
     /// The matched rule's id; `null` when no rule matched.
-    rule: Option<String>,
+    rule: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<String>,
+    name: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     unlimited: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -132,16 +132,12 @@ fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn answer(status: &Status) -> DescriptorAnswer {
+fn answer(status: &Status) -> DescriptorAnswer<'_> {
     let d = status.decision.as_ref();
     DescriptorAnswer {
         code: status.code.as_str(),
-        rule: status.matched.as_ref().map(|m| m.id.to_string()),
-        name: status
-            .matched
-            .as_ref()
-            .and_then(|m| m.name.as_ref())
-            .map(|n| n.to_string()),
+        rule: status.matched.as_ref().map(|m| &*m.id),
+        name: status.matched.as_ref().and_then(|m| m.name.as_deref()),
         unlimited: status.is_unlimited(),
         limit: d.map(|d| d.limit),
         remaining: d.map(|d| d.remaining),
@@ -167,7 +163,8 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response {
     let mut response = (status, Json(body)).into_response();
     let headers = response.headers_mut();
     for (name, value) in rate_limit_headers(verdict, app.settings().headers) {
-        if let Ok(value) = HeaderValue::from_str(&value) {
+        // The header's own bytes, not a copy (values are printable ASCII by construction).
+        if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) {
             headers.insert(HeaderName::from_static(name), value);
         }
     }
