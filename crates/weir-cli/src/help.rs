@@ -49,6 +49,30 @@ Examples:
   # Try a new rule set without enforcing it, logging JSON
   weir serve --config rules/ --shadow --log-format json";
 
+/// Shown after `weir proxy --help`.
+pub(crate) const PROXY: &str = "\
+How a request is decided:
+  Each request is described, under its class (the first --class it matches, then the built-in
+  `crawler` class of known crawler User-Agents, else `reader`), as [class], [class,
+  remote_address], [class, path] and [global=all]. The rule files' domain `proxy` says which
+  of those are limited (see config/proxy.yaml, the default rules). A request goes on only if
+  every limit that applies allows it; nothing is counted otherwise.
+
+Endpoints on --api (weir serve's HTTP API):
+  GET /metrics, /healthz, /readyz; /admin/... with WEIR_ADMIN_TOKEN or --admin-token-file
+
+Examples:
+  # Protect a local app on :9000 with the example rules; browse http://127.0.0.1:8000
+  weir proxy --upstream http://127.0.0.1:9000
+
+  # A backend that takes 8 requests at a time: queue the rest (up to 5 s), crawlers to a replica
+  weir proxy --upstream http://10.0.0.5:8080 --config proxy-rules.yaml --max-in-flight 8 \\
+    --in-flight-wait 5s --class-upstream crawler=http://10.0.0.6:8080 --listen 0.0.0.0:8000
+
+  # Behind a load balancer at 10.0.0.0/8; over-limit readers get the cached site instead
+  weir proxy --upstream http://127.0.0.1:9000 --trusted-proxy 10.0.0.0/8 \\
+    --on-limit degrade --fallback-upstream http://127.0.0.1:9001";
+
 /// Shown after `weir check-config --help`.
 pub(crate) const CHECK_CONFIG: &str = "\
 Examples:

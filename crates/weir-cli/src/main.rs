@@ -2,13 +2,16 @@
 //! clap and dispatches to a command, printing any error with its context. The commands:
 //! `simulate` (options and glue in `cli.rs`; the work in `traffic.rs`, `simulate.rs`,
 //! `render.rs` and `svg.rs`, rule specs in `spec.rs`), `serve` (`serve.rs`, over the
-//! `weir-server` crate), `check-config` (`check_config.rs`) and `decide` (`decide.rs`).
+//! `weir-server` crate), `proxy` (`proxy.rs`, over the `weir-proxy` crate; the options it
+//! shares with `serve` are in `engine_args.rs`), `check-config` (`check_config.rs`) and `decide` (`decide.rs`).
 
 mod check_config;
 mod cli;
 mod decide;
 mod duration;
+mod engine_args;
 mod help;
+mod proxy;
 mod render;
 mod serve;
 mod simulate;
@@ -63,6 +66,17 @@ enum Command {
     )]
     Serve(serve::ServeArgs),
 
+    /// Protect a backend: a reverse proxy that applies the rules before forwarding
+    #[command(
+        long_about = "Protect a backend: a reverse proxy that applies the rules before forwarding.\n\n\
+            Per-client and global limits, request classes (known crawlers, or any header) with \
+            their own limits and upstream, a max in-flight limit towards the backend, and at the \
+            limit a 429, a wait in a bounded queue, or a fallback upstream. Streams bodies, keeps \
+            upstream connections alive, answers upstream failures with 502 / 504. Metrics and \
+            the admin API are weir serve's, on --api. Every option can also be set by its WEIR_* \
+            environment variable."
+    )]
+    Proxy(proxy::ProxyArgs),
     /// Check a rule file or directory and list its rules
     CheckConfig(check_config::CheckConfigArgs),
 
@@ -74,6 +88,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Simulate(args) => cli::simulate(&args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::serve(&args).map(|()| ExitCode::SUCCESS),
+        Command::Proxy(args) => proxy::proxy(&args).map(|()| ExitCode::SUCCESS),
         Command::CheckConfig(args) => check_config::check_config(&args).map(|()| ExitCode::SUCCESS),
         Command::Decide(args) => decide::decide(&args),
     };

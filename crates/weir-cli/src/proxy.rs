@@ -1,0 +1,210 @@
+//! `weir proxy` as a command: its options (each also a `WEIR_*` environment variable) and
+//! the glue that turns them into `weir_proxy::ProxySettings` and runs the proxy until
+//! SIGTERM or SIGINT. The proxy itself is the `weir-proxy` crate; the decision options
+//! (rules, store, admin token, headers, logs) are `weir serve`'s (`engine_args.rs`).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use clap::{Args, ValueEnum};
+use tokio::net::TcpListener;
+use weir_proxy::{Class, ProxySettings, Upstream};
+use weir_tower::{ClientIp, InFlightLimit, IpNet, OnLimit};
+
+use crate::duration::parse_duration;
+use crate::engine_args::{shutdown_signal, EngineArgs};
+use crate::help;
+
+/// What a request over its limit gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OnLimitChoice {
+    /// 429 Too Many Requests, with Retry-After and RateLimit headers
+    Reject,
+    /// Wait until the limits allow it (up to --max-wait, --max-queued per key), then forward
+    Queue,
+    /// Forward it to --fallback-upstream instead
+    Degrade,
+}
+
+/// Options of `weir proxy`.
+#[derive(Debug, Args)]
+#[command(after_help = help::PROXY)]
+pub(crate) struct ProxyArgs {
+    /// The backend to protect, e.g. http://127.0.0.1:9000
+    #[arg(long, value_name = "URL", env = "WEIR_UPSTREAM")]
+    upstream: Upstream,
+
+    /// Where the proxy listens
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "WEIR_LISTEN",
+        default_value = "127.0.0.1:8000"
+    )]
+    listen: SocketAddr,
+
+    /// Where weir serve's HTTP API listens: /metrics, /healthz, /readyz, /admin, /v1/check
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "WEIR_API",
+        default_value = "127.0.0.1:8001"
+    )]
+    api: SocketAddr,
+
+    /// What a request over its limit gets
+    #[arg(long, value_enum, value_name = "ACTION", env = "WEIR_ON_LIMIT", default_value_t = OnLimitChoice::Reject)]
+    on_limit: OnLimitChoice,
+
+    /// Where degraded requests go (required with --on-limit degrade), e.g. a cache
+    #[arg(long, value_name = "URL", env = "WEIR_FALLBACK_UPSTREAM")]
+    fallback_upstream: Option<Upstream>,
+
+    /// With --on-limit queue: the longest a request waits for its limits
+    #[arg(long, value_name = "DURATION", env = "WEIR_MAX_WAIT", default_value = "2s",
+          value_parser = parse_duration)]
+    max_wait: Duration,
+
+    /// With --on-limit queue: how many requests of one key may wait at once
+    #[arg(long, value_name = "N", env = "WEIR_MAX_QUEUED", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_queued: u64,
+
+    /// At most N requests inside the backend at once (its concurrency) [default: no bound]
+    #[arg(long, value_name = "N", env = "WEIR_MAX_IN_FLIGHT",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_in_flight: Option<u64>,
+
+    /// With --max-in-flight: how many requests may wait for a slot (more get 503 at once)
+    #[arg(long, value_name = "N", env = "WEIR_IN_FLIGHT_QUEUE", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    in_flight_queue: u64,
+
+    /// With --max-in-flight: the longest a request waits for a slot (then 503)
+    #[arg(long, value_name = "DURATION", env = "WEIR_IN_FLIGHT_WAIT", default_value = "5s",
+          value_parser = parse_duration)]
+    in_flight_wait: Duration,
+
+    /// A request class, NAME=HEADER:PATTERN[,PATTERN…] (case-insensitive substrings); the
+    /// first matching class wins, then the built-in `crawler` class, else `reader`.
+    /// Repeat for more, e.g. --class partner=x-partner-key:acme,globex
+    #[arg(long = "class", value_name = "CLASS")]
+    classes: Vec<Class>,
+
+    /// Drop the built-in `crawler` class (known crawler User-Agents)
+    #[arg(long, env = "WEIR_NO_CRAWLER_CLASS")]
+    no_crawler_class: bool,
+
+    /// A class's own upstream, NAME=URL, e.g. --class-upstream crawler=http://10.0.0.9:80
+    #[arg(long = "class-upstream", value_name = "NAME=URL")]
+    class_upstreams: Vec<String>,
+
+    /// A proxy or load balancer in front of Weir whose X-Forwarded-For / Forwarded is
+    /// believed (an address or a network, e.g. 10.0.0.0/8); repeat for more. Without one,
+    /// the client is the TCP peer and those headers are ignored.
+    #[arg(
+        long = "trusted-proxy",
+        value_name = "CIDR",
+        env = "WEIR_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    trusted_proxies: Vec<IpNet>,
+
+    /// IPv6 clients are limited per network of this prefix (1..=128)
+    #[arg(long, value_name = "BITS", env = "WEIR_IPV6_PREFIX", default_value_t = 64,
+          value_parser = clap::value_parser!(u8).range(1..=128))]
+    ipv6_prefix: u8,
+
+    /// The longest the proxy waits to connect to an upstream and for its response head
+    /// (then 504)
+    #[arg(long, value_name = "DURATION", env = "WEIR_UPSTREAM_TIMEOUT", default_value = "30s",
+          value_parser = parse_duration)]
+    upstream_timeout: Duration,
+
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+impl ProxyArgs {
+    fn settings(&self) -> anyhow::Result<ProxySettings> {
+        let mut settings = ProxySettings::new(self.upstream.clone());
+        let mut server = self.engine.settings()?;
+        if self.engine.config.is_none() {
+            server.rules = settings.server.rules.clone();
+        }
+        settings.server = server;
+        settings.fallback_upstream = self.fallback_upstream.clone();
+        let mut classes = self.classes.clone();
+        if !self.no_crawler_class {
+            classes.push(Class::known_crawlers());
+        }
+        settings.classes = Arc::from(classes);
+        settings.class_upstreams = self.class_upstreams()?;
+        let mut client_ip = ClientIp::new().ipv6_prefix(self.ipv6_prefix)?;
+        for net in &self.trusted_proxies {
+            client_ip = client_ip.trust(*net);
+        }
+        settings.client_ip = client_ip;
+        settings.on_limit = match self.on_limit {
+            OnLimitChoice::Reject => OnLimit::Reject,
+            OnLimitChoice::Queue => OnLimit::Queue {
+                max_wait: self.max_wait,
+                max_queued: usize::try_from(self.max_queued).unwrap_or(usize::MAX),
+            },
+            OnLimitChoice::Degrade => {
+                if self.fallback_upstream.is_none() {
+                    bail!("--on-limit degrade needs --fallback-upstream URL (where degraded requests go)");
+                }
+                OnLimit::Degrade
+            }
+        };
+        settings.in_flight = self.max_in_flight.map(|n| InFlightLimit {
+            max_in_flight: usize::try_from(n).unwrap_or(usize::MAX),
+            max_queued: usize::try_from(self.in_flight_queue).unwrap_or(usize::MAX),
+            max_wait: self.in_flight_wait,
+        });
+        settings.upstream_timeout = self.upstream_timeout;
+        settings.listen = Some(self.listen);
+        Ok(settings)
+    }
+
+    fn class_upstreams(&self) -> anyhow::Result<HashMap<String, Upstream>> {
+        let mut map = HashMap::new();
+        for pair in &self.class_upstreams {
+            let (name, url) = pair
+                .split_once('=')
+                .with_context(|| format!("--class-upstream {pair:?}: write NAME=URL"))?;
+            let upstream: Upstream = url
+                .parse()
+                .with_context(|| format!("--class-upstream {pair:?}"))?;
+            if map.insert(name.trim().to_string(), upstream).is_some() {
+                bail!("--class-upstream: class {name:?} given twice");
+            }
+        }
+        Ok(map)
+    }
+}
+
+/// Runs `weir proxy` until a signal stops it.
+pub(crate) fn proxy(args: &ProxyArgs) -> anyhow::Result<()> {
+    args.engine.init_logs()?;
+    let settings = args.settings()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        let listener = TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("binding the proxy address {}", args.listen))?;
+        let api = TcpListener::bind(args.api)
+            .await
+            .with_context(|| format!("binding the API address {}", args.api))?;
+        weir_proxy::run(settings, listener, api, shutdown_signal())
+            .await
+            .context("weir proxy")
+    })
+}

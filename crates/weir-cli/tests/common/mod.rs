@@ -1,0 +1,99 @@
+//! What the command-line tests share: running `weir`, starting a long-running command
+//! (`serve`, `proxy`) with JSON logs and reading the address it logged, and stopping it with
+//! SIGTERM. Every wait is bounded.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers
+
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub fn weir(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .env_remove("WEIR_ADMIN_TOKEN")
+        .output()
+        .unwrap()
+}
+
+pub fn repo(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+/// A running `weir` command and the address it logged.
+pub struct Served {
+    pub child: Child,
+    pub http: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `weir serve` on ports the OS picks, with its HTTP address.
+pub fn serve(args: &[&str]) -> Served {
+    let mut all = vec!["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    spawn_logged(&all, "http")
+}
+
+/// `weir ARGS --log-format json`, once it has logged `field` (an address).
+pub fn spawn_logged(args: &[&str], field: &str) -> Served {
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .args(["--log-format", "json"])
+        .env_remove("WEIR_ADMIN_TOKEN")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Owned at once, so a failing test still kills it.
+    let mut served = Served {
+        child,
+        http: String::new(),
+    };
+    let stderr = served.child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    while served.http.is_empty() {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("weir logs that it listens within 20 s");
+        let event: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"));
+        if let Some(http) = event["fields"][field].as_str() {
+            served.http = http.to_string();
+        }
+    }
+    std::thread::spawn(move || while rx.recv().is_ok() {});
+    served
+}
+
+/// Sends SIGTERM and waits (at most 20 s) for the exit status.
+pub fn terminate(mut served: Served) -> std::process::ExitStatus {
+    let pid = served.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    for _ in 0..2000 {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(10)); // a real process's exit, not rate-limit time
+    }
+    panic!("weir did not stop within 20 s of SIGTERM");
+}

@@ -1,0 +1,135 @@
+//! `weir proxy` end to end as a command: the built binary in front of a tiny backend on
+//! loopback ports chosen by the OS, with the built-in example rules (crawlers limited,
+//! readers not), stopped by SIGTERM; and the options it refuses at start-up.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use common::{spawn_logged, terminate, weir};
+
+/// A backend answering `200 backend` to every request, on a thread, until the test ends.
+fn backend() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        seen.drain(..end + 4);
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\n\r\nbackend";
+                        if stream.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// GET / through `addr` as `user_agent`: the status code and the body.
+fn get(addr: &str, user_agent: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET / HTTP/1.1\r\nhost: test\r\nuser-agent: {user_agent}\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status = text.get(9..12).unwrap().parse().unwrap();
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+#[test]
+fn proxy_forwards_limits_crawlers_and_stops_on_sigterm() {
+    let upstream = format!("http://{}", backend());
+    let proxy = spawn_logged(
+        &[
+            "proxy",
+            "--upstream",
+            &upstream,
+            "--listen",
+            "127.0.0.1:0",
+            "--api",
+            "127.0.0.1:0",
+        ],
+        "listen",
+    );
+    let addr = proxy.http.clone();
+    // The example rules: each crawler IP 1 per second, readers 20 per second each.
+    let bot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+    assert_eq!(get(&addr, bot), (200, "backend".to_string()));
+    assert_eq!(get(&addr, bot).0, 429);
+    for _ in 0..5 {
+        assert_eq!(
+            get(&addr, "Mozilla/5.0 Firefox/128.0"),
+            (200, "backend".to_string())
+        );
+    }
+    assert!(terminate(proxy).success());
+}
+
+#[test]
+fn proxy_refuses_bad_options_with_a_clear_message() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "proxy",
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--on-limit",
+                "degrade",
+            ],
+            "--on-limit degrade needs --fallback-upstream",
+        ),
+        (
+            &["proxy", "--upstream", "https://example.test"],
+            "only http:// upstreams are supported",
+        ),
+        (
+            &[
+                "proxy",
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--class",
+                "crawler",
+            ],
+            "class 'crawler': no '='",
+        ),
+        (
+            &[
+                "proxy",
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--trusted-proxy",
+                "10.0.0.0/40",
+            ],
+            "the prefix is longer than the address",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = weir(args);
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
