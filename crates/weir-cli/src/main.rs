@@ -76,7 +76,7 @@ enum Command {
             the admin API are weir serve's, on --api. Every option can also be set by its WEIR_* \
             environment variable."
     )]
-    Proxy(proxy::ProxyArgs),
+    Proxy(Box<proxy::ProxyArgs>),
     /// Check a rule file or directory and list its rules
     CheckConfig(check_config::CheckConfigArgs),
 
