@@ -98,6 +98,12 @@ pub(crate) struct EngineArgs {
     #[arg(long, env = "WEIR_NO_WATCH")]
     no_watch: bool,
 
+    /// How long an HTTP client may take to send its request headers, and how long an idle
+    /// keep-alive connection stays open; then it is closed (slow-client protection)
+    #[arg(long, value_name = "DURATION", env = "WEIR_HEADER_READ_TIMEOUT", default_value = "10s",
+          value_parser = parse_duration)]
+    header_read_timeout: Duration,
+
     /// What to log: a level (error, warn, info, debug, trace) or targets
     /// (e.g. weir_server=debug,info)
     #[arg(long, value_name = "FILTER", env = "WEIR_LOG", default_value = "info")]
@@ -149,6 +155,7 @@ impl EngineArgs {
         };
         settings.reload.poll = self.reload_poll;
         settings.reload.watch = !self.no_watch;
+        settings.header_read_timeout = self.header_read_timeout;
         Ok(settings)
     }
 

@@ -1,65 +1,24 @@
-//! `weir serve` as a command: its options (each also a `WEIR_*` environment variable), the
-//! logs, the signals, and the glue that turns them into `weir_server::Settings` and runs the
-//! server until SIGTERM or SIGINT. The server itself is the `weir-server` crate.
+//! `weir serve` as a command: its own options (the listeners, the request timeout; the
+//! engine's are in `engine_args.rs`, shared with `weir proxy`), and the glue that turns them
+//! into `weir_server::Settings` and runs the server until SIGTERM or SIGINT. The server
+//! itself is the `weir-server` crate.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
-use clap::{Args, ValueEnum};
+use anyhow::Context as _;
+use clap::Args;
 use tokio::net::TcpListener;
-use weir_server::{AdminToken, HeaderStyle, Settings, StoreClock, StoreSpec};
+use weir_server::Settings;
 
 use crate::duration::parse_duration;
+use crate::engine_args::{shutdown_signal, EngineArgs};
 use crate::help;
-
-/// Which rate-limit headers to send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Headers {
-    /// IETF RateLimit-Policy and RateLimit
-    Ietf,
-    /// X-RateLimit-Limit, -Remaining and -Reset (as envoyproxy/ratelimit)
-    XRatelimit,
-    /// Both
-    Both,
-    /// None
-    None,
-}
-
-/// How logs are written (to stderr).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum LogFormat {
-    /// One readable line per event
-    Text,
-    /// One JSON object per event
-    Json,
-}
-
-/// Whose clock a network store decides by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ClockChoice {
-    /// The store's own (Redis TIME): instances need not agree on the time
-    Store,
-    /// This process's clock
-    Process,
-}
 
 /// Options of `weir serve`.
 #[derive(Debug, Args)]
 #[command(after_help = help::SERVE)]
 pub(crate) struct ServeArgs {
-    /// A rule file or a directory of *.yaml rule files (Weir's format, or
-    /// envoyproxy/ratelimit's unchanged) [default: the built-in example rules]
-    #[arg(long, value_name = "PATH", env = "WEIR_CONFIG")]
-    config: Option<PathBuf>,
-
-    /// Where counts live: memory, redis://host:port[/db], rediss://…,
-    /// redis+cluster://host:port,host:port, redis+sentinel://host:port,…/master,
-    /// memcached://host:port
-    #[arg(long, value_name = "URL", env = "WEIR_STORE", default_value = "memory")]
-    store: String,
-
     /// The HTTP API's address (/v1/check, /json, /healthz, /readyz, /metrics, /admin)
     #[arg(
         long,
@@ -78,178 +37,27 @@ pub(crate) struct ServeArgs {
     )]
     grpc: SocketAddr,
 
-    /// Global shadow mode: count and report every denial, enforce none
-    #[arg(long, env = "WEIR_SHADOW")]
-    shadow: bool,
-
-    /// A file holding the admin API's bearer token (or set WEIR_ADMIN_TOKEN); without one
-    /// the admin API is off
-    #[arg(long, value_name = "PATH", env = "WEIR_ADMIN_TOKEN_FILE")]
-    admin_token_file: Option<PathBuf>,
-
-    /// Rate-limit headers on HTTP answers and for Envoy to add
-    #[arg(long, value_enum, value_name = "KIND", env = "WEIR_HEADERS", default_value_t = Headers::Ietf)]
-    headers: Headers,
-
-    /// How many instances share each limit: while the store is down each decides with
-    /// its share (limit / N)
-    #[arg(long, value_name = "N", env = "WEIR_INSTANCES", default_value_t = 1,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    instances: u64,
-
-    /// The longest one store call may take before it counts as failed
-    #[arg(long, value_name = "DURATION", env = "WEIR_STORE_TIMEOUT", default_value = "50ms",
-          value_parser = parse_duration)]
-    store_timeout: Duration,
-
-    /// Whose clock a network store decides by
-    #[arg(long, value_enum, value_name = "CLOCK", env = "WEIR_STORE_CLOCK", default_value_t = ClockChoice::Store)]
-    store_clock: ClockChoice,
-
-    /// The most keys the memory store holds
-    #[arg(long, value_name = "N", env = "WEIR_MEMORY_CAPACITY", default_value_t = 1 << 20)]
-    memory_capacity: usize,
-
-    /// How often the rule files are compared with what is loaded (besides the watch)
-    #[arg(long, value_name = "DURATION", env = "WEIR_RELOAD_POLL", default_value = "5s",
-          value_parser = parse_duration)]
-    reload_poll: Duration,
-
-    /// Do not watch the rule files with inotify (poll only)
-    #[arg(long, env = "WEIR_NO_WATCH")]
-    no_watch: bool,
-
     /// The longest one request may take
     #[arg(long, value_name = "DURATION", env = "WEIR_REQUEST_TIMEOUT", default_value = "5s",
           value_parser = parse_duration)]
     request_timeout: Duration,
 
-    /// How long an HTTP client may take to send its request headers, and how long an idle
-    /// keep-alive connection stays open; then it is closed (slow-client protection)
-    #[arg(long, value_name = "DURATION", env = "WEIR_HEADER_READ_TIMEOUT", default_value = "10s",
-          value_parser = parse_duration)]
-    header_read_timeout: Duration,
-
-    /// What to log: a level (error, warn, info, debug, trace) or targets
-    /// (e.g. weir_server=debug,info)
-    #[arg(long, value_name = "FILTER", env = "WEIR_LOG", default_value = "info")]
-    log: String,
-
-    /// How logs are written to stderr
-    #[arg(long, value_enum, value_name = "FORMAT", env = "WEIR_LOG_FORMAT", default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 impl ServeArgs {
     /// The server's settings; reads the admin token.
     fn settings(&self) -> anyhow::Result<Settings> {
-        let mut settings = Settings::default();
-        if let Some(path) = &self.config {
-            settings = settings.with_rules(path);
-        }
-        settings.store = match StoreSpec::parse(&self.store).context("--store")? {
-            StoreSpec::Memory { .. } => StoreSpec::Memory {
-                capacity: self.memory_capacity.max(1),
-            },
-            other => other,
-        };
-        settings.failover.timeout = self.store_timeout;
-        settings.failover.instances = self.instances;
-        settings.store_clock = match self.store_clock {
-            ClockChoice::Store => StoreClock::Store,
-            ClockChoice::Process => StoreClock::Process,
-        };
-        settings.shadow = self.shadow;
-        settings.admin_token = self.admin_token()?;
-        settings.headers = match self.headers {
-            Headers::Ietf => HeaderStyle {
-                ietf: true,
-                x_ratelimit: false,
-            },
-            Headers::XRatelimit => HeaderStyle {
-                ietf: false,
-                x_ratelimit: true,
-            },
-            Headers::Both => HeaderStyle {
-                ietf: true,
-                x_ratelimit: true,
-            },
-            Headers::None => HeaderStyle {
-                ietf: false,
-                x_ratelimit: false,
-            },
-        };
-        settings.reload.poll = self.reload_poll;
-        settings.reload.watch = !self.no_watch;
+        let mut settings = self.engine.settings()?;
         settings.request_timeout = self.request_timeout;
-        settings.header_read_timeout = self.header_read_timeout;
         Ok(settings)
-    }
-
-    /// The token from `--admin-token-file` or `WEIR_ADMIN_TOKEN` (never a flag: it would
-    /// show in `ps`).
-    fn admin_token(&self) -> anyhow::Result<Option<AdminToken>> {
-        let from_env = std::env::var("WEIR_ADMIN_TOKEN")
-            .ok()
-            .filter(|t| !t.is_empty());
-        let text = match (&self.admin_token_file, from_env) {
-            (Some(_), Some(_)) => {
-                bail!("give the admin token once: --admin-token-file or WEIR_ADMIN_TOKEN, not both")
-            }
-            (Some(path), None) => std::fs::read_to_string(path)
-                .with_context(|| format!("reading the admin token from {}", path.display()))?,
-            (None, Some(token)) => token,
-            (None, None) => return Ok(None),
-        };
-        Ok(Some(AdminToken::new(&text).context("admin token")?))
-    }
-
-    fn init_logs(&self) -> anyhow::Result<()> {
-        use tracing_subscriber::layer::SubscriberExt as _;
-        use tracing_subscriber::util::SubscriberInitExt as _;
-        let filter: tracing_subscriber::filter::Targets = self
-            .log
-            .parse()
-            .with_context(|| format!("--log {:?}: not a level or a target list", self.log))?;
-        use std::io::IsTerminal as _;
-        let fmt = tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::stderr().is_terminal());
-        let registry = tracing_subscriber::registry().with(filter);
-        let result = match self.log_format {
-            LogFormat::Text => registry.with(fmt).try_init(),
-            LogFormat::Json => registry.with(fmt.json()).try_init(),
-        };
-        result.context("setting up logs")
-    }
-}
-
-/// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM received"),
-                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 
 /// Runs `weir serve` until a signal stops it.
 pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    args.init_logs()?;
+    args.engine.init_logs()?;
     let settings = args.settings()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

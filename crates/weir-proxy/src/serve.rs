@@ -1,17 +1,17 @@
 //! Running the proxy: the engine (rules, store, metrics) is built, the rules are checked
 //! for the proxy, the layer is put in front of the forwarder, and two listeners are
-//! served until shutdown — the proxy itself and `weir serve`'s HTTP API (metrics, health,
+//! served (by `weir serve`'s accept loop: a client must send its headers within the
+//! header-read timeout) until shutdown — the proxy itself and `weir serve`'s HTTP API (metrics, health,
 //! admin). Shutdown stops accepting, lets in-flight requests finish (up to a grace period),
 //! then stops the background tasks (rule reload, memory sweep).
 
-use std::future::{Future, IntoFuture};
-use std::net::SocketAddr;
+use std::future::Future;
 
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::Layer;
-use weir_server::{spawn_background, App, ServerError};
+use weir_server::{serve_http, spawn_background, App, Peer, ServerError};
 use weir_tower::{OnLimit, RateLimitLayer};
 
 use crate::forward::{Forward, Routes};
@@ -82,19 +82,21 @@ pub async fn run(
         "weir proxy: listening"
     );
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut proxy_task = tokio::spawn(
-        axum::serve(
-            listener,
-            proxy.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(stopped(stop_rx.clone()))
-        .into_future(),
-    );
-    let mut api_task = tokio::spawn(
-        axum::serve(api, weir_server::router(app.clone()))
-            .with_graceful_shutdown(stopped(stop_rx))
-            .into_future(),
-    );
+    let header_read_timeout = settings.server.header_read_timeout;
+    let mut proxy_task = tokio::spawn(serve_http(
+        listener,
+        proxy,
+        header_read_timeout,
+        Peer::Recorded,
+        stopped(stop_rx.clone()),
+    ));
+    let mut api_task = tokio::spawn(serve_http(
+        api,
+        weir_server::router(app.clone()),
+        header_read_timeout,
+        Peer::Unrecorded,
+        stopped(stop_rx),
+    ));
     let early = tokio::select! {
         () = shutdown => None,
         r = &mut proxy_task => Some(r),

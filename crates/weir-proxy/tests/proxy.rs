@@ -417,3 +417,21 @@ async fn shutdown_lets_in_flight_requests_finish() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_dropped() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let b = backend("app", Duration::ZERO).await;
+    let mut s = settings(upstream(&b), "domain: proxy\n");
+    s.server.header_read_timeout = Duration::from_millis(300);
+    let p = proxy(s).await;
+    let mut stream = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nhost: slow\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the proxy closed the connection within 5 s");
+    assert_eq!(b.record.count(), 0, "nothing reached the backend");
+}

@@ -70,7 +70,7 @@ pub use error::ServerError;
 pub use grpc::RlsService;
 pub use headers::{rate_limit_headers, HeaderStyle};
 pub use heavy_hitters::{HeavyHitter, TopDenied};
-pub use http::router;
+pub use http::{router, serve_http, Peer};
 pub use metrics::{InFlight, Metrics, Outcome, RuleCounters};
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;

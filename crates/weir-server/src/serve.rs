@@ -70,6 +70,7 @@ pub async fn serve(
         http,
         router,
         settings.header_read_timeout,
+        http::Peer::Unrecorded,
         stopped(stop_rx.clone()),
     ));
     let grpc_server = tonic::transport::Server::builder()

@@ -24,12 +24,25 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tower::ServiceExt as _;
 
+/// What the listener records of each connection on its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Peer {
+    /// Nothing (the decision server's API keys nothing by peer).
+    #[default]
+    Unrecorded,
+    /// The TCP peer's `SocketAddr`, in every request's extensions (what `weir proxy` and
+    /// `weir_tower::peer_addr` read).
+    Recorded,
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then waits for the open
-/// connections to finish their in-flight requests.
-pub(crate) async fn serve_http(
+/// connections to finish their in-flight requests. `weir serve` and `weir proxy` both
+/// accept connections here.
+pub async fn serve_http(
     listener: TcpListener,
     router: Router,
     header_read_timeout: Duration,
+    peer_info: Peer,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let graceful = GracefulShutdown::new();
@@ -51,11 +64,15 @@ pub(crate) async fn serve_http(
         };
         // Small answers go out at once (as axum::serve's callers usually ask).
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(
-            router
-                .clone()
-                .map_request(|request: Request<Incoming>| request.map(Body::new)),
-        );
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |request: Request<Incoming>| {
+                let mut request = request.map(Body::new);
+                if peer_info == Peer::Recorded {
+                    request.extensions_mut().insert(peer);
+                }
+                request
+            },
+        ));
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(error) = connection.await {

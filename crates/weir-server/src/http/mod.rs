@@ -11,9 +11,10 @@ mod body;
 mod check;
 mod error;
 mod json;
+mod lease;
 mod listener;
 mod ops;
 mod router;
 
-pub(crate) use listener::serve_http;
+pub use listener::{serve_http, Peer};
 pub use router::router;
