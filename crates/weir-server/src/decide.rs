@@ -281,7 +281,13 @@ impl Engine {
             }
             Err(CheckError::Unsupported { op, algorithm }) => Err(DecideError::Rule {
                 rule: rule_id.to_string(),
-                reason: format!("{op} is not supported by the {algorithm} algorithm"),
+                reason: if algorithm == "concurrency" {
+                    "a concurrency rule counts leases, not requests: acquire and release \
+                     them over HTTP (POST /v1/acquire, POST /v1/release)"
+                        .to_string()
+                } else {
+                    format!("{op} is not supported by the {algorithm} algorithm")
+                },
             }),
             Err(other) => Err(DecideError::Invalid(other.to_string())),
         }

@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use super::error::ApiError;
-use super::{admin, check, json, ops};
+use super::{admin, check, json, lease, ops};
 use crate::app::App;
 
 /// The HTTP API of `app`, ready for `axum::serve` or `oneshot`.
@@ -19,6 +19,8 @@ pub fn router(app: App) -> Router {
     let mut router = Router::new()
         .route("/v1/check", post(check::handle))
         .route("/json", post(json::handle))
+        .route("/v1/acquire", post(lease::acquire))
+        .route("/v1/release", post(lease::release))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics));
