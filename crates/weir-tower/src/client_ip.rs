@@ -115,14 +115,31 @@ impl ClientIp {
 }
 
 /// The TCP peer of a request: axum's `ConnectInfo<SocketAddr>` (serve with
-/// `into_make_service_with_connect_info::<SocketAddr>()`), or a plain `SocketAddr` in the
-/// request's extensions (what a hyper server or `weir proxy` inserts).
+/// `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo`
+/// (feature `tonic`), or a plain `SocketAddr` in the request's extensions (what a hyper
+/// server or `weir proxy` inserts).
 pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
+    let axum = || {
+        parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|info| info.0)
+    };
+    let plain = || parts.extensions.get::<SocketAddr>().copied();
+    axum().or_else(plain).or_else(|| tonic_peer(parts))
+}
+
+#[cfg(feature = "tonic")]
+fn tonic_peer(parts: &Parts) -> Option<SocketAddr> {
     parts
         .extensions
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
-        .map(|info| info.0)
-        .or_else(|| parts.extensions.get::<SocketAddr>().copied())
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(|info| info.remote_addr())
+}
+
+#[cfg(not(feature = "tonic"))]
+fn tonic_peer(_parts: &Parts) -> Option<SocketAddr> {
+    None
 }
 
 /// Every hop's address, nearest last: all `Forwarded` headers' `for=` values if there is

@@ -10,6 +10,12 @@
 //! limit bounds the requests inside the wrapped service. Allowed responses carry the
 //! rate-limit headers too, so clients can pace themselves.
 //!
+//! For tonic (feature `tonic`, on by default), put the layer on the server builder
+//! (`Server::builder().layer(RateLimitLayer::new(…))`): the peer address comes from tonic's
+//! `TcpConnectInfo`, and a refusal reaches the client as the gRPC status
+//! `RESOURCE_EXHAUSTED` (or `UNAVAILABLE`), with the rate-limit headers in its metadata. Any
+//! other body type works once it implements [`RefusalBody`].
+//!
 //! Every clone of the service shares one budget (the state lives behind an `Arc`), unlike
 //! `tower::limit::RateLimit`, whose clones each get a fresh one.
 //!
@@ -71,4 +77,5 @@ pub use layer::RateLimitLayer;
 pub use limits::{Applied, BoxFuture, Evaluation, LimitError, Limits, Policies};
 pub use net::{IpNet, IpNetError};
 pub use policy::{HeaderPattern, OnLimit, Policy, PolicyError};
+pub use response::RefusalBody;
 pub use service::{Degraded, Fallback, RateLimit, ResponseFuture};

@@ -1,7 +1,10 @@
 //! The answers the layer gives itself, without calling the inner service: `429` when a
 //! limit rejects, `503` when the in-flight limit is full or the limiter cannot decide. Each
 //! carries a small body (JSON, or plain text when the client asks only for text) and, for a
-//! `429`, `Retry-After` and the rate-limit headers.
+//! `429`, `Retry-After` and the rate-limit headers. A gRPC request (`content-type:
+//! application/grpc…`) gets a gRPC answer instead: HTTP 200 with no body and `grpc-status`
+//! `RESOURCE_EXHAUSTED` (8) or `UNAVAILABLE` (14) in the headers (a trailers-only response,
+//! which every gRPC client reads as that status), the rate-limit headers beside it.
 
 use std::time::Duration;
 
@@ -33,6 +36,14 @@ impl Refusal {
         }
     }
 
+    /// The gRPC status code of the refusal.
+    fn grpc_status(self) -> u16 {
+        match self {
+            Self::Limited | Self::QueueFull => 8, // RESOURCE_EXHAUSTED
+            Self::Busy | Self::Unavailable => 14, // UNAVAILABLE
+        }
+    }
+
     fn message(self) -> &'static str {
         match self {
             Self::Limited => "rate limit exceeded",
@@ -45,7 +56,7 @@ impl Refusal {
 
 /// The response for a refusal. `evaluation` gives the headers and the retry time (none for
 /// `Busy` / `Unavailable`, which say `Retry-After: 1`).
-pub(crate) fn refuse<B: From<String>>(
+pub(crate) fn refuse<B: RefusalBody>(
     refusal: Refusal,
     request: &Parts,
     evaluation: Option<&Evaluation>,
@@ -60,6 +71,21 @@ pub(crate) fn refuse<B: From<String>>(
         .and_then(|e| crate::headers::tightest(&e.applied))
         .filter(|a| !a.decision.allowed)
         .map(|a| a.name.to_string());
+    if is_grpc(request) {
+        let mut response = Response::new(B::from_text(String::new()));
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert("grpc-status", HeaderValue::from(refusal.grpc_status()));
+        // grpc-message is percent-encoded; these messages need only their spaces encoded.
+        if let Ok(message) = HeaderValue::try_from(refusal.message().replace(' ', "%20")) {
+            headers.insert("grpc-message", message);
+        }
+        headers.insert(RETRY_AFTER, HeaderValue::from(retry_secs));
+        if let Some(evaluation) = evaluation {
+            add_rate_limit_headers(headers, evaluation, style);
+        }
+        return response;
+    }
     let (content_type, body) = if wants_text(request) {
         (
             "text/plain; charset=utf-8",
@@ -75,7 +101,7 @@ pub(crate) fn refuse<B: From<String>>(
         }
         ("application/json", body.to_string())
     };
-    let mut response = Response::new(B::from(body));
+    let mut response = Response::new(B::from_text(body));
     *response.status_mut() = refusal.status();
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -97,6 +123,52 @@ pub(crate) fn add_rate_limit_headers(
             headers.insert(name, value);
         }
     }
+}
+
+/// A response body the layer can write its own answers in. Implemented for axum's and
+/// tonic's bodies (feature `tonic`, on by default), `String` and `Full<Bytes>`; implement it
+/// for your own body type to use the layer with it.
+pub trait RefusalBody: Sized {
+    /// A body holding `text` (empty for gRPC answers).
+    fn from_text(text: String) -> Self;
+}
+
+impl RefusalBody for axum::body::Body {
+    fn from_text(text: String) -> Self {
+        Self::from(text)
+    }
+}
+
+impl RefusalBody for String {
+    fn from_text(text: String) -> Self {
+        text
+    }
+}
+
+impl RefusalBody for http_body_util::Full<bytes::Bytes> {
+    fn from_text(text: String) -> Self {
+        Self::new(bytes::Bytes::from(text))
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl RefusalBody for tonic::body::Body {
+    fn from_text(text: String) -> Self {
+        if text.is_empty() {
+            Self::empty()
+        } else {
+            Self::new(http_body_util::Full::new(bytes::Bytes::from(text)))
+        }
+    }
+}
+
+/// A gRPC request: its content type is `application/grpc` or `application/grpc+…`.
+fn is_grpc(request: &Parts) -> bool {
+    request
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/grpc"))
 }
 
 /// True when the client accepts text but not JSON (e.g. `Accept: text/plain`, or

@@ -22,7 +22,7 @@ use weir_core::FailurePolicy;
 use crate::layer::Shared;
 use crate::limits::{BoxFuture, Evaluation};
 use crate::policy::OnLimit;
-use crate::response::{add_rate_limit_headers, refuse, Refusal};
+use crate::response::{add_rate_limit_headers, refuse, Refusal, RefusalBody};
 use crate::waiters::Place;
 
 /// The mark on a request that a limit sent to the fallback service: which limit.
@@ -68,7 +68,7 @@ where
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     ReqBody: Send + 'static,
-    ResBody: From<String> + Send + 'static,
+    ResBody: RefusalBody + Send + 'static,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
