@@ -16,6 +16,9 @@ Examples:
   # Ask the running server (exit 0 allowed, 2 over the limit)
   weir decide --domain api --descriptor remote_address=10.0.0.1
 
+  # Protect a weak backend on :9000: per-IP limits, crawlers slowed, at most 8 requests inside
+  weir proxy --upstream http://127.0.0.1:9000 --max-in-flight 8
+
   # Validate rules before deploying them
   weir check-config config/example.yaml
 

@@ -33,7 +33,8 @@ use clap::{Parser, Subcommand};
         algorithm of your choice: fixed window, sliding log, sliding window counter, weighted \
         window, token bucket, leaky bucket (meter or queue) or GCRA. `weir serve` answers \
         rate-limit decisions over HTTP and Envoy's rate limit gRPC API, from YAML rules \
-        (envoyproxy/ratelimit's format included). `weir simulate` replays \
+        (envoyproxy/ratelimit's format included). `weir proxy` stands in front of a backend \
+        and applies the same rules before forwarding. `weir simulate` replays \
         the same traffic through several rules on a simulated clock and shows, interval by \
         interval, what each one allowed and denied, so you can pick one before you deploy it.",
     after_help = help::WEIR
