@@ -69,7 +69,7 @@ pub fn app(limiter: Limiter) -> Result<Router, Box<dyn std::error::Error>> {
         )
         .route("/login", post(login))
         .with_state(state)
-        .layer(RateLimitLayer::new(limiter, policies)))
+        .layer(RateLimitLayer::new(limiter, policies)?))
 }
 
 /// The login lockout flow: a locked account is refused before the password is checked; a

@@ -12,7 +12,7 @@ use weir_core::{Clock, Limiter, Store};
 use crate::headers::HeaderStyle;
 use crate::in_flight::{InFlight, InFlightLimit};
 use crate::limits::{Limits, Policies};
-use crate::policy::Policy;
+use crate::policy::{Policy, PolicyError};
 use crate::service::RateLimit;
 use crate::waiters::Waiters;
 
@@ -37,7 +37,7 @@ pub(crate) struct Shared {
 ///     .key(KeyBy::peer_ip());
 /// let app: Router = Router::new()
 ///     .route("/", get(|| async { "hello" }))
-///     .layer(RateLimitLayer::new(Limiter::default(), vec![per_ip]).max_in_flight(
+///     .layer(RateLimitLayer::new(Limiter::default(), vec![per_ip])?.max_in_flight(
 ///         weir_tower::InFlightLimit {
 ///             max_in_flight: 8,
 ///             max_queued: 64,
@@ -52,9 +52,13 @@ pub struct RateLimitLayer {
 }
 
 impl RateLimitLayer {
-    /// A layer deciding `policies` with `limiter` (any store, any clock).
-    pub fn new<S: Store, C: Clock>(limiter: Limiter<S, C>, policies: Vec<Policy>) -> Self {
-        Self::with_limits(Policies::new(limiter, policies))
+    /// A layer deciding `policies` with `limiter` (any store, any clock). Fails when two
+    /// policies share a name.
+    pub fn new<S: Store, C: Clock>(
+        limiter: Limiter<S, C>,
+        policies: Vec<Policy>,
+    ) -> Result<Self, PolicyError> {
+        Policies::new(limiter, policies).map(Self::with_limits)
     }
 
     /// A layer over any [`Limits`] (e.g. rules from YAML files through `weir proxy`'s engine).

@@ -40,7 +40,7 @@
 //!         .key(KeyBy::header("x-user-id")?)
 //!         .on_limit(OnLimit::Queue { max_wait: Duration::from_secs(1), max_queued: 10 })?,
 //! ];
-//! let layer = RateLimitLayer::new(Limiter::default(), policies).max_in_flight(InFlightLimit {
+//! let layer = RateLimitLayer::new(Limiter::default(), policies)?.max_in_flight(InFlightLimit {
 //!     max_in_flight: 16,
 //!     max_queued: 256,
 //!     max_wait: Duration::from_secs(5),

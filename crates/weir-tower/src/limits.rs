@@ -15,7 +15,7 @@ use std::time::Duration;
 use http::request::Parts;
 use weir_core::{CheckError, Clock, Decision, FailurePolicy, Key, Limiter, Store};
 
-use crate::policy::{OnLimit, Policy};
+use crate::policy::{OnLimit, Policy, PolicyError};
 
 /// A boxed future, as the [`Limits`] trait returns them.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -104,9 +104,16 @@ pub struct Policies<S: Store, C: Clock> {
 }
 
 impl<S: Store, C: Clock> Policies<S, C> {
-    /// `policies` over `limiter`.
-    pub fn new(limiter: Limiter<S, C>, policies: Vec<Policy>) -> Self {
-        Self { limiter, policies }
+    /// `policies` over `limiter`. Names must differ: a policy's name is the namespace of
+    /// its keys.
+    pub fn new(limiter: Limiter<S, C>, policies: Vec<Policy>) -> Result<Self, PolicyError> {
+        let mut names = std::collections::HashSet::new();
+        for policy in &policies {
+            if !names.insert(policy.name()) {
+                return Err(PolicyError::DuplicateName(policy.name().to_string()));
+            }
+        }
+        Ok(Self { limiter, policies })
     }
 
     /// The limiter (to reward, reset or inspect keys from a handler).

@@ -112,6 +112,11 @@ pub enum PolicyError {
     /// A queue that can never hold a request.
     #[error("policy {0}: a queue needs max_queued >= 1")]
     EmptyQueue(String),
+    /// Two policies of one layer share a name (their keys would collide).
+    #[error(
+        "two policies are named {0}: a policy's name is its keys' namespace, so names must differ"
+    )]
+    DuplicateName(String),
 }
 
 /// One limit of the layer.

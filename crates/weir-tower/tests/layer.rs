@@ -81,7 +81,7 @@ async fn clones_under_axum_share_one_budget_and_answer_with_headers() {
     .key(KeyBy::peer_ip());
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(limiter, vec![per_ip]));
+        .layer(RateLimitLayer::new(limiter, vec![per_ip]).unwrap());
     let addr = serve(app).await;
 
     for remaining in ["2", "1", "0"] {
@@ -114,14 +114,15 @@ async fn a_spoofed_forwarded_for_from_an_untrusted_peer_does_not_change_the_key(
     let rule = Rule::fixed_window(2, Duration::from_secs(60)).unwrap();
     // The load balancers are 10.0.0.0/8; the test client (127.0.0.1) is not one of them.
     let untrusting = ClientIp::new().trust("10.0.0.0/8".parse().unwrap());
-    let app = Router::new()
-        .route("/", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(
+    let app = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(
             limiter,
             vec![Policy::new("ip", rule)
                 .unwrap()
                 .key(KeyBy::client_ip(untrusting))],
-        ));
+        )
+        .unwrap(),
+    );
     let addr = serve(app).await;
     let mut codes = Vec::new();
     for spoof in ["1.1.1.1", "2.2.2.2", "3.3.3.3", "4.4.4.4"] {
@@ -137,14 +138,15 @@ async fn a_spoofed_forwarded_for_from_an_untrusted_peer_does_not_change_the_key(
     // When the peer is trusted, each forwarded client gets its own budget.
     let (limiter, _clock) = manual_limiter();
     let trusting = ClientIp::new().trust("127.0.0.1".parse().unwrap());
-    let app = Router::new()
-        .route("/", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(
+    let app = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(
             limiter,
             vec![Policy::new("ip", rule)
                 .unwrap()
                 .key(KeyBy::client_ip(trusting))],
-        ));
+        )
+        .unwrap(),
+    );
     let addr = serve(app).await;
     for client in ["1.1.1.1", "2.2.2.2", "3.3.3.3"] {
         for _ in 0..2 {
@@ -187,7 +189,7 @@ async fn queued_requests_wait_until_allowed_within_max_wait_and_queue_bounds() {
         .unwrap();
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(limiter, vec![policy]));
+        .layer(RateLimitLayer::new(limiter, vec![policy]).unwrap());
 
     assert_eq!(
         app.clone().oneshot(request("/")).await.unwrap().status(),
@@ -225,7 +227,7 @@ async fn a_queued_request_gives_up_at_max_wait() {
     .unwrap();
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(limiter, vec![policy]));
+        .layer(RateLimitLayer::new(limiter, vec![policy]).unwrap());
     clock.set_ns(START_NS - START_NS % 10_000_000_000); // the start of a window
     assert_eq!(
         app.clone().oneshot(request("/")).await.unwrap().status(),
@@ -251,7 +253,7 @@ async fn degraded_requests_go_to_the_fallback() {
     let full = Router::new().route("/", get(|| async { "full" }));
     let cheap = Router::new().route("/", get(|| async { "cheap" }));
     let service = tower::ServiceBuilder::new()
-        .layer(RateLimitLayer::new(limiter, vec![policy]))
+        .layer(RateLimitLayer::new(limiter, vec![policy]).unwrap())
         .service(Fallback::new(full, cheap));
     let mut bodies = Vec::new();
     for _ in 0..4 {
@@ -283,11 +285,13 @@ async fn the_in_flight_limit_bounds_the_inner_service() {
             }
         })
     };
-    let layer = RateLimitLayer::new(limiter, vec![]).max_in_flight(InFlightLimit {
-        max_in_flight: 2,
-        max_queued: 1,
-        max_wait: Duration::from_secs(3),
-    });
+    let layer = RateLimitLayer::new(limiter, vec![])
+        .unwrap()
+        .max_in_flight(InFlightLimit {
+            max_in_flight: 2,
+            max_queued: 1,
+            max_wait: Duration::from_secs(3),
+        });
     let service = tower::ServiceBuilder::new()
         .layer(layer.clone())
         .service(backend);
@@ -343,13 +347,16 @@ async fn store_failures_follow_the_rules_failure_policy() {
     let app = Router::new()
         .route("/open", get(|| async { "ok" }))
         .route("/closed", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(
-            limiter,
-            vec![
-                Policy::new("open", open).unwrap().path("/open"),
-                Policy::new("closed", closed).unwrap().path("/closed"),
-            ],
-        ));
+        .layer(
+            RateLimitLayer::new(
+                limiter,
+                vec![
+                    Policy::new("open", open).unwrap().path("/open"),
+                    Policy::new("closed", closed).unwrap().path("/closed"),
+                ],
+            )
+            .unwrap(),
+        );
     store.set(Fault::Down);
     assert_eq!(
         app.clone()
@@ -373,13 +380,16 @@ async fn several_policies_are_all_or_nothing_and_only_matching_ones_apply() {
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/burst", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(
-            limiter.clone(),
-            vec![
-                Policy::new("all", minute).unwrap(),
-                Policy::new("burst", burst).unwrap().path("/burst"),
-            ],
-        ));
+        .layer(
+            RateLimitLayer::new(
+                limiter.clone(),
+                vec![
+                    Policy::new("all", minute).unwrap(),
+                    Policy::new("burst", burst).unwrap().path("/burst"),
+                ],
+            )
+            .unwrap(),
+        );
     assert_eq!(
         app.clone()
             .oneshot(request("/burst"))
@@ -406,5 +416,22 @@ async fn several_policies_are_all_or_nothing_and_only_matching_ones_apply() {
     assert_eq!(
         app.clone().oneshot(request("/")).await.unwrap().status(),
         429
+    );
+}
+
+#[test]
+fn two_policies_with_one_name_are_refused() {
+    let rule = Rule::per_second(1).unwrap();
+    let e = RateLimitLayer::new(
+        Limiter::default(),
+        vec![
+            Policy::new("api", rule).unwrap(),
+            Policy::new("api", rule).unwrap().path("/x"),
+        ],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "two policies are named api: a policy's name is its keys' namespace, so names must differ"
     );
 }

@@ -44,7 +44,7 @@ async fn a_tonic_client_sees_resource_exhausted_past_the_limit() {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(
         tonic::transport::Server::builder()
-            .layer(RateLimitLayer::new(limiter, vec![per_peer]))
+            .layer(RateLimitLayer::new(limiter, vec![per_peer]).unwrap())
             .add_service(RateLimitServiceServer::new(Always))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
