@@ -1,0 +1,63 @@
+//! `weir proxy` on a real redis-server (started on a free loopback port, stopped at the
+//! end): two proxies in front of one backend share one limit through Redis, and when Redis
+//! dies they go on limiting locally (each rule's default failure policy) instead of failing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+mod common;
+
+use std::time::Duration;
+
+use common::{backend, client, get, proxy, settings, upstream, Backend};
+use weir_proxy::ProxySettings;
+use weir_server::StoreSpec;
+use weir_testkit::servers::RedisServer;
+
+const GLOBAL_5_PER_HOUR: &str = "
+domain: proxy
+descriptors:
+  - key: global
+    value: all
+    rule: {algorithm: fixed_window, limit: 5, window: 1h}
+";
+
+fn on_redis(b: &Backend, redis: &RedisServer) -> ProxySettings {
+    let mut s = settings(upstream(b), GLOBAL_5_PER_HOUR);
+    s.server.store = StoreSpec::parse(&redis.url()).unwrap();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_on_one_redis_share_one_limit_and_survive_its_death() {
+    let mut redis = RedisServer::start();
+    let b = backend("app", Duration::ZERO).await;
+    let first = proxy(on_redis(&b, &redis)).await;
+    let second = proxy(on_redis(&b, &redis)).await;
+    let c = client();
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        codes.push(get(&c, first.addr, "/", &[]).await.status);
+        codes.push(get(&c, second.addr, "/", &[]).await.status);
+    }
+    assert_eq!(codes.iter().filter(|&&c| c == 200).count(), 5, "{codes:?}");
+    assert_eq!(
+        b.record.count(),
+        5,
+        "five in all reached the backend, not five each"
+    );
+
+    redis.kill();
+    // Local fallback: each proxy decides alone (its share of the limit, a fresh local
+    // count); no request fails with 5xx, none waits past the store timeout.
+    for _ in 0..3 {
+        let a = get(&c, first.addr, "/", &[]).await;
+        assert!(
+            a.status == 200 || a.status == 429,
+            "{} {}",
+            a.status,
+            a.body
+        );
+    }
+    let ready = get(&c, first.api, "/readyz", &[]).await;
+    assert!(ready.body.contains("fallback"), "{}", ready.body);
+}
