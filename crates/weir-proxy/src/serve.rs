@@ -7,6 +7,9 @@
 
 use std::future::Future;
 
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -31,6 +34,25 @@ pub enum ProxyError {
     /// A listener failed.
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Counts every proxied request in the server's metrics: `weir_requests_total{api="proxy"}`
+/// by the status class answered (the layer's own 429 / 503 included), and the in-flight
+/// gauge while it runs.
+async fn count(State(app): State<App>, request: Request, next: Next) -> Response {
+    let _in_flight = app.metrics().http_request_started();
+    let response = next.run(request).await;
+    let result = match response.status().as_u16() {
+        429 => "over_limit",
+        502 => "bad_gateway",
+        503 => "unavailable",
+        504 => "gateway_timeout",
+        200..=399 => "ok",
+        400..=499 => "client_error",
+        _ => "error",
+    };
+    app.metrics().request("proxy", result);
+    response
 }
 
 async fn stopped(mut stop: watch::Receiver<bool>) {
@@ -69,7 +91,9 @@ pub async fn run(
         },
         settings.upstream_timeout,
     );
-    let proxy = Router::new().fallback_service(layer.layer(forward));
+    let proxy = Router::new()
+        .fallback_service(layer.layer(forward))
+        .layer(middleware::from_fn_with_state(app.clone(), count));
     let background = spawn_background(&app);
 
     tracing::info!(

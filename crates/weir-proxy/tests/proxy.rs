@@ -387,6 +387,13 @@ async fn metrics_and_the_admin_api_are_served_beside_the_proxy() {
         "{}",
         metrics.body
     );
+    assert!(
+        metrics
+            .body
+            .contains(r#"weir_requests_total{api="proxy",result="ok"} 1"#),
+        "{}",
+        metrics.body
+    );
     assert_eq!(get(&c, p.api, "/admin/rules", &[]).await.status, 401);
     let rules = get(
         &c,
