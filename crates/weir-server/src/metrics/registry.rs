@@ -86,7 +86,7 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "weir_requests",
-            "Requests by API (grpc, http, json, admin) and result (ok, over_limit, invalid, error)",
+            "Requests by API (grpc, http, json, lease, admin) and result (ok, over_limit, invalid, error)",
             requests.clone(),
         );
         let store_duration = Histogram::new(exponential_buckets(0.000_025, 2.0, 16));
@@ -176,7 +176,7 @@ impl Metrics {
             let _ = reloads.get_or_create(&ResultLabels { result });
         }
         config_ok.set(1);
-        let request_counters = ["grpc", "http", "json", "admin"]
+        let request_counters = ["grpc", "http", "json", "lease", "admin"]
             .into_iter()
             .flat_map(|api| {
                 ["ok", "over_limit", "invalid", "error"].map(|result| RequestLabels { api, result })
