@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use weir_core::Clock;
 
 use crate::app::App;
@@ -79,7 +79,12 @@ pub async fn serve(
             crate::grpc::malformed_is_invalid_argument,
         ))
         .add_service(RlsService::server(app.clone()))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), stopped(stop_rx));
+        // tonic applies its nodelay setting only to listeners it binds itself: set it here, or
+        // Nagle's algorithm holds back small responses.
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(grpc).with_nodelay(Some(true)),
+            stopped(stop_rx),
+        );
     let mut grpc_task = tokio::spawn(grpc_server);
 
     let early = tokio::select! {
