@@ -38,6 +38,8 @@ pub(crate) const SERVE: &str = "\
 Endpoints:
   POST /v1/check   {\"domain\", \"descriptors\": [{\"entries\": [{\"key\", \"value\"}]}], \"hits\"}
   POST /json       envoyproxy/ratelimit's JSON endpoint
+  POST /v1/acquire {\"domain\", \"entries\", \"holder\", \"ttl_ms\"}: a lease of a concurrency rule
+  POST /v1/release {\"domain\", \"entries\", \"holder\"}: give it back
   gRPC             envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit on --grpc
   GET  /healthz, /readyz, /metrics (Prometheus)
   /admin/...       only with WEIR_ADMIN_TOKEN or --admin-token-file (Bearer token)
