@@ -141,6 +141,15 @@ async fn bad_lease_requests_say_what_is_wrong() {
         let answer = server.post("/v1/acquire", &unknown.to_string()).await;
         assert_eq!(json(&answer.body), json!({"acquired": true, "rule": null}));
 
+        // Counted under api="lease": three refused calls, one answered.
+        let metrics = server.get("/metrics").await.body;
+        for line in [
+            r#"weir_requests_total{api="lease",result="invalid"} 3"#,
+            r#"weir_requests_total{api="lease",result="ok"} 1"#,
+        ] {
+            assert!(metrics.contains(line), "missing {line}");
+        }
+
         // A check on the lease rule is refused, pointing to the lease endpoints.
         let mut grpc = server.grpc_client().await;
         let status = grpc

@@ -17,8 +17,8 @@
 //! unknown domain) limits nothing: acquire answers `acquired: true, rule: null` and
 //! release `released: false`. A rule that is not `concurrency` is a `409` (use
 //! `/v1/check`). Acquiring is re-entrant per holder (a second acquire adds a hold and
-//! renews the TTL; each release drops one). Leases are always enforced: shadow mode and
-//! `enforce_percent` apply to checks only.
+//! moves the expiry to the later of the two; each release drops one). Leases are always
+//! enforced: shadow mode and `enforce_percent` apply to checks only.
 
 use std::time::Duration;
 
@@ -87,27 +87,44 @@ fn resolve(app: &App, body: &LeaseBody) -> Result<Option<(Key, Rule, String)>, A
     }
 }
 
-fn failed(app: &App, error: CheckError) -> ApiError {
+fn failed(error: CheckError) -> ApiError {
     match error {
-        CheckError::Store(e) => {
-            app.metrics().request("lease", "error");
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
-        }
-        other => {
-            app.metrics().request("lease", "invalid");
-            ApiError::bad_request(other.to_string())
-        }
+        CheckError::Store(e) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        other => ApiError::bad_request(other.to_string()),
     }
 }
 
+/// Counts a refused lease call (`weir_requests_total{api="lease"}`) and renders it.
+fn refused(app: &App, error: ApiError) -> Response {
+    let client = error.status.is_client_error();
+    app.metrics()
+        .request("lease", if client { "invalid" } else { "error" });
+    error.into_response()
+}
+
 /// `POST /v1/acquire`.
-pub(crate) async fn acquire(State(app): State<App>, body: Bytes) -> Result<Response, ApiError> {
-    let body: LeaseBody = parse(&body)?;
+pub(crate) async fn acquire(State(app): State<App>, body: Bytes) -> Response {
+    match try_acquire(&app, &body).await {
+        Ok(response) => response,
+        Err(error) => refused(&app, error),
+    }
+}
+
+/// `POST /v1/release`.
+pub(crate) async fn release(State(app): State<App>, body: Bytes) -> Response {
+    match try_release(&app, &body).await {
+        Ok(response) => response,
+        Err(error) => refused(&app, error),
+    }
+}
+
+async fn try_acquire(app: &App, body: &Bytes) -> Result<Response, ApiError> {
+    let body: LeaseBody = parse(body)?;
     let ttl_ms = body
         .ttl_ms
         .filter(|&ms| ms > 0)
         .ok_or_else(|| ApiError::bad_request("ttl_ms: a lease needs a lifetime above 0 ms"))?;
-    let Some((key, rule, id)) = resolve(&app, &body)? else {
+    let Some((key, rule, id)) = resolve(app, &body)? else {
         app.metrics().request("lease", "ok");
         return Ok(Json(json!({"acquired": true, "rule": null})).into_response());
     };
@@ -116,7 +133,7 @@ pub(crate) async fn acquire(State(app): State<App>, body: Bytes) -> Result<Respo
         .limiter()
         .acquire(&key, &rule, &body.holder, Duration::from_millis(ttl_ms))
         .await
-        .map_err(|e| failed(&app, e))?;
+        .map_err(failed)?;
     let snapshot = app.rule_book().snapshot();
     snapshot
         .counters
@@ -142,15 +159,14 @@ pub(crate) async fn acquire(State(app): State<App>, body: Bytes) -> Result<Respo
     Ok(response)
 }
 
-/// `POST /v1/release`.
-pub(crate) async fn release(State(app): State<App>, body: Bytes) -> Result<Response, ApiError> {
-    let body: LeaseBody = parse(&body)?;
+async fn try_release(app: &App, body: &Bytes) -> Result<Response, ApiError> {
+    let body: LeaseBody = parse(body)?;
     if body.ttl_ms.is_some() {
         return Err(ApiError::bad_request(
             "ttl_ms: only acquire takes a lifetime",
         ));
     }
-    let Some((key, rule, id)) = resolve(&app, &body)? else {
+    let Some((key, rule, id)) = resolve(app, &body)? else {
         app.metrics().request("lease", "ok");
         return Ok(Json(json!({"released": false, "rule": null})).into_response());
     };
@@ -159,7 +175,7 @@ pub(crate) async fn release(State(app): State<App>, body: Bytes) -> Result<Respo
         .limiter()
         .release(&key, &rule, &body.holder)
         .await
-        .map_err(|e| failed(&app, e))?;
+        .map_err(failed)?;
     app.metrics().request("lease", "ok");
     Ok(Json(json!({"released": released, "rule": id})).into_response())
 }
