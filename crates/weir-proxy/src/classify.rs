@@ -85,6 +85,12 @@ impl Class {
     pub fn matches(&self, parts: &Parts) -> bool {
         self.pattern.matches(parts)
     }
+
+    /// Whether a request with these headers belongs to the class (classes look at headers
+    /// only).
+    pub fn matches_headers(&self, headers: &http::HeaderMap) -> bool {
+        self.pattern.matches_headers(headers)
+    }
 }
 
 impl FromStr for Class {
@@ -121,9 +127,14 @@ impl FromStr for Class {
 
 /// The class of a request: the first class it matches, else [`DEFAULT_CLASS`].
 pub fn classify<'a>(classes: &'a [Class], parts: &Parts) -> &'a str {
+    classify_headers(classes, &parts.headers)
+}
+
+/// The class of a request with these headers, as [`classify`].
+pub fn classify_headers<'a>(classes: &'a [Class], headers: &http::HeaderMap) -> &'a str {
     classes
         .iter()
-        .find(|c| c.matches(parts))
+        .find(|c| c.matches_headers(headers))
         .map_or(DEFAULT_CLASS, |c| c.name.as_str())
 }
 

@@ -13,28 +13,36 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE};
+use http::header::{
+    HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE,
+    TRAILER, UPGRADE,
+};
 use http::{HeaderMap, Request, Response, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use weir_tower::{BoxFuture, Degraded};
 
-use crate::classify::{classify, Class};
+use crate::classify::{classify_headers, Class};
 use crate::upstream::Upstream;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), besides any
-/// the `Connection` header names.
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
+/// the `Connection` header names. Names, not strings: nothing is parsed per request.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION,
+    HeaderName::from_static("proxy-connection"),
+    TE,
+    TRAILER,
+    UPGRADE,
 ];
+
+/// `X-Forwarded-For`.
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+/// `X-Forwarded-Proto`.
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// Where requests go.
 #[derive(Debug, Clone)]
@@ -81,23 +89,13 @@ impl Forward {
             }
         }
         if !self.routes.by_class.is_empty() {
-            let (parts, ()) = clone_head(request);
-            let class = classify(&self.routes.classes, &parts);
+            let class = classify_headers(&self.routes.classes, request.headers());
             if let Some(upstream) = self.routes.by_class.get(class) {
                 return upstream;
             }
         }
         &self.routes.upstream
     }
-}
-
-/// A body-less copy of a request's head, for classification.
-fn clone_head(request: &Request<Body>) -> (http::request::Parts, ()) {
-    let mut head = Request::new(());
-    *head.method_mut() = request.method().clone();
-    *head.uri_mut() = request.uri().clone();
-    *head.headers_mut() = request.headers().clone();
-    head.into_parts()
 }
 
 impl tower::Service<Request<Body>> for Forward {
@@ -173,17 +171,19 @@ fn peer_addr_of(request: &Request<Body>) -> Option<std::net::SocketAddr> {
 
 /// Removes hop-by-hop headers, and those the `Connection` header lists.
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
-        .collect();
-    for name in listed {
-        headers.remove(name);
+    if headers.contains_key(CONNECTION) {
+        let listed: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+            .collect();
+        for name in listed {
+            headers.remove(name);
+        }
     }
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         headers.remove(name);
     }
 }
@@ -200,15 +200,15 @@ fn append_forwarded(headers: &mut HeaderMap, peer: Option<IpAddr>) {
     if let Ok(v) = HeaderValue::try_from(forwarded) {
         headers.append(http::header::FORWARDED, v);
     }
-    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
         Some(existing) => format!("{existing}, {peer}"),
         None => peer.to_string(),
     };
     if let Ok(v) = HeaderValue::try_from(xff) {
-        headers.insert("x-forwarded-for", v);
+        headers.insert(X_FORWARDED_FOR, v);
     }
-    if !headers.contains_key("x-forwarded-proto") {
-        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    if !headers.contains_key(&X_FORWARDED_PROTO) {
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
     }
 }
 

@@ -24,7 +24,7 @@ mod serve;
 mod settings;
 mod upstream;
 
-pub use classify::{classify, Class, ClassError, DEFAULT_CLASS, KNOWN_CRAWLERS};
+pub use classify::{classify, classify_headers, Class, ClassError, DEFAULT_CLASS, KNOWN_CRAWLERS};
 pub use forward::{Forward, Routes};
 pub use limits::{ProxyLimits, ProxyRuleError, DOMAIN};
 pub use serve::{run, ProxyError};

@@ -38,9 +38,9 @@ pub fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-/// A policy name as a structured-field string: printable ASCII, `"` and `\` escaped.
-fn sf_string(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 2);
+/// A policy name as a structured-field string: printable ASCII, `"` and `\` escaped,
+/// appended to `out` (no string of its own: this runs on every response).
+fn push_sf_string(out: &mut String, name: &str) {
     out.push('"');
     for c in name.chars() {
         match c {
@@ -53,7 +53,6 @@ fn sf_string(name: &str) -> String {
         }
     }
     out.push('"');
-    out
 }
 
 /// The tightest limit: a denial before an allowance, then the fewest remaining.
@@ -104,26 +103,23 @@ pub fn render_headers(
         d.retry_after
     };
     if style.ietf {
-        let mut policy = String::new();
+        let mut policy =
+            String::with_capacity(applied.iter().map(|a| a.name.len() + 32).sum::<usize>());
         for a in applied {
             if !policy.is_empty() {
                 policy.push_str(", ");
             }
-            let _ = write!(policy, "{};q={}", sf_string(&a.name), a.decision.limit);
+            push_sf_string(&mut policy, &a.name);
+            let _ = write!(policy, ";q={}", a.decision.limit);
             if !a.window.is_zero() {
                 let _ = write!(policy, ";w={}", ceil_secs(a.window));
             }
         }
         headers.push(("ratelimit-policy", policy));
-        headers.push((
-            "ratelimit",
-            format!(
-                "{};r={};t={}",
-                sf_string(&tight.name),
-                d.remaining,
-                ceil_secs(reset)
-            ),
-        ));
+        let mut live = String::with_capacity(tight.name.len() + 48);
+        push_sf_string(&mut live, &tight.name);
+        let _ = write!(live, ";r={};t={}", d.remaining, ceil_secs(reset));
+        headers.push(("ratelimit", live));
     }
     if style.x_ratelimit {
         let mut limit = d.limit.to_string();

@@ -82,7 +82,12 @@ impl HeaderPattern {
 
     /// Whether a request's header matches.
     pub fn matches(&self, parts: &Parts) -> bool {
-        parts.headers.get_all(&self.name).iter().any(|value| {
+        self.matches_headers(&parts.headers)
+    }
+
+    /// Whether the header in `headers` matches (for a caller holding only the headers).
+    pub fn matches_headers(&self, headers: &http::HeaderMap) -> bool {
+        headers.get_all(&self.name).iter().any(|value| {
             let value = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
             self.patterns_lower
                 .iter()

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use http::header::{HeaderValue, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{Response, StatusCode};
 
@@ -119,10 +119,27 @@ pub(crate) fn add_rate_limit_headers(
     style: HeaderStyle,
 ) {
     for (name, value) in rate_limit_headers(&evaluation.applied, style) {
-        if let Ok(value) = HeaderValue::try_from(value) {
+        if let (Some(name), Ok(value)) = (header_name(name), HeaderValue::try_from(value)) {
             headers.insert(name, value);
         }
     }
+}
+
+/// The name of a rate-limit header, without parsing it again on every response.
+fn header_name(name: &'static str) -> Option<HeaderName> {
+    const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+    const LIVE: HeaderName = HeaderName::from_static("ratelimit");
+    const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+    const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+    const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+    Some(match name {
+        "ratelimit-policy" => POLICY,
+        "ratelimit" => LIVE,
+        "x-ratelimit-limit" => X_LIMIT,
+        "x-ratelimit-remaining" => X_REMAINING,
+        "x-ratelimit-reset" => X_RESET,
+        other => return HeaderName::try_from(other).ok(),
+    })
 }
 
 /// A response body the layer can write its own answers in. Implemented for axum's and
