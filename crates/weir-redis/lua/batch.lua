@@ -1,7 +1,8 @@
 -- batch.lua: the entry point of a batch: several operations, each on one key, coalesced
 -- from concurrent Store::apply calls into one script call (src/batch.rs). They run one
--- after another, each exactly as single.lua runs it (S.one), so a key given twice sees
--- the first operation's result. A weir refusal fails only its own operation.
+-- after another, each exactly as single.lua runs it (the fast path, then S.one), so a key
+-- given twice sees the first operation's result. A weir refusal fails only its own
+-- operation.
 -- KEYS = the distinct records. ARGV: 1 TTL grace in ms, 2 the number of operations, then
 -- per operation 13 fields: the index of its key in KEYS, seconds ('' = the store clock,
 -- read once for the batch), nanoseconds, then the operation and its rule (S.one).
@@ -15,13 +16,17 @@ return S.run(function()
     local sec, nsec
     if ARGV[at + 1] == '' then
       if store_sec == nil then
-        store_sec, store_nsec = T.now('', '')
+        store_sec, store_nsec = clock('', '')
       end
       sec, nsec = store_sec, store_nsec
     else
       sec, nsec = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
     end
-    local ok, res = pcall(S.one, KEYS[tonumber(ARGV[at])], sec, nsec, grace_ms, ARGV, at + 3)
+    local key = KEYS[tonumber(ARGV[at])]
+    local ok, res, raw = pcall(FAST, key, sec, nsec, grace_ms, ARGV, at + 3)
+    if ok and res == nil then
+      ok, res = pcall(S.one, key, sec, nsec, grace_ms, ARGV, at + 3, raw)
+    end
     if ok then
       replies[i] = res
     elseif type(res) == 'table' and res.weir ~= nil then

@@ -10,7 +10,7 @@
 -- Reply: {5, allowed, then per limit: allowed, remaining, reset, retry, delay}.
 return S.run(function()
   local grace_ms = tonumber(ARGV[1])
-  local sec, nsec = T.now(ARGV[2], ARGV[3])
+  local sec, nsec = clock(ARGV[2], ARGV[3])
   local cost, count = tonumber(ARGV[4]), tonumber(ARGV[5])
   local recs = {}
   for i = 1, #KEYS do

@@ -9,10 +9,11 @@ local R = {}
 
 local KNOWN = { fw = true, sl = true, ww = true, tb = true, lb = true, gc = true, lq = true, cc = true }
 
--- The record at key, as seen at (sec, nsec). rec.now is now as an offset from rec.base;
--- rec.st is decoded lazily (S.state), once the rule says which algorithm it must be.
-function R.load(key, sec, nsec)
-  local raw = redis.pcall('HGETALL', key)
+-- The record at key, as seen at (sec, nsec), from its HGETALL (`raw`, read here when
+-- nil). rec.now is now as an offset from rec.base; rec.st is decoded lazily (S.state),
+-- once the rule says which algorithm it must be.
+function R.load(key, sec, nsec, raw)
+  raw = raw or redis.pcall('HGETALL', key)
   if raw.err then
     fail('corrupt', 'not a hash')
   end

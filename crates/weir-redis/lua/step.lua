@@ -203,11 +203,12 @@ end
 -- One operation on the record at `key` (Store::apply): load it, run the step, store it
 -- iff it is live (and held, or the operation adds usage), delete it otherwise; mirrors
 -- crates/weir-testkit/src/model.rs `Model::apply`. `argv[i..i+9]`: operation, its number
--- (cost, units, duration or TTL in ns), holder, then the rule (S.rule).
-function S.one(key, sec, nsec, grace_ms, argv, i)
+-- (cost, units, duration or TTL in ns), holder, then the rule (S.rule). `raw` is the
+-- key's HGETALL when the fast path (fast.lua) read it already and gave up.
+function S.one(key, sec, nsec, grace_ms, argv, i, raw)
   local op, n, holder = argv[i], tonumber(argv[i + 1]) or 0, argv[i + 2]
   local p = S.rule(argv, i + 3)
-  local rec = R.load(key, sec, nsec)
+  local rec = R.load(key, sec, nsec, raw)
   local kind, out = S.apply(p, rec, op, n, holder, rec.now)
   local action, fields = S.prepare(rec, S.creates(op, n))
   S.commit(rec, action, fields, grace_ms)
@@ -220,11 +221,5 @@ function S.run(main)
   if ok then
     return res
   end
-  if type(res) == 'table' and res.weir ~= nil then
-    return { -1, res.weir, res.msg }
-  end
-  if type(res) == 'table' and res.err ~= nil then
-    return redis.error_reply(res.err)
-  end
-  return redis.error_reply(tostring(res))
+  return failure(res)
 end

@@ -51,15 +51,24 @@
 //!
 //! ## Design
 //!
-//! **One script per algorithm.** `lua/` holds a shared prelude (exact integer helpers, the
-//! clock), `record.lua` (the hash), `step.lua` (expiry, block, lockout, dispatch, expiry
-//! again: `step.rs` line for line), one file per algorithm (each mirrors its Rust file and
-//! says which), and the entry points: `single.lua` (one operation), `multi.lua`
+//! **One script per algorithm.** `lua/` holds `base.lua` (constants, the clock, exact
+//! integer primitives), a shared prelude (the rest of the integer helpers, epoch
+//! alignment), `record.lua` (the hash), `step.lua` (expiry, block, lockout, dispatch,
+//! expiry again: `step.rs` line for line), one file per algorithm (each mirrors its Rust
+//! file and says which), and the entry points: `single.lua` (one operation), `multi.lua`
 //! (`check_all`), `batch.lua` (a batch). `scripts.rs` concatenates them with
 //! `include_str!` into one script per algorithm, plus the multi and batch scripts, which
 //! carry every algorithm. Scripts run by `EVALSHA`; on `NOSCRIPT` (a restarted or new
 //! node) redis-rs loads the script and retries. User input never reaches the script
 //! text: keys go in `KEYS`, every value in `ARGV`.
+//!
+//! **The fast path.** `EVALSHA` runs a script's whole chunk on every call, so every
+//! function the general path defines is built again per call. `fast.lua` answers the
+//! common call, a check under GCRA, the token bucket, the fixed window or the sliding log
+//! / window on a key with no block or lockout strikes, straight-line and before the
+//! general path is defined; it computes exactly what the general path would, and hands
+//! anything else (with the record it read, having written nothing) to the general path.
+//! Single and batch scripts use it; the conformance suite exercises both paths.
 //!
 //! **Time encoding.** Time is integer nanoseconds since the Unix epoch (about 1.7·10^18),
 //! but Lua numbers are doubles, exact only up to 2^53. So `now` travels as two integers

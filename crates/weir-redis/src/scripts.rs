@@ -1,8 +1,14 @@
 //! The Lua scripts, assembled at compile time from `lua/*.lua`: one per algorithm for a
-//! single operation (prelude, record, that algorithm, step, `single.lua`) and one with
-//! every algorithm for several limits at once (`multi.lua`) and for a batch of operations
-//! (`batch.lua`). The store picks one here and
-//! runs it by `EVALSHA` (`redis::Script` loads it on `NOSCRIPT` and retries).
+//! single operation (base, the fast path and its head, then the general path: prelude,
+//! record, that algorithm, step, `single.lua`) and one with every algorithm for several
+//! limits at once (`multi.lua`) and for a batch of operations (`batch.lua`). The store
+//! picks one here and runs it by `EVALSHA` (`redis::Script` loads it on `NOSCRIPT` and
+//! retries).
+//!
+//! Order matters for cost: `EVALSHA` runs the whole chunk on every call, and each function
+//! it defines is a closure built per call. The fast path (`fast.lua`) and the single
+//! script's head (`single_fast.lua`) come before the general path's definitions, so a
+//! call the fast path answers returns before building any of them.
 
 use std::sync::LazyLock;
 
@@ -62,6 +68,9 @@ macro_rules! lua {
 macro_rules! single {
     ($algorithm:literal) => {
         lua!(
+            "base.lua",
+            "fast.lua",
+            "single_fast.lua",
             "prelude.lua",
             "record.lua",
             $algorithm,
@@ -73,6 +82,7 @@ macro_rules! single {
 
 /// The source of the multi-limit script (every algorithm).
 pub(crate) const MULTI_SOURCE: &str = lua!(
+    "base.lua",
     "prelude.lua",
     "record.lua",
     "fixed_window.lua",
@@ -89,6 +99,8 @@ pub(crate) const MULTI_SOURCE: &str = lua!(
 
 /// The source of the batch script (every algorithm).
 pub(crate) const BATCH_SOURCE: &str = lua!(
+    "base.lua",
+    "fast.lua",
     "prelude.lua",
     "record.lua",
     "fixed_window.lua",
