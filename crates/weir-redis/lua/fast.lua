@@ -4,13 +4,16 @@
 -- fixed window or the sliding log / window counter. It computes exactly what the general
 -- path would (R.load, S.apply, S.prepare and R.write in record.lua and step.lua, then the
 -- algorithm's `check` and `fresh_at` in its own file; each step below names its
--- original), straight-line: no tables but the reply, no closures, no dispatch.
+-- original), straight-line: no closures, no dispatch, no tables but the reply (and the
+-- changed fields of a held record), `until` written as max(later - now, 0).
 -- Anything else (another operation, a record with a guard, another algorithm's record or
 -- a corrupt one, a rebase, a window whose epoch phase needs long multiplication, a
 -- lockout that engages, a refusal at the horizon) makes it give up before writing
--- anything: FAST returns nil and the HGETALL it read (if any), and the general path
--- starts over from that. It is defined before the general path, so a single script
--- (single_fast.lua) whose call it answers never runs the rest of the chunk.
+-- anything: FAST returns nil, the HGETALL it read and the clock it read (if any), and
+-- the general path starts over from those. It is defined before the general path, so a
+-- single script (single_fast.lua) whose call it answers never runs the rest of the chunk.
+-- The rule's numbers come from the Rust side (src/encode.rs), always decimal: they are
+-- converted by arithmetic (`+ 0`, as tonumber would, at half the cost).
 -- weir-testkit's conformance suite, run on both the single and the batch scripts,
 -- exercises both paths against the model.
 
@@ -42,8 +45,11 @@ local function fast_align(base, x, w)
 end
 
 -- The plain check of `argv[i..]` (S.one's layout) on `key` at (sec, nsec): the reply of
--- S.reply, or nil and the key's HGETALL when the general path must decide.
+-- S.reply, or nil, the key's HGETALL and (sec, nsec) when the general path must decide.
+-- With sec nil (single_fast.lua), the clock and the grace are read from ARGV 1-3 as
+-- single.lua reads them, and the clock only once the call is known to be a plain check.
 local function FAST(key, sec, nsec, grace_ms, argv, i)
+  local max, min = math.max, math.min
   -- The state fields of the algorithm (see its file).
   local tag, f1, f2 = argv[i + 3], nil, nil
   if tag == 'gc' then
@@ -62,11 +68,21 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
   end
   local cost = tonumber(argv[i + 1]) or 0
   local lockout = argv[i + 7] ~= ''
+  if sec == nil then
+    -- `clock` (prelude.lua)
+    if argv[2] == '' then
+      local t = redis.call('TIME')
+      sec, nsec = tonumber(t[1]), tonumber(t[2]) * 1000
+    else
+      sec, nsec = tonumber(argv[2]), tonumber(argv[3])
+    end
+    grace_ms = tonumber(argv[1])
+  end
 
   -- R.load: the record, or none.
   local raw = redis.pcall('HGETALL', key)
   if raw.err then
-    return nil, raw
+    return nil, raw, sec, nsec
   end
   local held, live, base, now, x = false, false, sec, nsec, PAST
   local ob, ox, v1, v2 -- the stored texts of b, x and the state fields
@@ -85,16 +101,16 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
       elseif name == f2 then
         v2 = value
       else
-        return nil, raw -- a guard, another algorithm's fields, or a stranger's
+        return nil, raw, sec, nsec -- a guard, another algorithm's fields, or a stranger's
       end
     end
     base, x = tonumber(ob), tonumber(ox)
     if oa ~= tag or base == nil or x == nil then
-      return nil, raw
+      return nil, raw, sec, nsec
     end
     now = (sec - base) * SEC_NS + nsec
     if now > REBASE_NS or now < -REBASE_NS then
-      return nil, raw
+      return nil, raw, sec, nsec
     end
     -- Held means held and live: an expired record is no record (`step::keep`).
     held, live = true, x > now
@@ -103,76 +119,77 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
   -- The algorithm's `check` on its state (decoded when live, fresh otherwise), then
   -- `fresh_at`: the decision, the new expiry nx, and the state as field texts.
   local ok, rem, reset, retry = 1, 0, 0, 0
-  local nx, n1, n2, units = PAST, nil, nil, 0
+  local nx, n1, n2, units, xt = PAST, nil, nil, 0, nil
   if tag == 'gc' then
-    local interval, tolerance = tonumber(argv[i + 5]), tonumber(argv[i + 6])
+    local interval, tolerance = argv[i + 5] + 0, argv[i + 6] + 0
     local t = PAST
     if live then
       t = tonumber(v1)
       if t == nil then
-        return nil, raw
+        return nil, raw, sec, nsec
       end
     end
-    local tat = math.max(t, now)
-    local new_tat = tat + math.max(cost, 1) * interval
+    local tat = max(t, now)
+    local new_tat = tat + max(cost, 1) * interval
     local at = tat
     if new_tat - now <= tolerance then
       if cost ~= 0 then
         t, at = new_tat, new_tat
       end
     else
-      ok, retry = 0, till(new_tat - tolerance, now)
+      ok, retry = 0, max(new_tat - tolerance - now, 0)
     end
-    rem = divmod(math.max(tolerance - math.max(at - now, 0), 0), interval)
-    reset = till(at, now)
+    rem = divmod(max(tolerance - max(at - now, 0), 0), interval)
+    reset = max(at - now, 0)
     nx, n1 = t, fmt(t)
+    xt = n1
   elseif tag == 'tb' then
     local capacity, interval, initial =
-      tonumber(argv[i + 4]), tonumber(argv[i + 5]), tonumber(argv[i + 6])
+      argv[i + 4] + 0, argv[i + 5] + 0, argv[i + 6] + 0
     local t, l = initial, now
     if live then
       t, l = tonumber(v1), tonumber(v2)
       if t == nil or l == nil then
-        return nil, raw
+        return nil, raw, sec, nsec
       end
     end
     -- refill
-    local tokens, last = math.min(t, capacity), l
+    local tokens, last = min(t, capacity), l
     if now > last then
       local added = divmod(now - last, interval)
-      tokens = math.min(tokens + added, capacity)
+      tokens = min(tokens + added, capacity)
       if tokens == capacity then
         last = now
       else
         last = last + added * interval
       end
     end
-    local want = math.max(cost, 1)
+    local want = max(cost, 1)
     if tokens >= want then
       if cost > 0 then
         tokens = tokens - cost
         t, l = tokens, last
       end
     else
-      ok, retry = 0, till(last + (want - tokens) * interval, now)
+      ok, retry = 0, max(last + (want - tokens) * interval - now, 0)
     end
-    rem, reset = tokens, till(last + math.max(capacity - tokens, 0) * interval, now)
-    nx = l + math.max(capacity - math.min(t, capacity), 0) * interval
+    rem, reset = tokens, max(last + max(capacity - tokens, 0) * interval - now, 0)
+    nx = l + max(capacity - min(t, capacity), 0) * interval
     if initial < capacity then
       nx = nx + capacity * interval
     end
     n1, n2 = fmt(t), fmt(l)
   elseif tag == 'fw' then
-    local limit, window = tonumber(argv[i + 4]), tonumber(argv[i + 5])
+    local limit, window = argv[i + 4] + 0, argv[i + 5] + 0
     local start = fast_align(base, now, window)
     if start == nil then
-      return nil, raw
+      return nil, raw, sec, nsec
     end
     local s, c = start, 0
     if live then
       s, c = tonumber(v1), tonumber(v2)
       if s == nil or c == nil then
-        return nil, raw
+        return nil, raw, sec, nsec
       end
     end
     -- current: the same window, or a lagging clock counting into the newer one
@@ -180,15 +197,15 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
     if s >= start then
       cs, cc = s, c
     end
-    reset = till(cs + window, now)
-    if cc + math.max(cost, 1) <= limit then
+    reset = max(cs + window - now, 0)
+    if cc + max(cost, 1) <= limit then
       if cost > 0 then
         cc = cc + cost
         s, c = cs, cc
       end
       rem = limit - cc
     else
-      ok, rem, retry = 0, math.max(limit - cc, 0), reset
+      ok, rem, retry = 0, max(limit - cc, 0), reset
     end
     if c ~= 0 then
       nx = s + window
@@ -196,14 +213,14 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
     n1, n2, units = fmt(s), fmt(c), c
   else
     local limit, window, precision =
-      tonumber(argv[i + 4]), tonumber(argv[i + 5]), tonumber(argv[i + 6])
+      argv[i + 4] + 0, argv[i + 5] + 0, argv[i + 6] + 0
     -- The buckets: cnt packed ones from bucket h on (0-based), then the one added or
     -- merged at the back (bs, bc), if any.
     local buf, h, cnt, total = '', 0, 0, 0
     if live and v1 ~= nil then
       total = tonumber(v2)
       if total == nil or #v1 % 16 ~= 0 then
-        return nil, raw
+        return nil, raw, sec, nsec
       end
       buf, cnt = v1, #v1 / 16
     end
@@ -215,19 +232,19 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
       end
       total, h, cnt = total - count, h + 1, cnt - 1
     end
-    local want, bs, bc = math.max(cost, 1), nil, nil
+    local want, bs, bc = max(cost, 1), nil, nil
     if total + want <= limit then
       if cost > 0 then
         -- add
         bs = fast_align(base, now, precision)
         if bs == nil then
-          return nil, raw
+          return nil, raw, sec, nsec
         end
-        local full = cnt >= math.max(math.min(limit, window / precision), 1)
+        local full = cnt >= max(min(limit, window / precision), 1)
         bc = cost
         if cnt > 0 then
           local back_start, back_count = struct.unpack('<dd', buf, (h + cnt - 1) * 16 + 1)
-          bs = math.max(bs, back_start)
+          bs = max(bs, back_start)
           if back_start == bs or full then
             cnt, bc = cnt - 1, back_count + cost
           end
@@ -236,7 +253,7 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
       end
       rem = limit - total
     else
-      ok, rem = 0, math.max(limit - total, 0)
+      ok, rem = 0, max(limit - total, 0)
     end
     -- empty_at
     if bs ~= nil then
@@ -244,7 +261,7 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
     elseif cnt > 0 then
       nx = struct.unpack('<dd', buf, (h + cnt - 1) * 16 + 1) + window
     end
-    reset = till(nx, now)
+    reset = max(nx - now, 0)
     if ok == 0 then
       local to_free, ready = total + want - limit, nx
       for k = h, h + cnt - 1 do
@@ -255,7 +272,7 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
         end
         to_free = to_free - count
       end
-      retry = till(ready, now)
+      retry = max(ready - now, 0)
     end
     n1 = string.sub(buf, h * 16 + 1, (h + cnt) * 16)
     if bs ~= nil then
@@ -264,16 +281,17 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
     n2, units = fmt(total), total
   end
   if ok == 0 and lockout and cost > 0 then
-    return nil, raw -- the lockout engages: the general path blocks the key
+    return nil, raw, sec, nsec -- the lockout engages: the general path blocks the key
   end
 
   -- S.prepare and R.write: store the record if it is live and may be stored (only what
   -- changed, the TTL only when the expiry moves), delete it if it is held and not live.
   if nx > now and (live or cost > 0) then
     if nx - now > REACH_NS or units > MAX_UNITS then
-      return nil, raw -- a refusal at the horizon: the general path makes it
+      return nil, raw, sec, nsec -- a refusal at the horizon: the general path makes it
     end
-    local bt, xt = fmt(base), fmt(nx)
+    local bt = fmt(base)
+    xt = xt or fmt(nx)
     if not held then
       if f2 == nil then
         redis.call('HSET', key, 'b', bt, 'x', xt, 'a', tag, f1, n1)
@@ -299,7 +317,11 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
       end
     end
     if not held or ob ~= bt or ox ~= xt then
-      redis.call('PEXPIRE', key, fmt(div_ceil(nx - now, 1000000) + grace_ms))
+      local ms, sub_ms = divmod(nx - now, 1000000) -- div_ceil
+      if sub_ms > 0 then
+        ms = ms + 1
+      end
+      redis.call('PEXPIRE', key, fmt(ms + grace_ms))
     end
   elseif held then
     redis.call('DEL', key)

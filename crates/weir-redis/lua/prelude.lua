@@ -1,7 +1,52 @@
--- prelude.lua: exact integer arithmetic on Lua's doubles beyond base.lua's, and the
--- epoch alignment of one decision: the general path's helpers. Mirrors
--- crates/weir-core/src/time.rs (until, div_ceil, mul_div_ceil); the constants, the
--- clock and the primitives are base.lua's.
+-- prelude.lua: the general path's helpers: failures, the clock, exact integer arithmetic
+-- on Lua's doubles beyond base.lua's (which has the constants, floor division and decimal
+-- text), and the epoch alignment of one decision. Mirrors crates/weir-core/src/time.rs
+-- (until, div_ceil, mul_div_ceil).
+
+-- Raises an error the entry point turns into a reply {-1, code, message}; it happens
+-- before any write, so the record is left as it was.
+local function fail(code, message)
+  error({ weir = code, msg = message })
+end
+
+-- The reply of a failed call: a weir refusal as {-1, code, message}, anything else (an
+-- error of Redis's, such as READONLY or OOM) as an error reply.
+local function failure(res)
+  if type(res) == 'table' and res.weir ~= nil then
+    return { -1, res.weir, res.msg }
+  end
+  if type(res) == 'table' and res.err ~= nil then
+    return redis.error_reply(res.err)
+  end
+  return redis.error_reply(tostring(res))
+end
+
+-- `div_ceil(a, b)` of time.rs for 0 <= a.
+local function div_ceil(a, b)
+  local q, r = divmod(a, b)
+  if r > 0 then
+    q = q + 1
+  end
+  return q
+end
+
+-- `until(later, now)` of time.rs: later - now, or 0 when later is not after now.
+local function till(later, now)
+  if later > now then
+    return later - now
+  end
+  return 0
+end
+
+-- Now as (whole seconds, nanoseconds within the second): the process clock from ARGV, or
+-- the store clock (`TIME`) when the seconds argument is empty.
+local function clock(sec_arg, nsec_arg)
+  if sec_arg == '' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]), tonumber(t[2]) * 1000
+  end
+  return tonumber(sec_arg), tonumber(nsec_arg)
+end
 
 -- Integer helpers. Arguments are integers held exactly in doubles.
 local N = { till = till, divmod = divmod, div_ceil = div_ceil }

@@ -1,6 +1,13 @@
 -- single.lua: the entry point of one operation on one key (Store::apply), when the fast
 -- path (single_fast.lua) did not answer it: the general step, on the clock and the
--- HGETALL the fast path already read.
+-- HGETALL the fast path read, if it got that far.
+if not FAST_OK then
+  return failure(FAST_REPLY)
+end
 return S.run(function()
-  return S.one(KEYS[1], FAST_SEC, FAST_NSEC, tonumber(ARGV[1]), ARGV, 4, FAST_RAW)
+  local sec, nsec = FAST_SEC, FAST_NSEC
+  if sec == nil then
+    sec, nsec = clock(ARGV[2], ARGV[3])
+  end
+  return S.one(KEYS[1], sec, nsec, tonumber(ARGV[1]), ARGV, 4, FAST_RAW)
 end)
