@@ -1,5 +1,5 @@
 //! What Redis holds, looked at directly: key names and hash tags, the prefix, a TTL that
-//! ends at freshness, no key for an operation that adds no usage, a deleted key once the
+//! ends at freshness (and follows it as checks move it), no key for an operation that adds no usage, a deleted key once the
 //! state is fresh, unreadable records reported as corrupt (and left alone), and refusals
 //! at the horizon that change nothing.
 
@@ -87,6 +87,58 @@ async fn keys_are_named_tagged_and_kept_exactly_while_live() {
         .await
         .unwrap();
     assert_eq!(raw(&redis, "EXISTS rl:{alice}"), ":0\r\n");
+}
+
+fn pttl(redis: &RedisServer, key: &str) -> i64 {
+    raw(redis, &format!("PTTL {key}"))
+        .trim_start_matches(':')
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ttl_follows_the_expiry_on_every_write_and_only_then() {
+    // Plain checks, which the scripts' fast path answers: the TTL moves with the state's
+    // freshness when an allowed check moves it, and a denial writes nothing.
+    let redis = RedisServer::start();
+    let store = store(&redis, "ttl");
+    // GCRA, 1 per 10 s with a burst of 3: each allowed check moves freshness 10 s on.
+    let rule = Rule::gcra(1, Duration::from_secs(10), 3).unwrap();
+    for n in 1..=3_i64 {
+        let outcome = check(&store, "g", &rule, T0_NS).await.unwrap();
+        assert!(matches!(outcome, Outcome::Decision(d) if d.allowed));
+        let ttl = pttl(&redis, "ttl:{g}");
+        assert!(
+            (n * 10_000 - 1_000..=n * 10_000).contains(&ttl),
+            "{n}: {ttl}"
+        );
+    }
+    let before = raw(&redis, "HGETALL ttl:{g}");
+    let outcome = check(&store, "g", &rule, T0_NS).await.unwrap();
+    assert!(matches!(outcome, Outcome::Decision(d) if !d.allowed));
+    assert_eq!(raw(&redis, "HGETALL ttl:{g}"), before);
+    assert!(pttl(&redis, "ttl:{g}") > 29_000);
+
+    // A fixed window: checks in one window leave the TTL set by the first (the window of
+    // T0 ends 9.876543211 s later); the first check of the next window moves it to that
+    // window's end, as far from its now.
+    let rule = Rule::fixed_window(5, Duration::from_secs(10)).unwrap();
+    check(&store, "w", &rule, T0_NS).await.unwrap();
+    raw(&redis, "PEXPIRE ttl:{w} 20000"); // a TTL the next check must leave alone
+    check(&store, "w", &rule, T0_NS + SEC).await.unwrap();
+    assert!((19_000..=20_000).contains(&pttl(&redis, "ttl:{w}")));
+    assert_eq!(raw(&redis, "HGET ttl:{w} c"), "$1\r\n2\r\n");
+    check(&store, "w", &rule, T0_NS + 10 * SEC).await.unwrap();
+    assert!((9_000..=9_877).contains(&pttl(&redis, "ttl:{w}")));
+    assert_eq!(raw(&redis, "HGET ttl:{w} c"), "$1\r\n1\r\n");
+
+    // A sliding log: an expired record is read as fresh and written anew.
+    let rule = Rule::sliding_log(2, Duration::from_secs(10)).unwrap();
+    check(&store, "s", &rule, T0_NS).await.unwrap();
+    check(&store, "s", &rule, T0_NS + 20 * SEC).await.unwrap();
+    assert!((9_000..=10_000).contains(&pttl(&redis, "ttl:{s}")));
+    assert_eq!(raw(&redis, "HGET ttl:{s} n"), "$1\r\n1\r\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
