@@ -47,7 +47,8 @@ pub(crate) enum ClockChoice {
 #[derive(Debug, Args)]
 pub(crate) struct EngineArgs {
     /// A rule file or a directory of *.yaml rule files (Weir's format, or
-    /// envoyproxy/ratelimit's unchanged) [default: the built-in example rules]
+    /// envoyproxy/ratelimit's unchanged) [default: the built-in example rules,
+    /// config/example.yaml for serve, config/proxy.yaml for proxy]
     #[arg(long, value_name = "PATH", env = "WEIR_CONFIG")]
     pub(crate) config: Option<PathBuf>,
 
