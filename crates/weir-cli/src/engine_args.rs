@@ -1,13 +1,16 @@
 //! The options that set up Weir's decision engine — rules, store, admin token, headers,
 //! reload, logs — shared by `weir serve` and `weir proxy` (each also a `WEIR_*` environment
-//! variable), the glue that turns them into `weir_server::Settings`, and the signals that
-//! stop both.
+//! variable), the glue that turns them into `weir_server::Settings`, the runtime both run
+//! on, and the signals that stop both.
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
+use tokio::net::TcpListener;
 use weir_server::{AdminToken, HeaderStyle, Settings, StoreClock, StoreSpec};
 
 use crate::duration::parse_duration;
@@ -197,6 +200,22 @@ impl EngineArgs {
         };
         result.context("setting up logs")
     }
+}
+
+/// Runs `main` on a multi-threaded tokio runtime (serve and proxy).
+pub(crate) fn run(main: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(main)
+}
+
+/// Binds `addr`, saying which of the command's addresses (`what`) failed.
+pub(crate) async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the {what} address {addr}"))
 }
 
 /// Completes on SIGTERM or SIGINT.

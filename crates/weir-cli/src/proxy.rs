@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
-use tokio::net::TcpListener;
 use weir_proxy::{Class, ProxySettings, Upstream};
 use weir_tower::{ClientIp, InFlightLimit, IpNet, OnLimit};
 
 use crate::duration::parse_duration;
-use crate::engine_args::{shutdown_signal, EngineArgs};
+use crate::engine_args::{bind, run, shutdown_signal, EngineArgs};
 use crate::help;
 
 /// What a request over its limit gets.
@@ -192,17 +191,9 @@ impl ProxyArgs {
 pub(crate) fn proxy(args: &ProxyArgs) -> anyhow::Result<()> {
     args.engine.init_logs()?;
     let settings = args.settings()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    runtime.block_on(async {
-        let listener = TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("binding the proxy address {}", args.listen))?;
-        let api = TcpListener::bind(args.api)
-            .await
-            .with_context(|| format!("binding the API address {}", args.api))?;
+    run(async {
+        let listener = bind(args.listen, "proxy").await?;
+        let api = bind(args.api, "API").await?;
         weir_proxy::run(settings, listener, api, shutdown_signal())
             .await
             .context("weir proxy")

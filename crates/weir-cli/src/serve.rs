@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use tokio::net::TcpListener;
 use weir_server::Settings;
 
 use crate::duration::parse_duration;
-use crate::engine_args::{shutdown_signal, EngineArgs};
+use crate::engine_args::{bind, run, shutdown_signal, EngineArgs};
 use crate::help;
 
 /// Options of `weir serve`.
@@ -59,17 +58,9 @@ impl ServeArgs {
 pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     args.engine.init_logs()?;
     let settings = args.settings()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    runtime.block_on(async {
-        let http = TcpListener::bind(args.http)
-            .await
-            .with_context(|| format!("binding the HTTP address {}", args.http))?;
-        let grpc = TcpListener::bind(args.grpc)
-            .await
-            .with_context(|| format!("binding the gRPC address {}", args.grpc))?;
+    run(async {
+        let http = bind(args.http, "HTTP").await?;
+        let grpc = bind(args.grpc, "gRPC").await?;
         weir_server::run(settings, http, grpc, shutdown_signal())
             .await
             .context("weir serve")
