@@ -31,9 +31,15 @@ pub enum ProxyError {
     /// The rules do not suit the proxy.
     #[error(transparent)]
     Rules(#[from] ProxyRuleError),
-    /// A listener failed.
+    /// A listener failed (the message holds the cause; no second copy as `source()`).
     #[error("listener: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for ProxyError {
+    fn from(error: std::io::Error) -> Self {
+        Self::Io(error)
+    }
 }
 
 /// Counts every proxied request in the server's metrics: `weir_requests_total{api="proxy"}`

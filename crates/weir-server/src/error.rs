@@ -5,20 +5,46 @@ use weir_config::ConfigError;
 
 use crate::store_url::StoreUrlError;
 
-/// The server could not start, or a listener failed.
+/// The server could not start, or a listener failed. The message already holds the
+/// cause's, so no `source()` is exposed: a report that prints the chain (`anyhow`'s `{:#}`)
+/// says it once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {
     /// The rules could not be loaded at startup (names file, place and reason).
     #[error("rules: {0}")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
     /// The store URL cannot be used.
     #[error("store: {0}")]
-    Store(#[from] StoreUrlError),
+    Store(StoreUrlError),
     /// The HTTP listener failed.
     #[error("http server: {0}")]
-    Http(#[source] std::io::Error),
+    Http(std::io::Error),
     /// The gRPC server failed.
     #[error("grpc server: {0}")]
-    Grpc(#[source] tonic::transport::Error),
+    Grpc(tonic::transport::Error),
+}
+
+impl From<ConfigError> for ServerError {
+    fn from(error: ConfigError) -> Self {
+        Self::Config(error)
+    }
+}
+
+impl From<StoreUrlError> for ServerError {
+    fn from(error: StoreUrlError) -> Self {
+        Self::Store(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cause_is_said_once() {
+        let error = ServerError::from(StoreUrlError::Invalid("rediss://h:1: no TLS".into()));
+        assert_eq!(error.to_string(), "store: rediss://h:1: no TLS");
+        assert!(std::error::Error::source(&error).is_none());
+    }
 }
