@@ -58,6 +58,15 @@ pub enum ConfigError {
         /// The file that defined it again.
         second: PathBuf,
     },
+    /// The rules are valid YAML and valid rules, but the program loading them cannot run
+    /// them (e.g. `weir proxy` needs the domain `proxy`).
+    #[error("{}: {reason}", origin.display())]
+    Rejected {
+        /// The file or directory, as the loader names it.
+        origin: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A directory holds no `*.yaml` or `*.yml` file.
     #[error("{}: no *.yaml or *.yml rule files", dir.display())]
     NoRuleFiles {
@@ -86,6 +95,7 @@ impl ConfigError {
             | Self::FileTooLarge { file, .. } => file,
             Self::DuplicateDomain { second, .. } => second,
             Self::NoRuleFiles { dir } => dir,
+            Self::Rejected { origin, .. } => origin,
         }
     }
 }

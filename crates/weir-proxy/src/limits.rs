@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
-use weir_config::{Descriptor, Limit, Matched};
+use weir_config::{Descriptor, Limit, Matched, RuleSet};
 use weir_core::{Clock, FailurePolicy, Key, Rule};
 use weir_server::{deny_all, enforced, App, Outcome};
 use weir_tower::{Applied, BoxFuture, ClientIp, Evaluation, LimitError, Limits, OnLimit};
@@ -68,18 +68,14 @@ impl ProxyLimits {
         }
     }
 
-    /// Checks that the rules in force suit the proxy.
-    pub fn check_rules(app: &App) -> Result<(), ProxyRuleError> {
-        let snapshot = app.rule_book().snapshot();
-        if !snapshot.rules.domains().any(|d| d == DOMAIN) {
+    /// Checks that a rule set suits the proxy. The proxy's engine runs it at start-up and
+    /// on every reload, so rules it cannot run are refused like a bad file (the old rules
+    /// stay in force).
+    pub fn check_rules(rules: &RuleSet) -> Result<(), ProxyRuleError> {
+        if !rules.domains().any(|d| d == DOMAIN) {
             return Err(ProxyRuleError::NoDomain);
         }
-        for info in snapshot
-            .rules
-            .rules()
-            .iter()
-            .filter(|r| r.domain.as_ref() == DOMAIN)
-        {
+        for info in rules.rules().iter().filter(|r| r.domain.as_ref() == DOMAIN) {
             if info.algorithm() == "concurrency" {
                 return Err(ProxyRuleError::Concurrency(info.id.to_string()));
             }
@@ -110,8 +106,8 @@ impl ProxyLimits {
         let descriptors = self.descriptors(parts);
         let matched: Vec<Matched> = match snapshot.rules.matches(DOMAIN, &descriptors) {
             Ok(matched) => matched.into_iter().flatten().collect(),
-            // Reloaded rules without the proxy domain: nothing limits (and it is logged
-            // and reported as a reload of rules the proxy cannot use).
+            // Cannot happen: rules without the proxy domain are refused at start-up and on
+            // reload (`check_rules`). Were it to, nothing would limit.
             Err(_) => return Ok(Evaluation::unlimited()),
         };
         let checked: Vec<(&Matched, Rule)> = matched

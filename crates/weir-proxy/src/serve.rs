@@ -18,7 +18,7 @@ use weir_server::{serve_http, spawn_background, App, Peer, ServerError};
 use weir_tower::{OnLimit, RateLimitLayer};
 
 use crate::forward::{Forward, Routes};
-use crate::limits::{ProxyLimits, ProxyRuleError};
+use crate::limits::ProxyLimits;
 use crate::settings::ProxySettings;
 
 /// Why the proxy could not start or stopped on its own.
@@ -28,9 +28,6 @@ pub enum ProxyError {
     /// The engine could not be built (rules, store URL).
     #[error(transparent)]
     Server(#[from] ServerError),
-    /// The rules do not suit the proxy.
-    #[error(transparent)]
-    Rules(#[from] ProxyRuleError),
     /// A listener failed (the message holds the cause; no second copy as `source()`).
     #[error("listener: {0}")]
     Io(std::io::Error),
@@ -72,8 +69,9 @@ pub async fn run(
     api: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ProxyError> {
-    let app = App::new(settings.server.clone()).await?;
-    ProxyLimits::check_rules(&app)?;
+    let mut server = settings.server.clone();
+    server.validate = Some(|rules| ProxyLimits::check_rules(rules).map_err(|e| e.to_string()));
+    let app = App::new(server).await?;
     let on_limit = match (settings.on_limit, &settings.fallback_upstream) {
         (OnLimit::Degrade, None) => OnLimit::Reject,
         (on_limit, _) => on_limit,

@@ -442,3 +442,74 @@ async fn a_client_that_never_finishes_its_headers_is_dropped() {
     assert!(read.is_ok(), "the proxy closed the connection within 5 s");
     assert_eq!(b.record.count(), 0, "nothing reached the backend");
 }
+
+#[tokio::test]
+async fn rules_the_proxy_cannot_run_are_refused_at_start_and_on_reload() {
+    let dir = std::env::temp_dir().join(format!("weir-proxy-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rules.yaml");
+    std::fs::write(&file, CRAWLERS).unwrap();
+    let b = backend("app", Duration::ZERO).await;
+    let mut s = settings(upstream(&b), CRAWLERS);
+    s.server.rules = weir_server::RuleSource::Path(file.clone());
+    s.server.reload.watch = false;
+    s.server.admin_token = Some(weir_server::AdminToken::new("reload-token-for-tests").unwrap());
+    let p = proxy(s).await;
+    let c = client();
+    let bot = [("user-agent", "bingbot")];
+    let codes: Vec<u16> = {
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            v.push(get(&c, p.addr, "/", &bot).await.status);
+        }
+        v
+    };
+    assert_eq!(codes, [200, 200, 200, 429]);
+
+    // Valid YAML and valid rules, but no `proxy` domain: refused, the old rules stay.
+    std::fs::write(&file, "domain: other\n").unwrap();
+    let auth = [("authorization", "Bearer reload-token-for-tests")];
+    let answer = send(&c, p.api, "POST", "/admin/reload", &auth, "").await;
+    assert_eq!(answer.status, 422, "{}", answer.body);
+    assert!(
+        answer
+            .body
+            .contains("the rule files define no domain 'proxy'"),
+        "{}",
+        answer.body
+    );
+    assert_eq!(
+        get(&c, p.addr, "/", &bot).await.status,
+        429,
+        "still limited"
+    );
+
+    // A concurrency rule in the proxy's domain: refused too.
+    std::fs::write(
+        &file,
+        "domain: proxy\ndescriptors:\n  - key: global\n    value: all\n    rule: {algorithm: concurrency, max_leases: 3}\n",
+    )
+    .unwrap();
+    let answer = send(&c, p.api, "POST", "/admin/reload", &auth, "").await;
+    assert_eq!(answer.status, 422, "{}", answer.body);
+    assert!(
+        answer.body.contains("use --max-in-flight"),
+        "{}",
+        answer.body
+    );
+
+    // At start-up the same rules stop the proxy with the reason.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut bad = settings(upstream(&b), CRAWLERS);
+    bad.server.rules = weir_server::RuleSource::Path(file.clone());
+    let error = weir_proxy::run(bad, listener, api, std::future::pending())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("concurrency rules are not for the proxy"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

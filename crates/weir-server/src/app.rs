@@ -50,6 +50,7 @@ impl App {
         let metrics = Arc::new(Metrics::new(store.kind()));
         let rules = RuleBook::open(
             settings.rules.clone(),
+            settings.validate,
             Arc::clone(&metrics),
             settings.clock.clone(),
         )

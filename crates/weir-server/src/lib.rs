@@ -76,7 +76,7 @@ pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;
 pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleSource, Snapshot};
 pub use serve::{run, serve, spawn_background};
-pub use settings::Settings;
+pub use settings::{RuleCheck, Settings};
 pub use shared_clock::SharedClock;
 pub use store::{AnyStore, Guarded, StoreClock};
 pub use store_url::{StoreSpec, StoreUrlError, SUPPORTED_STORES};

@@ -18,6 +18,7 @@ use weir_core::Clock;
 
 use crate::metrics::{Metrics, RuleCounters};
 use crate::reload::stamp;
+use crate::settings::RuleCheck;
 use crate::shared_clock::SharedClock;
 
 /// The rules one decision uses, never changed after it is built.
@@ -104,6 +105,7 @@ pub enum ReloadOutcome {
 #[derive(Debug)]
 pub struct RuleBook {
     source: RuleSource,
+    validate: Option<RuleCheck>,
     current: RwLock<Arc<Snapshot>>,
     status: Mutex<ConfigStatus>,
     changed: watch::Sender<u64>,
@@ -118,13 +120,15 @@ fn unix_ms(clock: &SharedClock) -> u64 {
 }
 
 impl RuleBook {
-    /// Loads the rules once; an error here stops the server from starting.
+    /// Loads the rules once; an error here stops the server from starting. `validate`, if
+    /// any, is a further check the rules must pass, now and on every reload.
     pub async fn open(
         source: RuleSource,
+        validate: Option<RuleCheck>,
         metrics: Arc<Metrics>,
         clock: SharedClock,
     ) -> Result<RuleBook, ConfigError> {
-        let (files, rules) = load(&source).await;
+        let (files, rules) = load(&source, validate).await;
         let rules = rules?;
         let now = unix_ms(&clock);
         metrics.initial_rules(rules.rules().len());
@@ -147,6 +151,7 @@ impl RuleBook {
         };
         Ok(RuleBook {
             source,
+            validate,
             current: RwLock::new(Arc::new(snapshot)),
             status: Mutex::new(status),
             changed: watch::channel(1).0,
@@ -188,7 +193,7 @@ impl RuleBook {
 
     /// Reads and validates the rules again; swaps them in only if they are valid.
     pub async fn reload(&self, trigger: &'static str) -> ReloadOutcome {
-        let (files, loaded) = load(&self.source).await;
+        let (files, loaded) = load(&self.source, self.validate).await;
         self.stamp.store(files, Ordering::Release);
         let now = unix_ms(&self.clock);
         let outcome = match loaded {
@@ -239,17 +244,28 @@ impl RuleBook {
 }
 
 /// Loads on the blocking pool (rule files are read with std I/O), with the stamp of the
-/// files taken just before: a change during the load shows as a stamp that differs.
-async fn load(source: &RuleSource) -> (u64, Result<RuleSet, ConfigError>) {
+/// files taken just before: a change during the load shows as a stamp that differs. Rules
+/// that load but fail `validate` are an error like a bad file.
+async fn load(
+    source: &RuleSource,
+    validate: Option<RuleCheck>,
+) -> (u64, Result<RuleSet, ConfigError>) {
     let source = source.clone();
     let describe = source.describe();
+    let origin = PathBuf::from(&describe);
     let read = move || {
         let files = match &source {
             RuleSource::Example => 0,
             RuleSource::Path(path) => stamp(path),
             RuleSource::Inline { .. } => 0,
         };
-        (files, source.load())
+        let loaded = source.load().and_then(|rules| match validate {
+            Some(check) => check(&rules)
+                .map(|()| rules)
+                .map_err(|reason| ConfigError::Rejected { origin, reason }),
+            None => Ok(rules),
+        });
+        (files, loaded)
     };
     match tokio::task::spawn_blocking(read).await {
         Ok(loaded) => loaded,

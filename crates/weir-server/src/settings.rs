@@ -58,7 +58,14 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// How many keys the top-denied sketch tracks (default 256).
     pub top_denied_capacity: usize,
+    /// A further check of the rules, at start-up and on every reload, for a program that
+    /// cannot run every valid rule set (`weir proxy`); a rule set it refuses is a bad file
+    /// (the old rules stay). Default: none.
+    pub validate: Option<RuleCheck>,
 }
+
+/// A check of a loaded rule set: `Err(reason)` refuses it.
+pub type RuleCheck = fn(&weir_config::RuleSet) -> Result<(), String>;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -80,6 +87,7 @@ impl Default for Settings {
             max_body_bytes: 64 * 1024,
             shutdown_grace: Duration::from_secs(30),
             top_denied_capacity: 256,
+            validate: None,
         }
     }
 }
