@@ -126,10 +126,11 @@
 //!
 //! ## Failures
 //!
-//! Every round trip runs under the configured timeout (default 50 ms, waiting for a pooled
-//! connection included) and fails with `StoreError::Timeout`; a refused or broken connection
-//! is `StoreError::Unavailable` with the reason, and the pool drops its idle connections so
-//! the next call reconnects. A value this version cannot read is `StoreError::Corrupt`. No
+//! Every round trip runs under the configured timeout (default 50 ms, connecting included)
+//! and fails with `StoreError::Timeout`; a refused or broken connection is
+//! `StoreError::Unavailable` with the reason (for every call in flight on it: calls share
+//! connections, pipelined). The pool replaces a broken connection, and one on which a call
+//! timed out, when it is next picked. A value this version cannot read is `StoreError::Corrupt`. No
 //! call panics or waits without bound (at most `max_retries + 1` attempts of a few round
 //! trips each, with waits of at most 2 ms between them). A call that fails between two of
 //! its writes (only multi-write operations and `check_all` have several) returns the error

@@ -60,18 +60,25 @@ pub(crate) enum Reply {
 }
 
 impl Command {
-    /// Appends the command's bytes to `out`.
+    /// Appends the command's bytes to `out` (no allocation beyond `out` growing).
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        let line = |out: &mut Vec<u8>, s: String| {
-            out.extend_from_slice(s.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        };
-        match self {
-            Command::Gets(keys) => line(out, format!("gets {}", keys.join(" "))),
+        use std::io::Write;
+        // Writing to a `Vec` cannot fail.
+        let _ = match self {
+            Command::Gets(keys) => {
+                out.extend_from_slice(b"gets");
+                for key in keys {
+                    out.push(b' ');
+                    out.extend_from_slice(key.as_bytes());
+                }
+                out.extend_from_slice(b"\r\n");
+                Ok(())
+            }
             Command::Add { key, ttl_s, data } => {
-                line(out, format!("add {key} 0 {ttl_s} {}", data.len()));
+                let head = write!(out, "add {key} 0 {ttl_s} {}\r\n", data.len());
                 out.extend_from_slice(data);
                 out.extend_from_slice(b"\r\n");
+                head
             }
             Command::Cas {
                 key,
@@ -79,24 +86,51 @@ impl Command {
                 data,
                 unique,
             } => {
-                line(out, format!("cas {key} 0 {ttl_s} {} {unique}", data.len()));
+                let head = write!(out, "cas {key} 0 {ttl_s} {} {unique}\r\n", data.len());
                 out.extend_from_slice(data);
                 out.extend_from_slice(b"\r\n");
+                head
             }
-            Command::Incr { key, delta } => line(out, format!("incr {key} {delta}")),
-            Command::Decr { key, delta } => line(out, format!("decr {key} {delta}")),
-            Command::Version => line(out, "version".to_owned()),
-        }
+            Command::Incr { key, delta } => write!(out, "incr {key} {delta}\r\n"),
+            Command::Decr { key, delta } => write!(out, "decr {key} {delta}\r\n"),
+            Command::Version => write!(out, "version\r\n"),
+        };
     }
 
-    fn name(&self) -> &'static str {
+    /// What its reply looks like.
+    pub(crate) fn kind(&self) -> Kind {
         match self {
-            Command::Gets(_) => "gets",
-            Command::Add { .. } => "add",
-            Command::Cas { .. } => "cas",
-            Command::Incr { .. } => "incr",
-            Command::Decr { .. } => "decr",
-            Command::Version => "version",
+            Command::Gets(_) => Kind::Gets,
+            Command::Add { .. } => Kind::Add,
+            Command::Cas { .. } => Kind::Cas,
+            Command::Incr { .. } => Kind::Incr,
+            Command::Decr { .. } => Kind::Decr,
+            Command::Version => Kind::Version,
+        }
+    }
+}
+
+/// A command's name, all a reply's parser needs of it (so a connection can keep it for
+/// each command in flight without keeping the command).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Gets,
+    Add,
+    Cas,
+    Incr,
+    Decr,
+    Version,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Gets => "gets",
+            Kind::Add => "add",
+            Kind::Cas => "cas",
+            Kind::Incr => "incr",
+            Kind::Decr => "decr",
+            Kind::Version => "version",
         }
     }
 }
@@ -126,7 +160,7 @@ async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<String, StoreEr
 }
 
 /// The error lines every command may get instead of its reply.
-fn error_line(command: &Command, line: &str) -> Option<StoreError> {
+fn error_line(command: Kind, line: &str) -> Option<StoreError> {
     if line == "ERROR" {
         return Some(broken(format!("{} rejected: ERROR", command.name())));
     }
@@ -138,13 +172,13 @@ fn error_line(command: &Command, line: &str) -> Option<StoreError> {
     })
 }
 
-/// Reads the reply to `command`.
+/// Reads the reply to a command of this kind.
 pub(crate) async fn read_reply<R: AsyncBufRead + Unpin>(
     r: &mut R,
-    command: &Command,
+    command: Kind,
 ) -> Result<Reply, StoreError> {
     let line = read_line(r).await?;
-    let counting = matches!(command, Command::Incr { .. } | Command::Decr { .. });
+    let counting = matches!(command, Kind::Incr | Kind::Decr);
     if counting && line.starts_with("CLIENT_ERROR") && line.contains("non-numeric") {
         return Ok(Reply::NonNumeric);
     }
@@ -152,22 +186,22 @@ pub(crate) async fn read_reply<R: AsyncBufRead + Unpin>(
         return Err(err);
     }
     let reply = match command {
-        Command::Gets(_) => return read_values(r, line).await,
-        Command::Add { .. } | Command::Cas { .. } => match line.as_str() {
+        Kind::Gets => return read_values(r, line).await,
+        Kind::Add | Kind::Cas => match line.as_str() {
             "STORED" => Reply::Stored,
             "NOT_STORED" => Reply::NotStored,
             "EXISTS" => Reply::Exists,
             "NOT_FOUND" => Reply::NotFound,
             _ => return Err(broken(format!("unexpected reply to store: {line:?}"))),
         },
-        Command::Incr { .. } | Command::Decr { .. } => match line.as_str() {
+        Kind::Incr | Kind::Decr => match line.as_str() {
             "NOT_FOUND" => Reply::NotFound,
             n => Reply::Number(
                 parse_number(n.as_bytes())
                     .ok_or_else(|| broken(format!("unexpected reply to incr/decr: {line:?}")))?,
             ),
         },
-        Command::Version => match line.strip_prefix("VERSION ") {
+        Kind::Version => match line.strip_prefix("VERSION ") {
             Some(v) => Reply::Version(v.to_owned()),
             None => return Err(broken(format!("unexpected reply to version: {line:?}"))),
         },
@@ -231,7 +265,7 @@ mod tests {
 
     async fn parse(command: &Command, wire: &[u8]) -> Result<Reply, StoreError> {
         let mut r = tokio::io::BufReader::new(wire);
-        read_reply(&mut r, command).await
+        read_reply(&mut r, command.kind()).await
     }
 
     fn rt() -> tokio::runtime::Runtime {
