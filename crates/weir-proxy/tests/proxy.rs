@@ -513,3 +513,37 @@ async fn rules_the_proxy_cannot_run_are_refused_at_start_and_on_reload() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn shadow_rules_are_reported_not_enforced_and_the_others_still_count() {
+    let b = backend("app", Duration::ZERO).await;
+    let rules = "
+domain: proxy
+descriptors:
+  - key: global
+    value: all
+    rule: {algorithm: fixed_window, limit: 1, window: 1h, shadow: true}
+  - key: class
+    value: reader
+    descriptors:
+      - key: remote_address
+        rule: {algorithm: fixed_window, limit: 3, window: 1h}
+";
+    let p = proxy(settings(upstream(&b), rules)).await;
+    let c = client();
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        codes.push(get(&c, p.addr, "/", &[]).await.status);
+    }
+    // The shadow rule (1 an hour) denies from the second request on (three times), but only
+    // reports it; the per-IP rule (3 an hour) is charged as if the shadow rule were not there.
+    assert_eq!(codes, [200, 200, 200, 429]);
+    let metrics = get(&c, p.api, "/metrics", &[]).await.body;
+    assert!(
+        metrics.contains(
+            r#"weir_decisions_total{domain="proxy",rule="proxy.global_all",outcome="shadow_denied"} 3"#
+        ),
+        "{metrics}"
+    );
+    assert_eq!(b.record.count(), 3);
+}
