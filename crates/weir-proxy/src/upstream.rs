@@ -61,6 +61,13 @@ impl FromStr for Upstream {
             .authority()
             .cloned()
             .ok_or_else(|| error("no host: write http://host:port"))?;
+        if authority.as_str().contains('@') {
+            return Err(UpstreamError {
+                // Never echo the credentials back.
+                url: format!("http://…@{}", authority.host()),
+                reason: "credentials in the URL are not supported (they would show in logs)",
+            });
+        }
         if uri.path() != "/" && !uri.path().is_empty() {
             return Err(error(
                 "a path is not supported: requests keep their own path",
@@ -92,6 +99,15 @@ mod tests {
         let e = "https://x".parse::<Upstream>().unwrap_err().to_string();
         assert!(e.starts_with("upstream 'https://x': only http://"), "{e}");
         assert!("127.0.0.1:9000".parse::<Upstream>().is_err());
+        let e = "http://admin:hunter2@h:1"
+            .parse::<Upstream>()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "upstream 'http://…@h': credentials in the URL are not supported (they would show in logs)"
+        );
+        assert!(!e.contains("hunter2"));
         assert_eq!(
             "http://h:1/base"
                 .parse::<Upstream>()
