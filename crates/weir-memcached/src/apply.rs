@@ -2,7 +2,7 @@
 //! again. The loop every [`Store::apply`](weir_core::Store::apply) call of this store runs.
 //!
 //! 1. Validate on a fresh record: an operation that can never succeed never touches memcached.
-//!    A counter's check first tries the one-round-trip charge (`charge.rs`).
+//!    A check first tries the one-round-trip check (`charge.rs`).
 //! 2. `gets` the key's names in one round trip and rebuild its record (`snapshot.rs`).
 //! 3. Run the pure step on a copy, and plan the writes (`plan.rs`).
 //! 4. Send them (`exec.rs`). A `cas`/`add` conflict undoes what was written and starts again

@@ -35,15 +35,20 @@
 //!   one write, a `gets` of the key's guard and of every bucket inside the window, and the
 //!   `incr` of the current bucket; memcached runs them in order, so the decision is made on
 //!   the sum just before the `incr`. Allowed: done, in one round trip. Denied: a `decr` takes
-//!   the `incr` back (two). The first hit of a bucket finds nothing to `incr` and `add`s it
-//!   (two). The guard (manual block, lockout strikes) lives under the key's record name and
+//!   the `incr` back (two). A fixed window's check also sends, before the `incr`, an `add`
+//!   of a zero (a missing counter and a zero are the same), so a window's first hit is one
+//!   round trip too; a sliding window's first hit of a bucket finds nothing to `incr` and
+//!   `add`s it (two). The guard (manual block, lockout strikes) lives under the key's record name and
 //!   is written only when it changes. Penalties `incr` too; rewards, resets and the rare
 //!   reshaping of buckets use `cas`. A sliding window counter
 //!   with more than [`MAX_BUCKETS`] buckets is stored as one record instead (below), so that
 //!   a read never fetches more than 65 keys.
 //! - **Every other algorithm** keeps its whole [`Record`](weir_core::Record) in one value
-//!   (a compact versioned binary encoding): `gets`, the pure step, then `cas` (`add` for a
-//!   new key): two round trips, or one when nothing changes (a peek, an inspect, a denial).
+//!   (a compact versioned binary encoding): `gets`, the pure step, then `cas`: two round
+//!   trips, or one when nothing changes (a peek, an inspect, a denial). A check sends with
+//!   its `gets` the `add` of the record it would start on a key memcached does not hold, so
+//!   a check on such a key is one round trip (if the key is there, the `add` changes
+//!   nothing and the `cas` follows).
 //!   A conflict is retried with jittered backoff, at most `max_retries` times.
 //!   A record that stops being live is replaced by an empty tombstone with a `cas`, the
 //!   text protocol having no compare-and-delete.

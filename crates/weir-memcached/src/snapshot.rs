@@ -171,11 +171,17 @@ impl Snapshot {
     }
 
     /// The same snapshot with one bucket's stored number replaced (what an `incr` found).
+    /// The bucket exists, whether or not the read saw it: a decision on this snapshot is only
+    /// ever compared with that `incr`, never sent (a bucket the read missed gets a unique of
+    /// 0, which no `cas` uses).
     pub(crate) fn with_value(&self, name: &str, value: u64) -> Self {
         let mut copy = self.clone();
         for bucket in &mut copy.buckets {
             if bucket.name == name {
                 bucket.value = Some(value);
+                if bucket.found.is_none() {
+                    bucket.found = Some((value.to_string().into_bytes(), 0));
+                }
             }
         }
         copy
