@@ -21,7 +21,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use weir_tower::{BoxFuture, Degraded};
+use weir_tower::{peer_addr, BoxFuture, Degraded};
 
 use crate::classify::{classify_headers, Class};
 use crate::upstream::Upstream;
@@ -112,7 +112,7 @@ impl tower::Service<Request<Body>> for Forward {
         let client = self.client.clone();
         let timeout = self.timeout;
         Box::pin(async move {
-            let peer = peer_addr_of(&request).map(|a| a.ip());
+            let peer = peer_addr(request.extensions()).map(|a| a.ip());
             let (mut parts, body) = request.into_parts();
             parts.uri = match upstream.uri(parts.uri.path_and_query()) {
                 Ok(uri) => uri,
@@ -158,15 +158,6 @@ impl tower::Service<Request<Body>> for Forward {
             }
         })
     }
-}
-
-/// The TCP peer, as `weir_tower::peer_addr` finds it.
-fn peer_addr_of(request: &Request<Body>) -> Option<std::net::SocketAddr> {
-    request
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0)
-        .or_else(|| request.extensions().get::<std::net::SocketAddr>().copied())
 }
 
 /// Removes hop-by-hop headers, and those the `Connection` header lists.

@@ -110,7 +110,7 @@ impl ClientIp {
     /// The client of a request, from its peer address (see [`peer_addr`]); `None` when the
     /// server did not record the peer.
     pub fn of(&self, parts: &Parts) -> Option<IpAddr> {
-        peer_addr(parts).map(|peer| self.resolve(peer.ip(), &parts.headers))
+        peer_addr(&parts.extensions).map(|peer| self.resolve(peer.ip(), &parts.headers))
     }
 }
 
@@ -118,27 +118,25 @@ impl ClientIp {
 /// `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo`
 /// (feature `tonic`), or a plain `SocketAddr` in the request's extensions (what a hyper
 /// server or `weir proxy` inserts).
-pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
+pub fn peer_addr(extensions: &http::Extensions) -> Option<SocketAddr> {
     let axum = || {
-        parts
-            .extensions
+        extensions
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
             .map(|info| info.0)
     };
-    let plain = || parts.extensions.get::<SocketAddr>().copied();
-    axum().or_else(plain).or_else(|| tonic_peer(parts))
+    let plain = || extensions.get::<SocketAddr>().copied();
+    axum().or_else(plain).or_else(|| tonic_peer(extensions))
 }
 
 #[cfg(feature = "tonic")]
-fn tonic_peer(parts: &Parts) -> Option<SocketAddr> {
-    parts
-        .extensions
+fn tonic_peer(extensions: &http::Extensions) -> Option<SocketAddr> {
+    extensions
         .get::<tonic::transport::server::TcpConnectInfo>()
         .and_then(|info| info.remote_addr())
 }
 
 #[cfg(not(feature = "tonic"))]
-fn tonic_peer(_parts: &Parts) -> Option<SocketAddr> {
+fn tonic_peer(_extensions: &http::Extensions) -> Option<SocketAddr> {
     None
 }
 
