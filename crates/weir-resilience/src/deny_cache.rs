@@ -2,6 +2,18 @@
 //! `retry_after`, so a client hammering a limit costs no store round trip. Sits in front of
 //! a network store (usually in front of a [`FailoverStore`](crate::FailoverStore)).
 //!
+//! It also remembers the denial an allowed check announces: one that left fewer units than
+//! it cost, under the fixed window, GCRA or a bucket, tells exactly how long the same check
+//! would be denied ([`Rule::retry_after_allowed`]). Under overload only admissions then
+//! reach the store, not the first denial after each of them. Not under a lockout, whose
+//! first denial must reach the store to engage it.
+//!
+//! When a cached denial runs out, one check of that key goes to the store (the probe) and
+//! the others of the same key wait for its answer, then look again: usually the probe's
+//! admission has announced the next denial, and they are answered here. Without that wait
+//! every check arriving during the probe's round trip would reach the store too. Keys with
+//! nothing cached never wait.
+//!
 //! Exactness: without a lockout a denial changes nothing in the store, and with one the key
 //! is blocked until `retry_after`; either way the same check before `retry_after` would be
 //! denied again, so answering it locally changes no decision this instance makes. What it
@@ -13,9 +25,11 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::Notify;
 use weir_core::{
     Algorithm, CheckError, Decision, Decisions, Key, Op, Outcome, Rule, Store, StoreError,
 };
@@ -31,12 +45,38 @@ struct Denial {
     decision: Decision,
 }
 
+/// What the cache holds for a key.
+#[derive(Debug, Clone)]
+enum Entry {
+    /// Checks of this cost are denied until `until_ns`.
+    Denied(Denial),
+    /// A denial ran out and one check is asking the store; the key's other checks wait on
+    /// this until it settles the entry.
+    Probing(Arc<Notify>),
+}
+
+type Shard = Mutex<HashMap<u64, Entry>>;
+
+/// What the cache says about one check.
+enum Lookup<'a> {
+    /// A live denial of this cost: the answer.
+    Hit(Decision),
+    /// Another check of the key is probing the store: wait for it, then look again.
+    Wait(OwnedNotified),
+    /// This check is the probe: ask the store, then settle the entry.
+    Probe(ProbeGuard<'a>),
+    /// A live denial of another cost.
+    OtherCost,
+    /// Nothing cached.
+    Miss,
+}
+
 /// Counters for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OverLimitStats {
     /// Checks answered from the cache.
     pub hits: u64,
-    /// Denials held now.
+    /// Denials held now (and keys being probed).
     pub entries: usize,
 }
 
@@ -46,7 +86,7 @@ pub struct OverLimitStats {
 #[derive(Debug)]
 pub struct OverLimitCache<S> {
     inner: S,
-    shards: Box<[Mutex<HashMap<u64, Denial>>]>,
+    shards: Box<[Shard]>,
     per_shard: usize,
     hasher: foldhash::quality::RandomState,
     hits: AtomicU64,
@@ -82,46 +122,51 @@ impl<S: Store> OverLimitCache<S> {
         }
     }
 
-    fn slot(&self, key: &Key) -> (u64, &Mutex<HashMap<u64, Denial>>) {
+    fn slot(&self, key: &Key) -> (u64, &Shard) {
         let hash = self.hasher.hash_one(key.as_bytes());
         let index = usize::try_from(hash >> 60).unwrap_or(0) % SHARDS;
         (hash, &self.shards[index])
     }
 
-    fn cached(&self, key: &Key, cost: u64, now_ns: u64) -> Option<Decision> {
+    fn lookup(&self, key: &Key, cost: u64, now_ns: u64) -> Lookup<'_> {
         let (hash, shard) = self.slot(key);
         let mut map = lock(shard);
-        let denial = *map.get(&hash)?;
+        let denial = match map.get(&hash) {
+            None => return Lookup::Miss,
+            // Registered under the lock, so the probe's wake-up cannot be missed.
+            Some(Entry::Probing(notify)) => return Lookup::Wait(notify.clone().notified_owned()),
+            Some(Entry::Denied(denial)) => *denial,
+        };
         if denial.until_ns <= now_ns {
-            map.remove(&hash);
-            return None;
+            let notify = Arc::new(Notify::new());
+            map.insert(hash, Entry::Probing(notify.clone()));
+            return Lookup::Probe(ProbeGuard {
+                shard,
+                hash,
+                notify,
+                settled: false,
+            });
         }
-        (denial.cost == cost).then(|| Decision {
+        if denial.cost != cost {
+            return Lookup::OtherCost;
+        }
+        Lookup::Hit(Decision {
             retry_after: Duration::from_nanos(denial.until_ns - now_ns),
             reset_after: Duration::from_nanos(denial.reset_at_ns.saturating_sub(now_ns)),
             ..denial.decision
         })
     }
 
-    fn remember(&self, key: &Key, cost: u64, now_ns: u64, d: &Decision) {
-        let until_ns = now_ns.saturating_add(nanos(d.retry_after));
+    fn remember(&self, key: &Key, denial: Denial, now_ns: u64) {
         let (hash, shard) = self.slot(key);
         let mut map = lock(shard);
         if map.len() >= self.per_shard {
-            map.retain(|_, e| e.until_ns > now_ns);
+            map.retain(|_, e| !matches!(e, Entry::Denied(d) if d.until_ns <= now_ns));
             if map.len() >= self.per_shard {
                 return;
             }
         }
-        map.insert(
-            hash,
-            Denial {
-                cost,
-                until_ns,
-                reset_at_ns: now_ns.saturating_add(nanos(d.reset_after)),
-                decision: *d,
-            },
-        );
+        map.insert(hash, Entry::Denied(denial));
     }
 
     fn forget(&self, key: &Key) {
@@ -138,19 +183,32 @@ impl<S: Store> OverLimitCache<S> {
     ) -> Result<Outcome, CheckError> {
         let cacheable = !matches!(rule.algorithm(), Algorithm::Concurrency(_));
         match op {
-            Op::Check { cost: cost @ 1.. } if cacheable => {
-                if let Some(d) = self.cached(key, cost, now_ns) {
-                    self.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Outcome::Decision(d));
-                }
-                let outcome = self.inner.apply(key, rule, op, now_ns).await?;
-                if let Outcome::Decision(d) = &outcome {
-                    if !d.allowed && !d.retry_after.is_zero() {
-                        self.remember(key, cost, now_ns, d);
+            Op::Check { cost: cost @ 1.. } if cacheable => loop {
+                let lookup = match self.lookup(key, cost, now_ns) {
+                    Lookup::Hit(d) => {
+                        self.hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok(Outcome::Decision(d));
                     }
+                    Lookup::Wait(probe_settled) => {
+                        probe_settled.await;
+                        continue;
+                    }
+                    lookup => lookup,
+                };
+                let outcome = self.inner.apply(key, rule, op, now_ns).await?;
+                let denial = match &outcome {
+                    Outcome::Decision(d) => denial_after(rule, d, cost, now_ns),
+                    _ => None,
+                };
+                match (lookup, denial) {
+                    (Lookup::Probe(probe), denial) => probe.settle(denial),
+                    (_, Some(denial)) => self.remember(key, denial, now_ns),
+                    // An admission moved the state that other cost's denial was read from.
+                    (Lookup::OtherCost, None) => self.forget(key),
+                    _ => {}
                 }
-                Ok(outcome)
-            }
+                return Ok(outcome);
+            },
             Op::Reward { .. } | Op::Unblock | Op::Reset | Op::Penalty { .. } | Op::Block { .. } => {
                 self.forget(key);
                 self.inner.apply(key, rule, op, now_ns).await
@@ -160,11 +218,76 @@ impl<S: Store> OverLimitCache<S> {
     }
 }
 
+/// The probe's claim on a key. Settling it (or dropping it, when the store call failed or
+/// the caller went away) replaces the `Probing` entry and wakes the key's waiting checks.
+struct ProbeGuard<'a> {
+    shard: &'a Shard,
+    hash: u64,
+    notify: Arc<Notify>,
+    settled: bool,
+}
+
+impl ProbeGuard<'_> {
+    fn settle(mut self, denial: Option<Denial>) {
+        self.replace(denial);
+        self.settled = true;
+    }
+
+    fn replace(&self, denial: Option<Denial>) {
+        let mut map = lock(self.shard);
+        let ours =
+            matches!(map.get(&self.hash), Some(Entry::Probing(n)) if Arc::ptr_eq(n, &self.notify));
+        if ours {
+            match denial {
+                Some(denial) => map.insert(self.hash, Entry::Denied(denial)),
+                None => map.remove(&self.hash),
+            };
+        }
+        drop(map);
+        self.notify.notify_waiters();
+    }
+}
+
+impl Drop for ProbeGuard<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.replace(None);
+        }
+    }
+}
+
+/// The denial to remember after the store answered `d` to a check of `cost`: `d` itself
+/// when it denied, or the denial an allowed `d` announces ([`Rule::retry_after_allowed`]),
+/// except under a lockout: there the store must see that denial, which engages the lockout.
+fn denial_after(rule: &Rule, d: &Decision, cost: u64, now_ns: u64) -> Option<Denial> {
+    let decision = if d.allowed {
+        if rule.lockout().is_some() {
+            return None;
+        }
+        Decision {
+            allowed: false,
+            retry_after: rule.retry_after_allowed(d, cost)?,
+            delay: Duration::ZERO,
+            ..*d
+        }
+    } else if d.retry_after.is_zero() {
+        return None;
+    } else {
+        *d
+    };
+    Some(Denial {
+        cost,
+        until_ns: now_ns.saturating_add(nanos(decision.retry_after)),
+        reset_at_ns: now_ns.saturating_add(nanos(decision.reset_after)),
+        decision,
+    })
+}
+
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn lock(m: &Mutex<HashMap<u64, Denial>>) -> std::sync::MutexGuard<'_, HashMap<u64, Denial>> {
+fn lock(m: &Shard) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

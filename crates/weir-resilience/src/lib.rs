@@ -16,7 +16,10 @@
 //!   background PING probe closes the circuit when the store answers again and, if
 //!   enabled, pushes the usage counted locally during the outage to the store.
 //! - [`OverLimitCache`]: once a key is denied with `retry_after` T, the same check within
-//!   T is answered in-process, so an attack does not turn into load on the store.
+//!   T is answered in-process, so an attack does not turn into load on the store. An
+//!   admission that exhausts a fixed window, GCRA or bucket announces that denial, and
+//!   when it runs out one check probes the store while the key's others wait: under
+//!   overload only admissions reach the store.
 //!
 //! ```
 //! use std::time::Duration;

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 use proptest::prelude::*;
-use weir_core::{Decision, Key, Op, Outcome, Rule};
+use weir_core::{Algorithm, Decision, Key, Op, Outcome, Rule};
 use weir_testkit::invariants::{self, Checked};
 use weir_testkit::strategy::{self, Action};
 use weir_testkit::{Model, T0_NS};
@@ -19,6 +19,16 @@ fn decision(o: Result<Outcome, weir_core::CheckError>) -> Decision {
         Ok(Outcome::Decision(d)) => d,
         other => panic!("{other:?}"),
     }
+}
+
+fn is_meter_or_fixed(rule: &Rule) -> bool {
+    matches!(
+        rule.algorithm(),
+        Algorithm::FixedWindow(_)
+            | Algorithm::Gcra(_)
+            | Algorithm::TokenBucket(_)
+            | Algorithm::LeakyBucket(_)
+    )
 }
 
 proptest! {
@@ -43,6 +53,19 @@ proptest! {
                         let mut at = model.clone();
                         let on_time = decision(at.apply(&key(k), &rule, Op::Check { cost }, now + retry));
                         prop_assert!(on_time.allowed, "denied at retry_after");
+                    }
+                    if let Some(wait) = rule.retry_after_allowed(&d, cost) {
+                        // What the over-limit cache relies on: the next same check is
+                        // denied until exactly `wait` (these rules are not shares).
+                        let wait = u64::try_from(wait.as_nanos()).unwrap();
+                        let mut before = model.clone();
+                        let early = decision(before.apply(&key(k), &rule, Op::Check { cost }, now + wait - 1));
+                        prop_assert!(!early.allowed, "allowed 1 ns before retry_after_allowed");
+                        let mut at = model.clone();
+                        let on_time = decision(at.apply(&key(k), &rule, Op::Check { cost }, now + wait));
+                        prop_assert!(on_time.allowed, "denied at retry_after_allowed");
+                    } else if d.allowed && d.remaining < cost && is_meter_or_fixed(&rule) {
+                        prop_assert!(false, "no retry_after_allowed for {d:?}");
                     }
                     prop_assert!(d.remaining <= d.limit);
                     traces[usize::from(k)].push(Checked { at_ns: now, cost, decision: d });
