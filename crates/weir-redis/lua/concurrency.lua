@@ -101,12 +101,17 @@ do
     return last_expiry(st)
   end
 
-  function M.decode(f, shift)
+  -- The field as it follows the record's head (record.lua): ' <e>', raw bytes to the end;
+  -- nothing when no lease is held (a record kept for its guard).
+  function M.decode(body, shift)
     local st = {}
-    if f.e == nil then
+    if body == '' then
       return st
     end
-    local ok, e = pcall(cmsgpack.unpack, f.e)
+    if string.sub(body, 1, 1) ~= ' ' then
+      fail('corrupt', 'leases')
+    end
+    local ok, e = pcall(cmsgpack.unpack, string.sub(body, 2))
     if not ok or type(e) ~= 'table' or #e % 3 ~= 0 then
       fail('corrupt', 'leases')
     end
@@ -120,9 +125,9 @@ do
     return st
   end
 
-  function M.encode(st, out)
+  function M.encode(st)
     if #st == 0 then
-      return
+      return ''
     end
     local packed = {}
     for _, lease in ipairs(st) do
@@ -130,8 +135,7 @@ do
       packed[#packed + 1] = lease.n
       packed[#packed + 1] = lease.e
     end
-    out[#out + 1] = 'e'
-    out[#out + 1] = cmsgpack.pack(packed)
+    return ' ' .. cmsgpack.pack(packed)
   end
 
   ALG.cc = M

@@ -4,12 +4,13 @@
 -- fixed window or the sliding log / window counter. It computes exactly what the general
 -- path would (R.load, S.apply, S.prepare and R.write in record.lua and step.lua, then the
 -- algorithm's `check` and `fresh_at` in its own file; each step below names its
--- original), straight-line: no closures, no dispatch, no tables but the reply (and the
--- changed fields of a held record), `until` written as max(later - now, 0).
+-- original), straight-line: no closures, no dispatch, no tables but the reply, `until`
+-- written as max(later - now, 0). The record is read with one pattern match on the
+-- string (record.lua's layout, without a guard).
 -- Anything else (another operation, a record with a guard, another algorithm's record or
 -- a corrupt one, a rebase, a window whose epoch phase needs long multiplication, a
 -- lockout that engages, a refusal at the horizon) makes it give up before writing
--- anything: FAST returns nil, the HGETALL it read and the clock it read (if any), and
+-- anything: FAST returns nil, the GET it read and the clock it read (if any), and
 -- the general path starts over from those. It is defined before the general path, so a
 -- single script (single_fast.lua) whose call it answers never runs the rest of the chunk.
 -- The rule's numbers come from the Rust side (src/encode.rs), always decimal: they are
@@ -45,21 +46,23 @@ local function fast_align(base, x, w)
 end
 
 -- The plain check of `argv[i..]` (S.one's layout) on `key` at (sec, nsec): the reply of
--- S.reply, or nil, the key's HGETALL and (sec, nsec) when the general path must decide.
+-- S.reply, or nil, the key's GET and (sec, nsec) when the general path must decide.
 -- With sec nil (single_fast.lua), the clock and the grace are read from ARGV 1-3 as
 -- single.lua reads them, and the clock only once the call is known to be a plain check.
 local function FAST(key, sec, nsec, grace_ms, argv, i)
   local max, min = math.max, math.min
-  -- The state fields of the algorithm (see its file).
-  local tag, f1, f2 = argv[i + 3], nil, nil
+  -- The record of a guardless key of this algorithm (record.lua's layout): b, x, then
+  -- the state fields (see the algorithm's file); the sliding buckets are raw bytes from
+  -- the position captured last.
+  local tag, shape = argv[i + 3], nil
   if tag == 'gc' then
-    f1 = 't'
+    shape = '^gc (%-?%d+) (%-?%d+) (%-?%d+)$'
   elseif tag == 'tb' then
-    f1, f2 = 't', 'l'
+    shape = '^tb (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$'
   elseif tag == 'fw' then
-    f1, f2 = 's', 'c'
+    shape = '^fw (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$'
   elseif tag == 'sl' then
-    f1, f2 = 'e', 'n'
+    shape = '^sl (%-?%d+) (%-?%d+) (%-?%d+) ()'
   else
     return nil
   end
@@ -80,34 +83,22 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
   end
 
   -- R.load: the record, or none.
-  local raw = redis.pcall('HGETALL', key)
-  if raw.err then
-    return nil, raw, sec, nsec
+  local raw = redis.pcall('GET', key)
+  if type(raw) == 'table' then
+    return nil, raw, sec, nsec -- not a string: the general path reports it
   end
   local held, live, base, now, x = false, false, sec, nsec, PAST
   local ob, ox, v1, v2 -- the stored texts of b, x and the state fields
-  if #raw > 0 then
-    local oa
-    for j = 1, #raw, 2 do
-      local name, value = raw[j], raw[j + 1]
-      if name == 'b' then
-        ob = value
-      elseif name == 'x' then
-        ox = value
-      elseif name == 'a' then
-        oa = value
-      elseif name == f1 then
-        v1 = value
-      elseif name == f2 then
-        v2 = value
-      else
-        return nil, raw, sec, nsec -- a guard, another algorithm's fields, or a stranger's
-      end
+  if raw then
+    ob, ox, v1, v2 = string.match(raw, shape)
+    if ob == nil then
+      return nil, raw, sec, nsec -- a guard, another algorithm's record, or a stranger's
+    end
+    if tag == 'sl' then
+      -- v1 = the buckets (raw bytes to the end), v2 = their total
+      v1, v2 = string.sub(raw, v2), v1
     end
     base, x = tonumber(ob), tonumber(ox)
-    if oa ~= tag or base == nil or x == nil then
-      return nil, raw, sec, nsec
-    end
     now = (sec - base) * SEC_NS + nsec
     if now > REBASE_NS or now < -REBASE_NS then
       return nil, raw, sec, nsec
@@ -217,9 +208,9 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
     -- The buckets: cnt packed ones from bucket h on (0-based), then the one added or
     -- merged at the back (bs, bc), if any.
     local buf, h, cnt, total = '', 0, 0, 0
-    if live and v1 ~= nil then
+    if live then
       total = tonumber(v2)
-      if total == nil or #v1 % 16 ~= 0 then
+      if total == nil or #v1 == 0 or #v1 % 16 ~= 0 then
         return nil, raw, sec, nsec
       end
       buf, cnt = v1, #v1 / 16
@@ -284,44 +275,33 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
     return nil, raw, sec, nsec -- the lockout engages: the general path blocks the key
   end
 
-  -- S.prepare and R.write: store the record if it is live and may be stored (only what
-  -- changed, the TTL only when the expiry moves), delete it if it is held and not live.
+  -- S.prepare and R.write: store the record if it is live and may be stored (one SET,
+  -- only if it changed; KEEPTTL when the expiry did not move), delete it if it is held
+  -- and not live.
   if nx > now and (live or cost > 0) then
     if nx - now > REACH_NS or units > MAX_UNITS then
       return nil, raw, sec, nsec -- a refusal at the horizon: the general path makes it
     end
     local bt = fmt(base)
     xt = xt or fmt(nx)
-    if not held then
-      if f2 == nil then
-        redis.call('HSET', key, 'b', bt, 'x', xt, 'a', tag, f1, n1)
-      else
-        redis.call('HSET', key, 'b', bt, 'x', xt, 'a', tag, f1, n1, f2, n2)
-      end
+    local text
+    if tag == 'gc' then
+      text = 'gc ' .. bt .. ' ' .. xt .. ' ' .. n1
+    elseif tag == 'sl' then
+      text = 'sl ' .. bt .. ' ' .. xt .. ' ' .. n2 .. ' ' .. n1
     else
-      local changed, n = {}, 0
-      if ob ~= bt then
-        changed[n + 1], changed[n + 2], n = 'b', bt, n + 2
-      end
-      if ox ~= xt then
-        changed[n + 1], changed[n + 2], n = 'x', xt, n + 2
-      end
-      if v1 ~= n1 then
-        changed[n + 1], changed[n + 2], n = f1, n1, n + 2
-      end
-      if f2 ~= nil and v2 ~= n2 then
-        changed[n + 1], changed[n + 2], n = f2, n2, n + 2
-      end
-      if n > 0 then
-        redis.call('HSET', key, unpack(changed, 1, n))
-      end
+      text = tag .. ' ' .. bt .. ' ' .. xt .. ' ' .. n1 .. ' ' .. n2
     end
-    if not held or ob ~= bt or ox ~= xt then
-      local ms, sub_ms = divmod(nx - now, 1000000) -- div_ceil
-      if sub_ms > 0 then
-        ms = ms + 1
+    if text ~= raw then
+      if held and ob == bt and ox == xt then
+        redis.call('SET', key, text, 'KEEPTTL')
+      else
+        local ms, sub_ms = divmod(nx - now, 1000000) -- div_ceil
+        if sub_ms > 0 then
+          ms = ms + 1
+        end
+        redis.call('SET', key, text, 'PX', fmt(ms + grace_ms))
       end
-      redis.call('PEXPIRE', key, fmt(ms + grace_ms))
     end
   elseif held then
     redis.call('DEL', key)

@@ -62,22 +62,21 @@ do
     return st.s + p.window
   end
 
-  function M.decode(f, shift)
-    local s, c = instant(f.s, shift), tonumber(f.c)
+  -- The fields as they follow the record's head (record.lua): ' <s> <c>'.
+  function M.decode(body, shift)
+    local ss, cs = string.match(body, '^ (%-?%d+) (%-?%d+)$')
+    local s, c = instant(ss, shift), tonumber(cs)
     if s == nil or c == nil then
       fail('corrupt', 'fixed window state')
     end
     return { s = s, c = c }
   end
 
-  function M.encode(st, out)
+  function M.encode(st)
     if st.c > MAX_UNITS then
       fail('horizon', 'count')
     end
-    out[#out + 1] = 's'
-    out[#out + 1] = fmt(st.s)
-    out[#out + 1] = 'c'
-    out[#out + 1] = fmt(st.c)
+    return ' ' .. fmt(st.s) .. ' ' .. fmt(st.c)
   end
 
   ALG.fw = M

@@ -46,17 +46,17 @@ do
     return st.t
   end
 
-  function M.decode(f, shift)
-    local t = instant(f.t, shift)
+  -- The fields as they follow the record's head (record.lua): ' <t>'.
+  function M.decode(body, shift)
+    local t = instant(string.match(body, '^ (%-?%d+)$'), shift)
     if t == nil then
       fail('corrupt', 'gcra state')
     end
     return { t = t }
   end
 
-  function M.encode(st, out)
-    out[#out + 1] = 't'
-    out[#out + 1] = fmt(st.t)
+  function M.encode(st)
+    return ' ' .. fmt(st.t)
   end
 
   ALG.gc = M

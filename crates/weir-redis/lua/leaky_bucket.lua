@@ -74,22 +74,21 @@ do
     return empty_at(p, st)
   end
 
-  function M.decode(f, shift)
-    local v, l = tonumber(f.v), instant(f.l, shift)
+  -- The fields as they follow the record's head (record.lua): ' <v> <l>'.
+  function M.decode(body, shift)
+    local vs, ls = string.match(body, '^ (%-?%d+) (%-?%d+)$')
+    local v, l = tonumber(vs), instant(ls, shift)
     if v == nil or l == nil then
       fail('corrupt', 'leaky bucket state')
     end
     return { v = v, l = l }
   end
 
-  function M.encode(st, out)
+  function M.encode(st)
     if st.v > MAX_UNITS then
       fail('horizon', 'level')
     end
-    out[#out + 1] = 'v'
-    out[#out + 1] = fmt(st.v)
-    out[#out + 1] = 'l'
-    out[#out + 1] = fmt(st.l)
+    return ' ' .. fmt(st.v) .. ' ' .. fmt(st.l)
   end
 
   ALG.lb = M

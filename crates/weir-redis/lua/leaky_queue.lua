@@ -63,17 +63,17 @@ do
     return st.n
   end
 
-  function M.decode(f, shift)
-    local n = instant(f.n, shift)
+  -- The fields as they follow the record's head (record.lua): ' <n>'.
+  function M.decode(body, shift)
+    local n = instant(string.match(body, '^ (%-?%d+)$'), shift)
     if n == nil then
       fail('corrupt', 'leaky queue state')
     end
     return { n = n }
   end
 
-  function M.encode(st, out)
-    out[#out + 1] = 'n'
-    out[#out + 1] = fmt(st.n)
+  function M.encode(st)
+    return ' ' .. fmt(st.n)
   end
 
   ALG.lq = M

@@ -34,19 +34,19 @@ return S.run(function()
       denied_here[slot_of[i]] = true
     end
   end
-  local actions, fields = {}, {}
+  local actions, encs = {}, {}
   for j, rec in ipairs(recs) do
     actions[j] = 'keep'
     if cost > 0 and (allowed or denied_here[j]) then
       if rec.x > rec.now then
-        actions[j], fields[j] = 'write', R.fields(rec)
+        actions[j], encs[j] = 'write', R.encode(rec)
       else
         actions[j] = 'delete'
       end
     end
   end
   for j, rec in ipairs(recs) do
-    S.commit(rec, actions[j], fields[j], grace_ms)
+    S.commit(rec, actions[j], encs[j], grace_ms)
   end
   local reply = { 5, allowed and 1 or 0 }
   for _, d in ipairs(each) do

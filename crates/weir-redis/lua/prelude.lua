@@ -108,7 +108,7 @@ function N.mulmod(a, b, m)
   return r
 end
 
--- An instant read from the hash and moved by a rebase of `shift` ns; PAST stays PAST; nil
+-- An instant read from the record and moved by a rebase of `shift` ns; PAST stays PAST; nil
 -- when the text is not a number.
 local function instant(text, shift)
   local x = tonumber(text)

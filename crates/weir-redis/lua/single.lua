@@ -1,6 +1,6 @@
 -- single.lua: the entry point of one operation on one key (Store::apply), when the fast
 -- path (single_fast.lua) did not answer it: the general step, on the clock and the
--- HGETALL the fast path read, if it got that far.
+-- GET the fast path read, if it got that far.
 if not FAST_OK then
   return failure(FAST_REPLY)
 end

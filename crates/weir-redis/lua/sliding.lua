@@ -2,7 +2,8 @@
 -- Mirrors crates/weir-core/src/algorithm/sliding.rs step for step (same buckets, same
 -- integers); weir-testkit's conformance suite checks they agree.
 -- State fields: e = the non-empty buckets, oldest first, packed as little-endian doubles
--- (start offset, count), 16 bytes each; n = their total. Both absent when there are none.
+-- (start offset, count), 16 bytes each; n = their total. Stored as n then e (e last, raw
+-- bytes); both absent when there are none.
 -- A call decodes only the buckets it touches (pruned at the front, merged or taken at the
 -- back), so a log of 10 000 entries costs what a short one does, plus copying bytes.
 do
@@ -165,16 +166,23 @@ do
     return empty_at(p, st)
   end
 
-  function M.decode(f, shift)
+  -- The fields as they follow the record's head (record.lua): ' <n> <e>', e raw bytes to
+  -- the end; nothing when there are no buckets (a record kept for its guard).
+  function M.decode(body, shift)
     local st = M.fresh()
-    if f.e == nil then
+    if body == '' then
       return st
     end
-    local total = tonumber(f.n)
-    if total == nil or #f.e % WIDTH ~= 0 then
+    local n, at = string.match(body, '^ (%-?%d+) ()')
+    local total = tonumber(n)
+    local e = ''
+    if at ~= nil then
+      e = string.sub(body, at)
+    end
+    if total == nil or #e == 0 or #e % WIDTH ~= 0 then
       fail('corrupt', 'sliding window buckets')
     end
-    st.buf, st.cnt, st.total = f.e, #f.e / WIDTH, total
+    st.buf, st.cnt, st.total = e, #e / WIDTH, total
     if shift ~= 0 then
       -- A rebase moves every start: decode them all, once per 13 days at most.
       local n = st.cnt
@@ -187,9 +195,9 @@ do
     return st
   end
 
-  function M.encode(st, out)
+  function M.encode(st)
     if len(st) == 0 then
-      return
+      return ''
     end
     if st.total > MAX_UNITS then
       fail('horizon', 'count')
@@ -203,10 +211,7 @@ do
       end
       packed = table.concat(parts)
     end
-    out[#out + 1] = 'e'
-    out[#out + 1] = packed
-    out[#out + 1] = 'n'
-    out[#out + 1] = fmt(st.total)
+    return ' ' .. fmt(st.total) .. ' ' .. packed
   end
 
   ALG.sl = M

@@ -31,7 +31,7 @@ local function state(p, rec, now)
   elseif rec.alg ~= p.tag then
     rec.st, rec.alg = p.M.fresh(p, now), p.tag
   elseif rec.st == nil then
-    rec.st = p.M.decode(rec.f, rec.shift)
+    rec.st = p.M.decode(rec.body, rec.shift)
   end
 end
 
@@ -162,19 +162,19 @@ function S.creates(op, n)
 end
 
 -- Stores the record if it is live and may be stored, deletes it if it is held and not
--- live (`Model::apply`'s rule). Fields are built, and checked, before anything changes.
+-- live (`Model::apply`'s rule). Its text is built, and checked, before anything changes.
 function S.prepare(rec, may_create)
   if rec.x > rec.now and (rec.live or may_create) then
-    return 'write', R.fields(rec)
+    return 'write', R.encode(rec)
   elseif rec.held then
     return 'delete', nil
   end
   return 'keep', nil
 end
 
-function S.commit(rec, action, fields, grace_ms)
+function S.commit(rec, action, enc, grace_ms)
   if action == 'write' then
-    R.write(rec, fields, grace_ms)
+    R.write(rec, enc, grace_ms)
   elseif action == 'delete' then
     redis.call('DEL', rec.key)
   end
@@ -204,14 +204,14 @@ end
 -- iff it is live (and held, or the operation adds usage), delete it otherwise; mirrors
 -- crates/weir-testkit/src/model.rs `Model::apply`. `argv[i..i+9]`: operation, its number
 -- (cost, units, duration or TTL in ns), holder, then the rule (S.rule). `raw` is the
--- key's HGETALL when the fast path (fast.lua) read it already and gave up.
+-- key's GET when the fast path (fast.lua) read it already and gave up.
 function S.one(key, sec, nsec, grace_ms, argv, i, raw)
   local op, n, holder = argv[i], tonumber(argv[i + 1]) or 0, argv[i + 2]
   local p = S.rule(argv, i + 3)
   local rec = R.load(key, sec, nsec, raw)
   local kind, out = S.apply(p, rec, op, n, holder, rec.now)
-  local action, fields = S.prepare(rec, S.creates(op, n))
-  S.commit(rec, action, fields, grace_ms)
+  local action, enc = S.prepare(rec, S.creates(op, n))
+  S.commit(rec, action, enc, grace_ms)
   return S.reply(kind, out)
 end
 

@@ -94,19 +94,18 @@ do
     return full
   end
 
-  function M.decode(f, shift)
-    local t, l = tonumber(f.t), instant(f.l, shift)
+  -- The fields as they follow the record's head (record.lua): ' <t> <l>'.
+  function M.decode(body, shift)
+    local ts, ls = string.match(body, '^ (%-?%d+) (%-?%d+)$')
+    local t, l = tonumber(ts), instant(ls, shift)
     if t == nil or l == nil then
       fail('corrupt', 'token bucket state')
     end
     return { t = t, l = l }
   end
 
-  function M.encode(st, out)
-    out[#out + 1] = 't'
-    out[#out + 1] = fmt(st.t)
-    out[#out + 1] = 'l'
-    out[#out + 1] = fmt(st.l)
+  function M.encode(st)
+    return ' ' .. fmt(st.t) .. ' ' .. fmt(st.l)
   end
 
   ALG.tb = M

@@ -94,24 +94,21 @@ do
     return empty_at(p, st)
   end
 
-  function M.decode(f, shift)
-    local s, prev, c = instant(f.s, shift), tonumber(f.p), tonumber(f.c)
+  -- The fields as they follow the record's head (record.lua): ' <s> <p> <c>'.
+  function M.decode(body, shift)
+    local ss, ps, cs = string.match(body, '^ (%-?%d+) (%-?%d+) (%-?%d+)$')
+    local s, prev, c = instant(ss, shift), tonumber(ps), tonumber(cs)
     if s == nil or prev == nil or c == nil then
       fail('corrupt', 'weighted window state')
     end
     return { s = s, p = prev, c = c }
   end
 
-  function M.encode(st, out)
+  function M.encode(st)
     if st.p > MAX_UNITS or st.c > MAX_UNITS then
       fail('horizon', 'count')
     end
-    out[#out + 1] = 's'
-    out[#out + 1] = fmt(st.s)
-    out[#out + 1] = 'p'
-    out[#out + 1] = fmt(st.p)
-    out[#out + 1] = 'c'
-    out[#out + 1] = fmt(st.c)
+    return ' ' .. fmt(st.s) .. ' ' .. fmt(st.p) .. ' ' .. fmt(st.c)
   end
 
   ALG.ww = M

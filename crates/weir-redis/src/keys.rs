@@ -1,5 +1,6 @@
-//! Redis key names: where a [`Key`]'s record lives. One hash per key, named so that the
-//! name is hash-tagged (`{…}`) and every key of one decision can share a Cluster slot:
+//! Redis key names: where a [`Key`]'s record lives. One string per key (its layout is in
+//! the crate docs, "Key layout"), named so that the name is hash-tagged (`{…}`) and every
+//! key of one decision can share a Cluster slot:
 //!
 //! - a key without a hash tag of its own becomes `<prefix>:{<key>}`;
 //! - a key with one (`{…}`, non-empty, as Redis finds it) becomes `<prefix>::<key>`, so its

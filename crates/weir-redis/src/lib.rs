@@ -9,8 +9,8 @@
 //! [`Store::apply`](weir_core::Store::apply) on a [`RedisStore`]. The operation is validated
 //! on this side by the pure step itself, encoded into `ARGV`, and sent as one `EVALSHA` of
 //! the script for the rule's algorithm (or coalesced with other calls into one batch); the
-//! script loads the key's hash, runs the step, writes back what changed with a TTL, and
-//! replies with the decision.
+//! script reads the key's record (one string), runs the step, writes it back with a TTL if
+//! it changed, and replies with the decision.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -53,9 +53,9 @@
 //!
 //! **One script per algorithm.** `lua/` holds `base.lua` (constants, the clock, exact
 //! integer primitives), a shared prelude (the rest of the integer helpers, epoch
-//! alignment), `record.lua` (the hash), `step.lua` (expiry, block, lockout, dispatch,
-//! expiry again: `step.rs` line for line), one file per algorithm (each mirrors its Rust
-//! file and says which), and the entry points: `single.lua` (one operation), `multi.lua`
+//! alignment), `record.lua` (the record's string), `step.lua` (expiry, block, lockout,
+//! dispatch, expiry again: `step.rs` line for line), one file per algorithm (each mirrors
+//! its Rust file and says which), and the entry points: `single.lua` (one operation), `multi.lua`
 //! (`check_all`), `batch.lua` (a batch). `scripts.rs` concatenates them with
 //! `include_str!` into one script per algorithm, plus the multi and batch scripts, which
 //! carry every algorithm. Scripts run by `EVALSHA`; on `NOSCRIPT` (a restarted or new
@@ -72,7 +72,7 @@
 //!
 //! **Time encoding.** Time is integer nanoseconds since the Unix epoch (about 1.7·10^18),
 //! but Lua numbers are doubles, exact only up to 2^53. So `now` travels as two integers
-//! (whole seconds, nanoseconds within the second), and each key's hash stores a *base*
+//! (whole seconds, nanoseconds within the second), and each key's record stores a *base*
 //! (whole seconds) with every instant as a signed nanosecond offset from it, exact while
 //! below 2^53 (104 days). When `now` drifts more than 2^50 ns (13 days) from the base, the
 //! script *rebases*: base becomes now's second and every stored instant moves by the same
@@ -95,24 +95,41 @@
 //!
 //! **Key layout.** A key without a hash tag of its own is stored at `<prefix>:{<key>}`; a
 //! key with one (`api:1s:{user-7}`) at `<prefix>::<key>`, so its own tag picks the Cluster
-//! slot (the prefix, default `weir`, may not contain braces). Each is a hash: `b` base
-//! seconds, `x` expiry offset, `a` algorithm tag, `gb`/`gs`/`ge` the block and lockout
-//! strikes when present, then the algorithm's fields (documented in its Lua file; the
-//! variable-size states are one field each: sliding-window buckets packed as 16-byte pairs
-//! of doubles, decoded only where a call touches them, and leases in MessagePack). A
-//! sliding log still copies its whole field on each write: about 1 ms a call at 10 000
-//! entries on a small machine, so prefer the sliding window counter for large limits.
-//! A record from another version or not a hash is
+//! slot (the prefix, default `weir`, may not contain braces). Each is one string, read with
+//! `GET` and written with one `SET`: `a` the algorithm tag, `b` base seconds, `x` expiry
+//! offset, then `;gb gs ge` (the block and lockout strikes) when there is a guard, then
+//! each of the algorithm's fields after a space (documented in its Lua file), numbers in
+//! decimal:
+//!
+//! ```text
+//! gc 1700000000 223456789 223456789                        GCRA: a b x t
+//! fw 1700000000 70123456789;10123456789 1 70123456789 0 3  a fixed window, blocked:
+//!                                                          a b x;gb gs ge s c
+//! sl 1700000000 11123456789 2 <32 bytes>                   a sliding log: a b x n e
+//! ```
+//!
+//! The variable-size field is last, raw bytes to the end: sliding-window buckets packed as
+//! 16-byte pairs of doubles (decoded only where a call touches them), leases in
+//! MessagePack. A sliding log still copies its whole record on each write: about 1 ms a
+//! call at 10 000 entries on a small machine, so prefer the sliding window counter for
+//! large limits. A record from another version, or a key that is not a string, is
 //! [`StoreError::Corrupt`](weir_core::StoreError::Corrupt), never overwritten.
 //!
+//! **Upgrading from a version that kept hashes** (before the string layout): the old
+//! records are hashes, which this version reports as corrupt (`WRONGTYPE`), and an old
+//! instance reads the new strings as corrupt too. Old and new versions must not share a
+//! keyspace: give the new version a new [`prefix`](RedisStoreBuilder::prefix) (or another
+//! database). The old keys expire by themselves when their TTLs end; keys start fresh under
+//! the new prefix, so each limit's window or bucket starts over once.
+//!
 //! **TTL.** A record is kept exactly while it is *live* (`weir-core`'s
-//! `Record::is_live`): its TTL (`PEXPIRE`, rounded up to the millisecond) ends when its
+//! `Record::is_live`): its TTL (`SET … PX`, rounded up to the millisecond) ends when its
 //! state is equivalent to a fresh one, so idle keys vanish, and a step that leaves it not
-//! live deletes it. An operation that adds no usage never creates one. A key still there
-//! past its freshness (the grace below, or the millisecond rounding) is read as fresh, as
-//! the step reads any expired record. Only changed fields
-//! are written, and the TTL only when the expiry moves, so a denial or a peek writes
-//! nothing.
+//! live deletes it (`DEL`). An operation that adds no usage never creates one. A key still
+//! there past its freshness (the grace below, or the millisecond rounding) is read as
+//! fresh, as the step reads any expired record. A record is written only when it changed,
+//! and its TTL set only when the expiry moves (`SET … KEEPTTL` otherwise), so a denial or a
+//! peek writes nothing: a plain check is `TIME`, `GET` and at most one `SET`.
 //!
 //! **Whose clock** ([`TimeSource`]). By default the store's: the script reads `TIME`, the
 //! `now_ns` a caller passes is ignored, and skew between application servers does not

@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 use redis::Script;
 use weir_core::Algorithm;
 
-/// The algorithm tag a record stores (`a` in the hash) and scripts dispatch on.
+/// The algorithm tag a record stores (`a`, the first field of its string) and scripts dispatch on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tag {
     FixedWindow,

@@ -1,7 +1,8 @@
-//! What Redis holds, looked at directly: key names and hash tags, the prefix, a TTL that
-//! ends at freshness (and follows it as checks move it), no key for an operation that adds no usage, a deleted key once the
-//! state is fresh, unreadable records reported as corrupt (and left alone), and refusals
-//! at the horizon that change nothing.
+//! What Redis holds, looked at directly: key names and hash tags, the prefix, one string
+//! per key in the documented layout, a TTL that ends at freshness (and follows it as checks
+//! move it), no key for an operation that adds no usage, a deleted key once the state is
+//! fresh, unreadable records (an older version's hash among them) reported as corrupt and
+//! left alone, and refusals at the horizon that change nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
@@ -26,6 +27,23 @@ fn store(redis: &RedisServer, prefix: &str) -> RedisStore {
 
 fn raw(redis: &RedisServer, command: &str) -> String {
     redis.raw(command).unwrap_or_default()
+}
+
+/// The record at `key` (a string), split into its space-separated fields; a sliding
+/// window's buckets (raw bytes, last) are left as one field, as read.
+fn fields(redis: &RedisServer, key: &str) -> Vec<String> {
+    let reply = raw(redis, &format!("GET {key}"));
+    let (_, text) = reply
+        .strip_prefix('$')
+        .and_then(|r| r.split_once("\r\n"))
+        .unwrap_or_else(|| panic!("{key}: not a string: {reply:?}"));
+    let text = text.strip_suffix("\r\n").unwrap();
+    let last = if text.starts_with("sl ") {
+        5
+    } else {
+        usize::MAX
+    };
+    text.splitn(last, ' ').map(str::to_owned).collect()
 }
 
 async fn check(
@@ -58,10 +76,15 @@ async fn keys_are_named_tagged_and_kept_exactly_while_live() {
     assert!(matches!(peek, Outcome::Decision(d) if d.allowed));
     assert_eq!(raw(&redis, "DBSIZE"), ":0\r\n");
 
-    // A check creates the hash under the prefix, tagged by the key.
+    // A check creates the record under the prefix, tagged by the key: one string, `a b x`
+    // then the algorithm's fields (a fixed window's start and count).
     check(&store, "alice", &rule, T0_NS).await.unwrap();
-    assert_eq!(raw(&redis, "EXISTS rl:{alice}"), ":1\r\n");
-    assert_eq!(raw(&redis, "HGET rl:{alice} a"), "$2\r\nfw\r\n");
+    assert_eq!(raw(&redis, "TYPE rl:{alice}"), "+string\r\n");
+    let record = fields(&redis, "rl:{alice}");
+    assert_eq!(record.len(), 5, "{record:?}");
+    assert_eq!(record[0], "fw");
+    assert_eq!(record[1], (T0_NS / SEC).to_string());
+    assert_eq!(record[4], "1");
     // Its TTL ends when the window does: the window of T0 ends 9.876543211 s later.
     let pttl: i64 = raw(&redis, "PTTL rl:{alice}")
         .trim_start_matches(':')
@@ -114,10 +137,10 @@ async fn the_ttl_follows_the_expiry_on_every_write_and_only_then() {
             "{n}: {ttl}"
         );
     }
-    let before = raw(&redis, "HGETALL ttl:{g}");
+    let before = raw(&redis, "GET ttl:{g}");
     let outcome = check(&store, "g", &rule, T0_NS).await.unwrap();
     assert!(matches!(outcome, Outcome::Decision(d) if !d.allowed));
-    assert_eq!(raw(&redis, "HGETALL ttl:{g}"), before);
+    assert_eq!(raw(&redis, "GET ttl:{g}"), before);
     assert!(pttl(&redis, "ttl:{g}") > 29_000);
 
     // A fixed window: checks in one window leave the TTL set by the first (the window of
@@ -128,17 +151,17 @@ async fn the_ttl_follows_the_expiry_on_every_write_and_only_then() {
     raw(&redis, "PEXPIRE ttl:{w} 20000"); // a TTL the next check must leave alone
     check(&store, "w", &rule, T0_NS + SEC).await.unwrap();
     assert!((19_000..=20_000).contains(&pttl(&redis, "ttl:{w}")));
-    assert_eq!(raw(&redis, "HGET ttl:{w} c"), "$1\r\n2\r\n");
+    assert_eq!(fields(&redis, "ttl:{w}")[4], "2");
     check(&store, "w", &rule, T0_NS + 10 * SEC).await.unwrap();
     assert!((9_000..=9_877).contains(&pttl(&redis, "ttl:{w}")));
-    assert_eq!(raw(&redis, "HGET ttl:{w} c"), "$1\r\n1\r\n");
+    assert_eq!(fields(&redis, "ttl:{w}")[4], "1");
 
     // A sliding log: an expired record is read as fresh and written anew.
     let rule = Rule::sliding_log(2, Duration::from_secs(10)).unwrap();
     check(&store, "s", &rule, T0_NS).await.unwrap();
     check(&store, "s", &rule, T0_NS + 20 * SEC).await.unwrap();
     assert!((9_000..=10_000).contains(&pttl(&redis, "ttl:{s}")));
-    assert_eq!(raw(&redis, "HGET ttl:{s} n"), "$1\r\n1\r\n");
+    assert_eq!(fields(&redis, "ttl:{s}")[3], "1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,19 +174,33 @@ async fn unreadable_records_are_corrupt_and_left_alone() {
         other => panic!("expected Corrupt, got {other:?}"),
     };
 
-    raw(&redis, "SET weir:{string} hello");
-    let msg = corrupt(check(&store, "string", &rule, T0_NS).await);
-    assert!(msg.contains("not a hash"), "{msg}");
-    assert_eq!(raw(&redis, "GET weir:{string}"), "$5\r\nhello\r\n");
-
+    // A record of an older Weir (a hash): corrupt, never overwritten (see the crate docs'
+    // upgrade note).
     raw(
         &redis,
-        "HSET weir:{garbage} b 1700000000 x 99999999999 a gc t oops",
+        "HSET weir:{old} b 1700000000 x 99999999999 a gc t 5",
     );
-    corrupt(check(&store, "garbage", &rule, T0_NS).await);
-    raw(&redis, "HSET weir:{alien} b 1700000000 x 99999999999 a zz");
-    corrupt(check(&store, "alien", &rule, T0_NS).await);
-    assert_eq!(raw(&redis, "HGET weir:{alien} a"), "$2\r\nzz\r\n");
+    let msg = corrupt(check(&store, "old", &rule, T0_NS).await);
+    assert!(msg.contains("not a string record"), "{msg}");
+    assert_eq!(raw(&redis, "HGET weir:{old} a"), "$2\r\ngc\r\n");
+
+    raw(&redis, "SET weir:{string} hello");
+    corrupt(check(&store, "string", &rule, T0_NS).await);
+    assert_eq!(raw(&redis, "GET weir:{string}"), "$5\r\nhello\r\n");
+
+    for (key, text) in [
+        ("garbage", "gc 1700000000 99999999999 oops"),
+        ("alien", "zz 1700000000 99999999999"),
+        ("guard", "gc 1700000000 99999999999;1 2 5"),
+        ("extra", "gc 1700000000 99999999999 5 6"),
+    ] {
+        raw(&redis, &format!("SET weir:{{{key}}} \"{text}\""));
+        corrupt(check(&store, key, &rule, T0_NS).await);
+        assert_eq!(
+            raw(&redis, &format!("GET weir:{{{key}}}")),
+            format!("${}\r\n{text}\r\n", text.len())
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,7 +227,7 @@ async fn the_horizon_is_refused_clearly_and_changes_nothing() {
     let key = Key::new("debt").unwrap();
     let penalty = Op::Penalty { n: 2 };
     assert!(store.apply(&key, &rule, penalty, T0_NS).await.is_ok());
-    let before = raw(&redis, "HGETALL weir:{debt}");
+    let before = raw(&redis, "GET weir:{debt}");
     let err = store.apply(&key, &rule, penalty, T0_NS).await.unwrap_err();
     assert!(
         matches!(
@@ -203,7 +240,7 @@ async fn the_horizon_is_refused_clearly_and_changes_nothing() {
         "{err}"
     );
     assert!(err.to_string().contains("horizon"), "{err}");
-    assert_eq!(raw(&redis, "HGETALL weir:{debt}"), before);
+    assert_eq!(raw(&redis, "GET weir:{debt}"), before);
 
     // A block or a lease beyond MAX_SPAN is refused too.
     let block = Op::Block {
