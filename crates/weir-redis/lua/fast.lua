@@ -46,10 +46,14 @@ local function fast_align(base, x, w)
 end
 
 -- The plain check of `argv[i..]` (S.one's layout) on `key` at (sec, nsec): the reply of
--- S.reply, or nil, the key's GET and (sec, nsec) when the general path must decide.
+-- S.reply and the key's string as it now stands (false when there is none), or nil, the
+-- key's GET (when read here) and (sec, nsec) when the general path must decide.
 -- With sec nil (single_fast.lua), the clock and the grace are read from ARGV 1-3 as
 -- single.lua reads them, and the clock only once the call is known to be a plain check.
-local function FAST(key, sec, nsec, grace_ms, argv, i)
+-- `seen` is the key's string when the caller read it already (batch.lua's MGET), false
+-- when that read found no string (absent, or another type: MGET cannot tell, so a key
+-- seen as false is written only with NX, and a peek checks that it does not exist).
+local function FAST(key, sec, nsec, grace_ms, argv, i, seen)
   local max, min = math.max, math.min
   -- The record of a guardless key of this algorithm (record.lua's layout): b, x, then
   -- the state fields (see the algorithm's file); the sliding buckets are raw bytes from
@@ -83,9 +87,12 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
   end
 
   -- R.load: the record, or none.
-  local raw = redis.pcall('GET', key)
-  if type(raw) == 'table' then
-    return nil, raw, sec, nsec -- not a string: the general path reports it
+  local raw = seen
+  if raw == nil then
+    raw = redis.pcall('GET', key)
+    if type(raw) == 'table' then
+      return nil, raw, sec, nsec -- not a string: the general path reports it
+    end
   end
   local held, live, base, now, x = false, false, sec, nsec, PAST
   local ob, ox, v1, v2 -- the stored texts of b, x and the state fields
@@ -300,11 +307,18 @@ local function FAST(key, sec, nsec, grace_ms, argv, i)
         if sub_ms > 0 then
           ms = ms + 1
         end
-        redis.call('SET', key, text, 'PX', fmt(ms + grace_ms))
+        if held then
+          redis.call('SET', key, text, 'PX', fmt(ms + grace_ms))
+        elseif not redis.call('SET', key, text, 'PX', fmt(ms + grace_ms), 'NX') then
+          return nil, nil, sec, nsec -- not absent after all: another type (read as seen)
+        end
       end
     end
+    return { 1, ok, rem, reset, retry, 0 }, text
   elseif held then
     redis.call('DEL', key)
+  elseif seen == false and redis.call('EXISTS', key) == 1 then
+    return nil, nil, sec, nsec -- a peek at a key that holds another type
   end
-  return { 1, ok, rem, reset, retry, 0 }
+  return { 1, ok, rem, reset, retry, 0 }, false
 end

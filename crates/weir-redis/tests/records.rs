@@ -183,6 +183,26 @@ async fn unreadable_records_are_corrupt_and_left_alone() {
     let msg = corrupt(check(&store, "old", &rule, T0_NS).await);
     assert!(msg.contains("not a string record"), "{msg}");
     assert_eq!(raw(&redis, "HGET weir:{old} a"), "$2\r\ngc\r\n");
+    // So with batching, whose MGET reads a hash as absent: a check, a peek, and the two
+    // together in one batch (the check's record may not land where the hash is).
+    let batched = RedisStore::builder(redis.url())
+        .time_source(TimeSource::Process)
+        .batch(8, Duration::from_millis(20))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let key = Key::new("old").unwrap();
+    for cost in [1, 0] {
+        let op = Op::Check { cost };
+        corrupt(batched.apply(&key, &rule, op, T0_NS).await);
+    }
+    let (a, b) = tokio::join!(
+        batched.apply(&key, &rule, Op::Check { cost: 0 }, T0_NS),
+        batched.apply(&key, &rule, Op::Check { cost: 1 }, T0_NS)
+    );
+    corrupt(a);
+    corrupt(b);
+    assert_eq!(raw(&redis, "TYPE weir:{old}"), "+hash\r\n");
 
     raw(&redis, "SET weir:{string} hello");
     corrupt(check(&store, "string", &rule, T0_NS).await);
