@@ -3,7 +3,10 @@
 //! each would. A collector task takes the first waiting decision, gathers more for up to
 //! `max_wait` or until `max_decisions` (and, while earlier batches are in flight, whatever
 //! queues up meanwhile), groups them by Cluster slot (a script's keys must share one), and
-//! sends each group as one script call while it gathers the next.
+//! sends each group as one script call while it gathers the next. With no `max_wait`, a
+//! decision that finds nothing in flight and nothing queued skips the collector and goes at once as one call of
+//! its algorithm's single script (as an unbatched store sends it), from the caller's own
+//! task: a lone caller pays no hop to the collector and back.
 //!
 //! Each caller still waits at most the store's timeout. The collector lives in the Tokio
 //! runtime of the first batched call and stops when the last clone of the store is
@@ -19,7 +22,7 @@ use weir_core::StoreError;
 
 use crate::encode::Args;
 use crate::exec::Exec;
-use crate::scripts;
+use crate::scripts::{self, Tag};
 
 /// How concurrent decisions are coalesced (see [`RedisStoreBuilder::batch`](crate::RedisStoreBuilder::batch)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +45,8 @@ pub(crate) struct Batcher {
     exec: Arc<Exec>,
     cluster: bool,
     sender: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Calls in flight: batches, and decisions sent directly.
+    in_flight: Arc<Semaphore>,
 }
 
 impl Batcher {
@@ -51,6 +56,7 @@ impl Batcher {
             exec,
             cluster,
             sender: Mutex::new(None),
+            in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
         }
     }
 
@@ -61,16 +67,33 @@ impl Batcher {
             Some(tx) if !tx.is_closed() => tx.clone(),
             _ => {
                 let (tx, rx) = mpsc::channel(self.config.max_decisions.saturating_mul(64));
-                tokio::spawn(collect(rx, self.exec.clone(), self.config));
+                tokio::spawn(collect(
+                    rx,
+                    self.exec.clone(),
+                    self.config,
+                    self.in_flight.clone(),
+                ));
                 *sender = Some(tx.clone());
                 tx
             }
         }
     }
 
-    /// Queues one decision and waits for its reply (the caller bounds the wait).
-    pub(crate) async fn submit(&self, name: Vec<u8>, block: Args) -> Result<Value, StoreError> {
+    /// Queues one decision and waits for its reply (the caller bounds the wait); or, when
+    /// nothing is in flight or queued, sends it at once as one call of the single script
+    /// of its algorithm (`tag`).
+    pub(crate) async fn submit(
+        &self,
+        name: Vec<u8>,
+        tag: Tag,
+        block: Args,
+    ) -> Result<Value, StoreError> {
         crate::exec::in_runtime()?;
+        if let Some(permit) = self.idle() {
+            let result = self.exec.single(tag, name, block).await;
+            drop(permit);
+            return result;
+        }
         let (reply, answer) = oneshot::channel();
         let slot = self.cluster.then(|| crate::keys::slot(&name));
         let job = Job {
@@ -91,16 +114,40 @@ impl Batcher {
             .await
             .map_err(|_| StoreError::Unavailable("the batch was dropped".into()))?
     }
+
+    /// A slot to send one decision directly, when no call is in flight and no decision
+    /// waits for the collector (the queue is empty, or there is no collector yet), and
+    /// batches take only what is already waiting (`max_wait` zero): then a batch would
+    /// hold this decision alone. With a `max_wait`, the collector waits for company.
+    fn idle(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if !self.config.max_wait.is_zero() || self.in_flight.available_permits() < IN_FLIGHT {
+            return None;
+        }
+        let queued = {
+            let sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+            sender
+                .as_ref()
+                .is_some_and(|tx| !tx.is_closed() && tx.capacity() < tx.max_capacity())
+        };
+        if queued {
+            return None;
+        }
+        self.in_flight.clone().try_acquire_owned().ok()
+    }
 }
 
-/// Batches in flight at once. While they are, new decisions queue up and form the next
-/// batch: under load batches grow towards `max_decisions` with no added wait, and a lone
-/// decision goes at once.
+/// Calls in flight at once (batches, or decisions sent directly). While they are, new
+/// decisions queue up and form the next batch: under load batches grow towards
+/// `max_decisions` with no added wait, and a lone decision goes at once, directly.
 const IN_FLIGHT: usize = 2;
 
 /// Gathers jobs into batches until every sender is gone.
-async fn collect(mut rx: mpsc::Receiver<Job>, exec: Arc<Exec>, config: Batching) {
-    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+async fn collect(
+    mut rx: mpsc::Receiver<Job>,
+    exec: Arc<Exec>,
+    config: Batching,
+    in_flight: Arc<Semaphore>,
+) {
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
         if !config.max_wait.is_zero() {

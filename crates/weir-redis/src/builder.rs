@@ -107,7 +107,8 @@ impl RedisStoreBuilder {
 
     /// Coalesces concurrent decisions into one script call: up to `max_decisions` (1 to
     /// 1000), gathered for at most `max_wait` (up to 1 s; zero takes only what is already
-    /// waiting) after the first one arrives. Off by default. Each decision runs exactly
+    /// waiting, and sends a decision that finds nothing in flight or waiting directly, as
+    /// an unbatched store would) after the first one arrives. Off by default. Each decision runs exactly
     /// as it would alone; the batch costs one round trip and one script call instead of
     /// one each, at the price of up to `max_wait` more latency. On a Cluster, decisions
     /// are coalesced per hash slot. `check_all` is never batched.

@@ -8,7 +8,9 @@ use redis::{ScriptInvocation, Value};
 use weir_core::StoreError;
 
 use crate::connection::Link;
+use crate::encode::Args;
 use crate::error;
+use crate::scripts::{self, Tag};
 use crate::url::Redactor;
 
 /// What every call needs: the connection, how to scrub messages, and the time bound.
@@ -47,6 +49,23 @@ impl Exec {
             }
         };
         self.bounded(call).await
+    }
+
+    /// One operation on the record `name` as one call of its algorithm's single script;
+    /// `timed` is `now` then the operation block (ARGV from 2 on).
+    pub(crate) async fn single(
+        &self,
+        tag: Tag,
+        name: Vec<u8>,
+        timed: Args,
+    ) -> Result<Value, StoreError> {
+        let mut args = Args::default();
+        args.num(self.grace_ms);
+        args.0.extend(timed.0);
+        let mut inv = scripts::single(tag).prepare_invoke();
+        inv.key(name);
+        args.apply_to(&mut inv);
+        self.call(&inv).await
     }
 
     /// PING, under the timeout.

@@ -161,11 +161,14 @@
 //! **Batching** ([`RedisStoreBuilder::batch`], off by default). Concurrent decisions are
 //! coalesced into one `EVALSHA` of `batch.lua` (up to N decisions, gathered for up to T
 //! after the first, or whatever queued while two earlier batches were in flight), which
-//! runs each exactly as it would run alone. The per-call cost of Lua and the round trip is
-//! paid once per batch, and so are `TIME` and the reads: one `MGET` of every key. `MGET`
-//! reads a key of another type as absent, so a record the batch starts on a key it saw
-//! absent is written with `SET … NX`, and a key that turns out to be taken (or a peek at one
-//! that exists) is read again by `GET`, which reports it corrupt. On a Cluster, batches are formed per hash slot.
+//! runs each exactly as it would run alone. With no wait (T zero), a decision that finds
+//! nothing in flight or queued goes at once as an unbatched call, so a lone caller pays no
+//! hop to the collector. The per-call cost of Lua and the round trip is paid once per
+//! batch, and so are `TIME` and the reads: one `MGET` of every key. `MGET` reads a key of
+//! another type as absent, so a record the batch starts on a key it saw absent is written
+//! with `SET … NX`, and a key that turns out to be taken (or a peek at one that exists) is
+//! read again by `GET`, which reports it corrupt. On a Cluster, batches are formed per hash
+//! slot.
 
 mod batch;
 mod builder;

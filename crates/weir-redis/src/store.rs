@@ -64,23 +64,12 @@ impl Inner {
     ) -> Result<Outcome, CheckError> {
         let (tag, block) = encode::op_block(rule, &op, now_ns)?;
         let name = keys::record_key(&self.prefix, key);
+        let mut timed = Args::default();
+        timed.now(self.now(now_ns));
+        timed.0.extend(block.0);
         let value = match &self.batcher {
-            Some(batcher) => {
-                let mut timed = Args::default();
-                timed.now(self.now(now_ns));
-                timed.0.extend(block.0);
-                self.exec.bounded(batcher.submit(name, timed)).await?
-            }
-            None => {
-                let mut args = Args::default();
-                args.num(self.exec.grace_ms);
-                args.now(self.now(now_ns));
-                args.0.extend(block.0);
-                let mut inv = scripts::single(tag).prepare_invoke();
-                inv.key(name);
-                args.apply_to(&mut inv);
-                self.exec.call(&inv).await?
-            }
+            Some(batcher) => self.exec.bounded(batcher.submit(name, tag, timed)).await?,
+            None => self.exec.single(tag, name, timed).await?,
         };
         reply::outcome(value, rule, &op)
     }
