@@ -3,31 +3,34 @@
 -- after another, each exactly as single.lua runs it (the fast path, then S.one), so a key
 -- given twice sees the first operation's result. A weir refusal fails only its own
 -- operation. The records are read with one MGET for the whole batch.
--- KEYS = the distinct records. ARGV: 1 TTL grace in ms, 2 the number of operations, then
--- per operation 13 fields: the index of its key in KEYS, seconds ('' = the store clock,
--- read once for the batch), nanoseconds, then the operation and its rule (S.one).
--- Reply: one reply of S.reply (or {-1, code, message}) per operation, in order.
+-- KEYS = the distinct records. ARGV: 1 TTL grace in ms, 2 the number of operations N, 3
+-- the number of distinct rules R, then the R rules (S.rule, 7 fields each), then per
+-- operation 7 fields: the index of its key in KEYS, the index of its rule, seconds ('' =
+-- the store clock, read once for the batch), nanoseconds, then the operation (S.one).
+-- Reply: one flat array: per operation, the length of its reply of S.reply (or {-1, code,
+-- message}), then that reply's items. (A table per operation would cost Redis a reply
+-- node each.)
 return S.run(function()
-  local grace_ms, count = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local grace_ms, count, rules = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
   local store_sec, store_nsec
   -- Every record read at once; then each key's string as this batch leaves it, or nil
   -- once the general path has run on it (read again by the next operation on it).
   local seen = redis.call('MGET', unpack(KEYS))
-  local replies = {}
+  local out, n = {}, 0
   for i = 1, count do
-    local at = 3 + (i - 1) * 13
+    local at = 4 + rules * 7 + (i - 1) * 7
     local sec, nsec
-    if ARGV[at + 1] == '' then
+    if ARGV[at + 2] == '' then
       if store_sec == nil then
         store_sec, store_nsec = clock('', '')
       end
       sec, nsec = store_sec, store_nsec
     else
-      sec, nsec = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+      sec, nsec = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
     end
     local slot = tonumber(ARGV[at])
-    local key = KEYS[slot]
-    local ok, res, raw = pcall(FAST, key, sec, nsec, grace_ms, ARGV, at + 3, seen[slot])
+    local key, r = KEYS[slot], 4 + (ARGV[at + 1] - 1) * 7
+    local ok, res, raw = pcall(FAST, key, sec, nsec, grace_ms, ARGV, at + 4, r, seen[slot])
     if ok and res ~= nil then
       seen[slot] = raw
     elseif ok then
@@ -35,15 +38,20 @@ return S.run(function()
       if type(raw) ~= 'string' then
         raw = nil -- MGET's false may be another type: S.one reads the key itself
       end
-      ok, res = pcall(S.one, key, sec, nsec, grace_ms, ARGV, at + 3, raw)
+      ok, res = pcall(S.one, key, sec, nsec, grace_ms, ARGV, at + 4, r, raw)
     end
-    if ok then
-      replies[i] = res
-    elseif type(res) == 'table' and res.weir ~= nil then
-      replies[i] = { -1, res.weir, res.msg }
-    else
-      error(res, 0)
+    if not ok then
+      if type(res) == 'table' and res.weir ~= nil then
+        res = { -1, res.weir, res.msg }
+      else
+        error(res, 0)
+      end
     end
+    out[n + 1] = #res
+    for j = 1, #res do
+      out[n + 1 + j] = res[j]
+    end
+    n = n + 1 + #res
   end
-  return replies
+  return out
 end)

@@ -45,7 +45,8 @@ local function fast_align(base, x, w)
   return x - r
 end
 
--- The plain check of `argv[i..]` (S.one's layout) on `key` at (sec, nsec): the reply of
+-- The plain check of `argv[i..]` (S.one's layout: the operation at i, its rule at r) on
+-- `key` at (sec, nsec): the reply of
 -- S.reply and the key's string as it now stands (false when there is none), or nil, the
 -- key's GET (when read here) and (sec, nsec) when the general path must decide.
 -- With sec nil (single_fast.lua), the clock and the grace are read from ARGV 1-3 as
@@ -53,12 +54,12 @@ end
 -- `seen` is the key's string when the caller read it already (batch.lua's MGET), false
 -- when that read found no string (absent, or another type: MGET cannot tell, so a key
 -- seen as false is written only with NX, and a peek checks that it does not exist).
-local function FAST(key, sec, nsec, grace_ms, argv, i, seen)
+local function FAST(key, sec, nsec, grace_ms, argv, i, r, seen)
   local max, min = math.max, math.min
   -- The record of a guardless key of this algorithm (record.lua's layout): b, x, then
   -- the state fields (see the algorithm's file); the sliding buckets are raw bytes from
   -- the position captured last.
-  local tag, shape = argv[i + 3], nil
+  local tag, shape = argv[r], nil
   if tag == 'gc' then
     shape = '^gc (%-?%d+) (%-?%d+) (%-?%d+)$'
   elseif tag == 'tb' then
@@ -74,7 +75,7 @@ local function FAST(key, sec, nsec, grace_ms, argv, i, seen)
     return nil
   end
   local cost = tonumber(argv[i + 1]) or 0
-  local lockout = argv[i + 7] ~= ''
+  local lockout = argv[r + 4] ~= ''
   if sec == nil then
     -- `clock` (prelude.lua)
     if argv[2] == '' then
@@ -119,7 +120,7 @@ local function FAST(key, sec, nsec, grace_ms, argv, i, seen)
   local ok, rem, reset, retry = 1, 0, 0, 0
   local nx, n1, n2, units, xt = PAST, nil, nil, 0, nil
   if tag == 'gc' then
-    local interval, tolerance = argv[i + 5] + 0, argv[i + 6] + 0
+    local interval, tolerance = argv[r + 2] + 0, argv[r + 3] + 0
     local t = PAST
     if live then
       t = tonumber(v1)
@@ -143,7 +144,7 @@ local function FAST(key, sec, nsec, grace_ms, argv, i, seen)
     xt = n1
   elseif tag == 'tb' then
     local capacity, interval, initial =
-      argv[i + 4] + 0, argv[i + 5] + 0, argv[i + 6] + 0
+      argv[r + 1] + 0, argv[r + 2] + 0, argv[r + 3] + 0
     local t, l = initial, now
     if live then
       t, l = tonumber(v1), tonumber(v2)
@@ -178,7 +179,7 @@ local function FAST(key, sec, nsec, grace_ms, argv, i, seen)
     end
     n1, n2 = fmt(t), fmt(l)
   elseif tag == 'fw' then
-    local limit, window = argv[i + 4] + 0, argv[i + 5] + 0
+    local limit, window = argv[r + 1] + 0, argv[r + 2] + 0
     local start = fast_align(base, now, window)
     if start == nil then
       return nil, raw, sec, nsec
@@ -211,7 +212,7 @@ local function FAST(key, sec, nsec, grace_ms, argv, i, seen)
     n1, n2, units = fmt(s), fmt(c), c
   else
     local limit, window, precision =
-      argv[i + 4] + 0, argv[i + 5] + 0, argv[i + 6] + 0
+      argv[r + 1] + 0, argv[r + 2] + 0, argv[r + 3] + 0
     -- The buckets: cnt packed ones from bucket h on (0-based), then the one added or
     -- merged at the back (bs, bc), if any.
     local buf, h, cnt, total = '', 0, 0, 0

@@ -9,5 +9,5 @@ return S.run(function()
   if sec == nil then
     sec, nsec = clock(ARGV[2], ARGV[3])
   end
-  return S.one(KEYS[1], sec, nsec, tonumber(ARGV[1]), ARGV, 4, FAST_RAW)
+  return S.one(KEYS[1], sec, nsec, tonumber(ARGV[1]), ARGV, 4, 7, FAST_RAW)
 end)

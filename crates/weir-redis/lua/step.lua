@@ -202,12 +202,12 @@ end
 
 -- One operation on the record at `key` (Store::apply): load it, run the step, store it
 -- iff it is live (and held, or the operation adds usage), delete it otherwise; mirrors
--- crates/weir-testkit/src/model.rs `Model::apply`. `argv[i..i+9]`: operation, its number
--- (cost, units, duration or TTL in ns), holder, then the rule (S.rule). `raw` is the
+-- crates/weir-testkit/src/model.rs `Model::apply`. `argv[i..i+2]`: operation, its number
+-- (cost, units, duration or TTL in ns), holder; `argv[r..r+6]` the rule (S.rule). `raw` is the
 -- key's GET when the fast path (fast.lua) read it already and gave up.
-function S.one(key, sec, nsec, grace_ms, argv, i, raw)
+function S.one(key, sec, nsec, grace_ms, argv, i, r, raw)
   local op, n, holder = argv[i], tonumber(argv[i + 1]) or 0, argv[i + 2]
-  local p = S.rule(argv, i + 3)
+  local p = S.rule(argv, r)
   local rec = R.load(key, sec, nsec, raw)
   local kind, out = S.apply(p, rec, op, n, holder, rec.now)
   local action, enc = S.prepare(rec, S.creates(op, n))

@@ -204,23 +204,42 @@ fn by_slot(jobs: Vec<Job>) -> Vec<Vec<Job>> {
     groups.into_iter().map(|(_, group)| group).collect()
 }
 
+/// The fields of a job's block before its rule: seconds, nanoseconds, operation, number,
+/// holder; the rule's seven follow (`S.rule`).
+const HEAD: usize = 5;
+
+/// Index of `item` in `list` (1-based, as Lua counts), appending it if new.
+fn index_of<'a, T: PartialEq + ?Sized>(list: &mut Vec<&'a T>, item: &'a T) -> u64 {
+    let i = match list.iter().position(|x| *x == item) {
+        Some(i) => i,
+        None => {
+            list.push(item);
+            list.len() - 1
+        }
+    };
+    u64::try_from(i + 1).unwrap_or(u64::MAX)
+}
+
 /// Runs one batch and hands each job its reply.
 async fn run(exec: Arc<Exec>, jobs: Vec<Job>) {
+    // Distinct keys and distinct rules, each sent once; each operation points at its own.
     let mut names: Vec<&[u8]> = Vec::with_capacity(jobs.len());
+    let mut rules: Vec<&[Vec<u8>]> = Vec::new();
+    let mut ops = Args::default();
+    for job in &jobs {
+        let (head, rule) = job.block.0.split_at(HEAD.min(job.block.0.len()));
+        ops.num(index_of(&mut names, job.name.as_slice()));
+        ops.num(index_of(&mut rules, rule));
+        ops.0.extend(head.iter().cloned());
+    }
     let mut args = Args::default();
     args.num(exec.grace_ms);
     args.num(u64::try_from(jobs.len()).unwrap_or(u64::MAX));
-    for job in &jobs {
-        let index = match names.iter().position(|n| *n == job.name.as_slice()) {
-            Some(i) => i,
-            None => {
-                names.push(&job.name);
-                names.len() - 1
-            }
-        };
-        args.num(u64::try_from(index + 1).unwrap_or(u64::MAX));
-        args.0.extend(job.block.0.iter().cloned());
+    args.num(u64::try_from(rules.len()).unwrap_or(u64::MAX));
+    for rule in &rules {
+        args.0.extend(rule.iter().cloned());
     }
+    args.0.extend(ops.0);
     let mut inv = scripts::batch().prepare_invoke();
     for name in &names {
         inv.key(*name);
@@ -228,16 +247,18 @@ async fn run(exec: Arc<Exec>, jobs: Vec<Job>) {
     args.apply_to(&mut inv);
     let result = exec.call(&inv).await;
     drop(inv);
-    match result {
-        Ok(Value::Array(replies)) if replies.len() == jobs.len() => {
+    let replies = match result {
+        Ok(Value::Array(flat)) => split(flat, jobs.len())
+            .ok_or_else(|| StoreError::Corrupt("the batch reply does not match the batch".into())),
+        Ok(_) => Err(StoreError::Corrupt(
+            "the batch reply does not match the batch".into(),
+        )),
+        Err(e) => Err(e),
+    };
+    match replies {
+        Ok(replies) => {
             for (job, reply) in jobs.into_iter().zip(replies) {
                 let _ = job.reply.send(Ok(reply));
-            }
-        }
-        Ok(_) => {
-            let corrupt = StoreError::Corrupt("the batch reply does not match the batch".into());
-            for job in jobs {
-                let _ = job.reply.send(Err(corrupt.clone()));
             }
         }
         Err(e) => {
@@ -245,5 +266,50 @@ async fn run(exec: Arc<Exec>, jobs: Vec<Job>) {
                 let _ = job.reply.send(Err(e.clone()));
             }
         }
+    }
+}
+
+/// The batch script's flat reply (per operation: its length, then its items) as one reply
+/// array per operation; `None` unless it holds exactly `count`.
+fn split(flat: Vec<Value>, count: usize) -> Option<Vec<Value>> {
+    let mut replies = Vec::with_capacity(count);
+    let mut items = flat.into_iter();
+    while let Some(len) = items.next() {
+        let Value::Int(len) = len else {
+            return None;
+        };
+        let len = usize::try_from(len).ok()?;
+        let reply: Vec<Value> = items.by_ref().take(len).collect();
+        if reply.len() != len {
+            return None;
+        }
+        replies.push(Value::Array(reply));
+    }
+    (replies.len() == count).then_some(replies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flat_reply_splits_per_operation_or_not_at_all() {
+        let flat = vec![
+            Value::Int(2),
+            Value::Int(3),
+            Value::Int(1),
+            Value::Int(1),
+            Value::Int(4),
+        ];
+        assert_eq!(
+            split(flat.clone(), 2),
+            Some(vec![
+                Value::Array(vec![Value::Int(3), Value::Int(1)]),
+                Value::Array(vec![Value::Int(4)]),
+            ])
+        );
+        assert_eq!(split(flat.clone(), 3), None);
+        assert_eq!(split(flat[..4].to_vec(), 2), None);
+        assert_eq!(split(vec![Value::Nil], 1), None);
     }
 }

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
+use std::future::Future;
 use std::time::Duration;
 
 use weir_core::{CheckError, Key, Op, Outcome, Rule, Store, StoreError};
@@ -342,4 +343,94 @@ fn outside_a_tokio_runtime_calls_fail_without_panicking() {
             Poll::Ready(Err(StoreError::Unavailable(_)))
         ));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_mixed_rules_and_operations_answers_as_single_calls_do() {
+    // One batch (a wait gathers them) with several rules, algorithms and operations, some
+    // on one key, some for the general path: each answers as an unbatched call does.
+    let redis = RedisServer::start();
+    let single = store(&redis, "one");
+    let batched = RedisStore::builder(redis.url())
+        .time_source(TimeSource::Process)
+        .ttl_grace(Duration::ZERO)
+        .prefix("many")
+        .batch(64, Duration::from_millis(50))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let gcra = Rule::gcra(2, Duration::from_secs(1), 2).unwrap();
+    let window = Rule::fixed_window(1, Duration::from_secs(10)).unwrap();
+    let leaky = Rule::leaky_bucket(3, 1, Duration::from_secs(1)).unwrap();
+    let leases = Rule::concurrency(1).unwrap();
+    let calls: Vec<(&str, &Rule, Op<'static>)> = vec![
+        ("g", &gcra, Op::Check { cost: 1 }),
+        ("w", &window, Op::Check { cost: 1 }),
+        ("g", &gcra, Op::Check { cost: 1 }),
+        ("l", &leaky, Op::Check { cost: 2 }),
+        ("w", &window, Op::Check { cost: 1 }),
+        (
+            "c",
+            &leases,
+            Op::Acquire {
+                holder: "a",
+                ttl_ns: SEC,
+            },
+        ),
+        ("g", &gcra, Op::Check { cost: 1 }),
+        (
+            "c",
+            &leases,
+            Op::Acquire {
+                holder: "b",
+                ttl_ns: SEC,
+            },
+        ),
+        ("g", &gcra, Op::Penalty { n: 1 }),
+        ("w", &window, Op::Inspect),
+    ];
+    let mut expected = Vec::new();
+    for (key, rule, op) in &calls {
+        let outcome = single
+            .apply(&Key::new(*key).unwrap(), rule, *op, T0_NS)
+            .await;
+        expected.push(format!("{outcome:?}"));
+    }
+    let keys: Vec<Key> = calls
+        .iter()
+        .map(|(k, _, _)| Key::new(*k).unwrap())
+        .collect();
+    let evalsha = || {
+        let stats = raw(&redis, "INFO commandstats");
+        let calls = stats.split("cmdstat_evalsha:calls=").nth(1).unwrap();
+        calls.split(',').next().unwrap().parse::<u64>().unwrap()
+    };
+    let before = evalsha();
+    // Polled together, each first in this order: they queue so and form one batch.
+    let mut futures: Vec<_> = calls
+        .iter()
+        .zip(&keys)
+        .map(|((_, rule, op), key)| Box::pin(batched.apply(key, rule, *op, T0_NS)))
+        .collect();
+    let mut got: Vec<Option<String>> = vec![None; futures.len()];
+    std::future::poll_fn(|cx| {
+        for (future, out) in futures.iter_mut().zip(got.iter_mut()) {
+            if out.is_none() {
+                if let std::task::Poll::Ready(outcome) = future.as_mut().poll(cx) {
+                    *out = Some(format!("{outcome:?}"));
+                }
+            }
+        }
+        if got.iter().all(Option::is_some) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    let got: Vec<String> = got.into_iter().flatten().collect();
+    assert_eq!(got, expected);
+    assert!(expected.iter().any(|e| e.contains("allowed: false")));
+    // One batch: its EVALSHA, and again after loading the script on NOSCRIPT.
+    assert_eq!(evalsha() - before, 2);
 }
