@@ -308,9 +308,10 @@ local function FAST(key, sec, nsec, grace_ms, argv, i, r, seen)
         if sub_ms > 0 then
           ms = ms + 1
         end
+        -- A number argument: Redis writes an integer below 2^53 in plain digits.
         if held then
-          redis.call('SET', key, text, 'PX', fmt(ms + grace_ms))
-        elseif not redis.call('SET', key, text, 'PX', fmt(ms + grace_ms), 'NX') then
+          redis.call('SET', key, text, 'PX', ms + grace_ms)
+        elseif not redis.call('SET', key, text, 'PX', ms + grace_ms, 'NX') then
           return nil, nil, sec, nsec -- not absent after all: another type (read as seen)
         end
       end

@@ -12,6 +12,7 @@
 //! runtime of the first batched call and stops when the last clone of the store is
 //! dropped; if that runtime has shut down, the next call starts a new one.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -208,43 +209,46 @@ fn by_slot(jobs: Vec<Job>) -> Vec<Vec<Job>> {
 /// holder; the rule's seven follow (`S.rule`).
 const HEAD: usize = 5;
 
-/// Index of `item` in `list` (1-based, as Lua counts), appending it if new.
-fn index_of<'a, T: PartialEq + ?Sized>(list: &mut Vec<&'a T>, item: &'a T) -> u64 {
-    let i = match list.iter().position(|x| *x == item) {
-        Some(i) => i,
-        None => {
-            list.push(item);
-            list.len() - 1
-        }
-    };
-    u64::try_from(i + 1).unwrap_or(u64::MAX)
-}
-
 /// Runs one batch and hands each job its reply.
 async fn run(exec: Arc<Exec>, jobs: Vec<Job>) {
-    // Distinct keys and distinct rules, each sent once; each operation points at its own.
-    let mut names: Vec<&[u8]> = Vec::with_capacity(jobs.len());
+    // Distinct keys and distinct rules, each sent once; each operation points at its own
+    // (1-based, as Lua counts). Keys are found by hash (a batch may hold 1000); rules,
+    // usually one or two, by comparison.
+    let mut names: HashMap<&[u8], usize> = HashMap::with_capacity(jobs.len());
     let mut rules: Vec<&[Vec<u8>]> = Vec::new();
-    let mut ops = Args::default();
-    for job in &jobs {
-        let (head, rule) = job.block.0.split_at(HEAD.min(job.block.0.len()));
-        ops.num(index_of(&mut names, job.name.as_slice()));
-        ops.num(index_of(&mut rules, rule));
-        ops.0.extend(head.iter().cloned());
-    }
-    let mut args = Args::default();
-    args.num(exec.grace_ms);
-    args.num(u64::try_from(jobs.len()).unwrap_or(u64::MAX));
-    args.num(u64::try_from(rules.len()).unwrap_or(u64::MAX));
-    for rule in &rules {
-        args.0.extend(rule.iter().cloned());
-    }
-    args.0.extend(ops.0);
     let mut inv = scripts::batch().prepare_invoke();
-    for name in &names {
-        inv.key(*name);
+    let mut refs: Vec<(usize, usize)> = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let next = names.len() + 1;
+        let name = *names.entry(job.name.as_slice()).or_insert_with(|| {
+            inv.key(job.name.as_slice());
+            next
+        });
+        let rule = job.block.0.get(HEAD..).unwrap_or_default();
+        let rule = match rules.iter().position(|r| *r == rule) {
+            Some(i) => i + 1,
+            None => {
+                rules.push(rule);
+                rules.len()
+            }
+        };
+        refs.push((name, rule));
     }
-    args.apply_to(&mut inv);
+    inv.arg(exec.grace_ms);
+    inv.arg(jobs.len());
+    inv.arg(rules.len());
+    for rule in &rules {
+        for field in *rule {
+            inv.arg(field.as_slice());
+        }
+    }
+    for (job, (name, rule)) in jobs.iter().zip(&refs) {
+        inv.arg(*name);
+        inv.arg(*rule);
+        for field in job.block.0.iter().take(HEAD) {
+            inv.arg(field.as_slice());
+        }
+    }
     let result = exec.call(&inv).await;
     drop(inv);
     let replies = match result {

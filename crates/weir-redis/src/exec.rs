@@ -59,12 +59,10 @@ impl Exec {
         name: Vec<u8>,
         timed: Args,
     ) -> Result<Value, StoreError> {
-        let mut args = Args::default();
-        args.num(self.grace_ms);
-        args.0.extend(timed.0);
         let mut inv = scripts::single(tag).prepare_invoke();
         inv.key(name);
-        args.apply_to(&mut inv);
+        inv.arg(self.grace_ms);
+        timed.apply_to(&mut inv);
         self.call(&inv).await
     }
 
