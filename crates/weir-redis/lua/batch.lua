@@ -32,29 +32,32 @@ return S.run(function()
     local key, r = KEYS[slot], 4 + (ARGV[at + 1] - 1) * 7
     -- FAST raises nothing of its own (it gives up instead), so it needs no pcall: an
     -- error of Redis's fails the batch, as below.
-    local res, raw = FAST(key, sec, nsec, grace_ms, ARGV, at + 4, r, seen[slot])
-    local ok = true
-    if res ~= nil then
-      seen[slot] = raw
+    local allowed, rem, reset, retry, now_raw = FAST(key, sec, nsec, grace_ms, ARGV, at + 4, r, seen[slot])
+    if allowed ~= nil then
+      seen[slot] = now_raw
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 6, 1, allowed, rem
+      out[n + 5], out[n + 6], out[n + 7] = reset, retry, 0
+      n = n + 7
     else
       seen[slot] = nil
+      local raw = rem -- what FAST read
       if type(raw) ~= 'string' then
         raw = nil -- MGET's false may be another type: S.one reads the key itself
       end
-      ok, res = pcall(S.one, key, sec, nsec, grace_ms, ARGV, at + 4, r, raw)
-    end
-    if not ok then
-      if type(res) == 'table' and res.weir ~= nil then
-        res = { -1, res.weir, res.msg }
-      else
-        error(res, 0)
+      local ok, res = pcall(S.one, key, sec, nsec, grace_ms, ARGV, at + 4, r, raw)
+      if not ok then
+        if type(res) == 'table' and res.weir ~= nil then
+          res = { -1, res.weir, res.msg }
+        else
+          error(res, 0)
+        end
       end
+      out[n + 1] = #res
+      for j = 1, #res do
+        out[n + 1 + j] = res[j]
+      end
+      n = n + 1 + #res
     end
-    out[n + 1] = #res
-    for j = 1, #res do
-      out[n + 1 + j] = res[j]
-    end
-    n = n + 1 + #res
   end
   return out
 end)

@@ -46,9 +46,10 @@ local function fast_align(base, x, w)
 end
 
 -- The plain check of `argv[i..]` (S.one's layout: the operation at i, its rule at r) on
--- `key` at (sec, nsec): the reply of
--- S.reply and the key's string as it now stands (false when there is none), or nil, the
--- key's GET (when read here) and (sec, nsec) when the general path must decide.
+-- `key` at (sec, nsec): the decision as allowed (1 or 0), remaining, reset and retry (ns;
+-- no delay), then the key's string as it now stands (false when there is none); or nil,
+-- the key's GET (when read here) and (sec, nsec) when the general path must decide. (No
+-- reply table: Redis pays for each table it converts, and the callers need none.)
 -- With sec nil (single_fast.lua), the clock and the grace are read from ARGV 1-3 as
 -- single.lua reads them, and the clock only once the call is known to be a plain check.
 -- `seen` is the key's string when the caller read it already (batch.lua's MGET), false
@@ -316,11 +317,11 @@ local function FAST(key, sec, nsec, grace_ms, argv, i, r, seen)
         end
       end
     end
-    return { 1, ok, rem, reset, retry, 0 }, text
+    return ok, rem, reset, retry, text
   elseif held then
     redis.call('DEL', key)
   elseif seen == false and redis.call('EXISTS', key) == 1 then
     return nil, nil, sec, nsec -- a peek at a key that holds another type
   end
-  return { 1, ok, rem, reset, retry, 0 }, false
+  return ok, rem, reset, retry, false
 end

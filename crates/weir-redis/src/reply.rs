@@ -1,5 +1,6 @@
 //! What comes back from a script: the reply arrays of `lua/step.lua` (`S.reply`) and
-//! `lua/multi.lua`, read into [`Outcome`] and [`Decisions`]. Anything else is a
+//! `lua/multi.lua`, and the fast path's decision as text (`lua/single_fast.lua`), read
+//! into [`Outcome`] and [`Decisions`]. Anything else is a
 //! [`StoreError::Corrupt`]; a refusal at the horizon is [`CheckError::Invalid`].
 
 use std::time::Duration;
@@ -65,10 +66,44 @@ fn decision(items: &[Value], at: usize, limit: u64) -> Result<Decision, CheckErr
     })
 }
 
+/// A decision as the fast path writes it: `allowed remaining reset retry`, decimal (no
+/// delay).
+fn decision_text(text: &[u8], limit: u64) -> Result<Decision, CheckError> {
+    let mut fields = text.split(|&b| b == b' ').map(|field| {
+        std::str::from_utf8(field)
+            .ok()
+            .and_then(|f| f.parse::<u64>().ok())
+            .ok_or_else(|| corrupt("the script's decision is not four numbers"))
+    });
+    let mut next = || {
+        fields
+            .next()
+            .unwrap_or_else(|| Err(corrupt("the script's decision is short")))
+    };
+    let decision = Decision {
+        allowed: next()? == 1,
+        limit,
+        remaining: next()?,
+        reset_after: Duration::from_nanos(next()?),
+        retry_after: Duration::from_nanos(next()?),
+        delay: Duration::ZERO,
+    };
+    if fields.next().is_some() {
+        return Err(corrupt("the script's decision is long"));
+    }
+    Ok(decision)
+}
+
 /// The outcome of one operation.
 pub(crate) fn outcome(value: Value, rule: &Rule, op: &Op<'_>) -> Result<Outcome, CheckError> {
-    let items = items(value)?;
     let limit = rule.limit();
+    let items = match value {
+        Value::BulkString(text) => {
+            let outcome = Outcome::Decision(decision_text(&text, limit)?);
+            return expected(outcome, op);
+        }
+        value => items(value)?,
+    };
     let outcome = match int(&items, 0)? {
         -1 => return Err(refusal(&items, op.name())),
         1 => Outcome::Decision(decision(&items, 1, limit)?),
@@ -88,6 +123,11 @@ pub(crate) fn outcome(value: Value, rule: &Rule, op: &Op<'_>) -> Result<Outcome,
         4 => Outcome::Done,
         _ => return Err(corrupt("unknown reply kind")),
     };
+    expected(outcome, op)
+}
+
+/// The outcome, if it is of the kind `op` answers with.
+fn expected(outcome: Outcome, op: &Op<'_>) -> Result<Outcome, CheckError> {
     let expected = match op {
         Op::Check { .. } | Op::Penalty { .. } | Op::Reward { .. } | Op::Acquire { .. } => {
             matches!(outcome, Outcome::Decision(_))
@@ -120,4 +160,34 @@ pub(crate) fn decisions(value: Value, rules: &[&Rule]) -> Result<Decisions, Chec
         allowed: uint(&items, 1)? == 1,
         each,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decision_as_text_is_four_numbers() {
+        let d = decision_text(b"1 9 100000000 0", 10).ok();
+        assert_eq!(
+            d,
+            Some(Decision {
+                allowed: true,
+                limit: 10,
+                remaining: 9,
+                reset_after: Duration::from_millis(100),
+                retry_after: Duration::ZERO,
+                delay: Duration::ZERO,
+            })
+        );
+        for bad in [
+            &b"1 9 100"[..],
+            b"1 9 100 0 0",
+            b"1 9 -1 0",
+            b"",
+            b"1 x 1 1",
+        ] {
+            assert!(decision_text(bad, 10).is_err(), "{bad:?}");
+        }
+    }
 }
