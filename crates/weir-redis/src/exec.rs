@@ -29,9 +29,11 @@ pub(crate) fn in_runtime() -> Result<(), StoreError> {
 }
 
 impl Exec {
-    /// Runs a script in one round trip, under the timeout.
+    /// Runs a script in one round trip, under the timeout. The call's future (redis-rs's
+    /// script invocation, a large state machine) is boxed, so that the futures of the
+    /// callers that hold it stay small: moving them (into a timeout, a task) copies them.
     pub(crate) async fn call(&self, inv: &ScriptInvocation<'_>) -> Result<Value, StoreError> {
-        let call = async {
+        let call = Box::pin(async {
             let (generation, mut conn) = self
                 .link
                 .get()
@@ -47,7 +49,7 @@ impl Exec {
                     Err(error::store(&e, &self.redactor, self.timeout))
                 }
             }
-        };
+        });
         self.bounded(call).await
     }
 
