@@ -200,11 +200,12 @@ impl<S: Store> OverLimitCache<S> {
                     Outcome::Decision(d) => denial_after(rule, d, cost, now_ns),
                     _ => None,
                 };
+                let allowed = matches!(&outcome, Outcome::Decision(d) if d.allowed);
                 match (lookup, denial) {
                     (Lookup::Probe(probe), denial) => probe.settle(denial),
                     (_, Some(denial)) => self.remember(key, denial, now_ns),
                     // An admission moved the state that other cost's denial was read from.
-                    (Lookup::OtherCost, None) => self.forget(key),
+                    (Lookup::OtherCost, None) if allowed => self.forget(key),
                     _ => {}
                 }
                 return Ok(outcome);
