@@ -91,7 +91,8 @@ impl Batcher {
     ) -> Result<Value, StoreError> {
         crate::exec::in_runtime()?;
         if let Some(permit) = self.idle() {
-            let result = self.exec.single(tag, name, block).await;
+            // The caller (store.rs) bounds this wait; no second timer.
+            let result = self.exec.invoke(&self.exec.single(tag, name, block)).await;
             drop(permit);
             return result;
         }

@@ -29,11 +29,17 @@ pub(crate) fn in_runtime() -> Result<(), StoreError> {
 }
 
 impl Exec {
-    /// Runs a script in one round trip, under the timeout. The call's future (redis-rs's
-    /// script invocation, a large state machine) is boxed, so that the futures of the
-    /// callers that hold it stay small: moving them (into a timeout, a task) copies them.
+    /// Runs a script in one round trip, under the timeout.
     pub(crate) async fn call(&self, inv: &ScriptInvocation<'_>) -> Result<Value, StoreError> {
-        let call = Box::pin(async {
+        self.bounded(self.invoke(inv)).await
+    }
+
+    /// Runs a script in one round trip, for a caller that bounds the wait itself. The
+    /// call's future (redis-rs's script invocation, a large state machine) is boxed, so
+    /// that the futures of the callers that hold it stay small: moving them (into a
+    /// timeout, a task) copies them.
+    pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value, StoreError> {
+        Box::pin(async {
             let (generation, mut conn) = self
                 .link
                 .get()
@@ -49,23 +55,18 @@ impl Exec {
                     Err(error::store(&e, &self.redactor, self.timeout))
                 }
             }
-        });
-        self.bounded(call).await
+        })
+        .await
     }
 
-    /// One operation on the record `name` as one call of its algorithm's single script;
+    /// One operation on the record `name` as a call of its algorithm's single script;
     /// `timed` is `now` then the operation block (ARGV from 2 on).
-    pub(crate) async fn single(
-        &self,
-        tag: Tag,
-        name: Vec<u8>,
-        timed: Args,
-    ) -> Result<Value, StoreError> {
+    pub(crate) fn single(&self, tag: Tag, name: Vec<u8>, timed: Args) -> ScriptInvocation<'static> {
         let mut inv = scripts::single(tag).prepare_invoke();
         inv.key(name);
         inv.arg(self.grace_ms);
         timed.apply_to(&mut inv);
-        self.call(&inv).await
+        inv
     }
 
     /// PING, under the timeout.

@@ -69,7 +69,7 @@ impl Inner {
         timed.0.extend(block.0);
         let value = match &self.batcher {
             Some(batcher) => self.exec.bounded(batcher.submit(name, tag, timed)).await?,
-            None => self.exec.single(tag, name, timed).await?,
+            None => self.exec.call(&self.exec.single(tag, name, timed)).await?,
         };
         reply::outcome(value, rule, &op)
     }
