@@ -23,6 +23,7 @@ pub mod conformance;
 pub mod faults;
 pub mod invariants;
 mod model;
+pub mod ports;
 pub mod sentinel;
 pub mod servers;
 pub mod strategy;

@@ -4,7 +4,7 @@
 //! `RedisServer` provides the master and its replicas.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,10 +12,7 @@ use std::time::{Duration, Instant};
 /// How long a sentinel may take to answer after it is started.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
-}
+use crate::ports::free_port;
 
 /// Sends one command line and reads the first reply, with a short timeout.
 fn ask(port: u16, command: &str) -> Option<String> {

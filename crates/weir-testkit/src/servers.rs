@@ -6,18 +6,19 @@
 //! A missing binary panics with the command that installs it (`scripts/test` does).
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::ports::free_port;
+
 /// How long a server may take to answer after it is started.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
-}
+/// How many ports a server is tried on before its start counts as failed (it exits at
+/// once when another process took its port between choosing and binding).
+const START_ATTEMPTS: usize = 5;
 
 fn require(binary: &str, package: &str) {
     let found = Command::new(binary)
@@ -64,6 +65,26 @@ fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until `child` answers (`ready`), or returns `false` at once if it exited first
+/// (e.g. its port was taken): the caller then tries another port.
+#[allow(clippy::disallowed_methods)] // a real process's startup deadline, not a decision's clock
+fn wait_ready(what: &str, child: &mut Child, mut ready: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if ready() {
+            return true;
+        }
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        assert!(
+            start.elapsed() < START_TIMEOUT,
+            "{what} did not become ready within {START_TIMEOUT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A `redis-server` on a free loopback port. Killed (SIGKILL) when dropped.
 #[derive(Debug)]
 pub struct RedisServer {
@@ -82,19 +103,32 @@ impl RedisServer {
     /// A server with extra `redis-server` arguments (e.g. `--cluster-enabled yes`).
     pub fn start_with(extra: &[&str]) -> Self {
         require("redis-server", "redis-server");
-        let port = free_port();
-        let mut server = Self {
-            child: None,
-            port,
-            dir: scratch_dir("redis", port),
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
-        };
-        server.spawn();
-        server
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port();
+            let mut server = Self {
+                child: None,
+                port,
+                dir: scratch_dir("redis", port),
+                extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            };
+            if server.try_spawn() {
+                return server;
+            }
+        }
+        panic!("redis-server did not start on any of {START_ATTEMPTS} ports");
     }
 
     fn spawn(&mut self) {
-        let child = Command::new("redis-server")
+        let port = self.port;
+        assert!(
+            self.try_spawn(),
+            "redis-server exited at start on port {port} (taken by another process?)"
+        );
+    }
+
+    /// Starts the process on `self.port`; `false` if it exited before answering.
+    fn try_spawn(&mut self) -> bool {
+        let mut child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
             .arg("--dir")
@@ -104,11 +138,16 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn redis-server");
-        self.child = Some(child);
         let port = self.port;
-        wait_until(&format!("redis-server on port {port}"), || {
+        let up = wait_ready(&format!("redis-server on port {port}"), &mut child, || {
             ask(port, b"PING\r\n").is_some_and(|r| r.starts_with("+PONG"))
         });
+        if up {
+            self.child = Some(child);
+        } else {
+            let _ = child.wait();
+        }
+        up
     }
 
     /// The port it listens on.
@@ -224,8 +263,17 @@ impl Memcached {
     /// A fresh memcached with 64 MiB.
     pub fn start() -> Self {
         require("memcached", "memcached");
-        let port = free_port();
-        let child = Command::new("memcached")
+        for _ in 0..START_ATTEMPTS {
+            if let Some(server) = Self::try_start(free_port()) {
+                return server;
+            }
+        }
+        panic!("memcached did not start on any of {START_ATTEMPTS} ports");
+    }
+
+    /// Starts memcached on `port`; `None` if it exited before answering.
+    fn try_start(port: u16) -> Option<Self> {
+        let mut child = Command::new("memcached")
             .args([
                 "-l",
                 "127.0.0.1",
@@ -245,14 +293,17 @@ impl Memcached {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn memcached");
-        let server = Self {
-            child: Some(child),
-            port,
-        };
-        wait_until(&format!("memcached on port {port}"), || {
+        let up = wait_ready(&format!("memcached on port {port}"), &mut child, || {
             ask(port, b"version\r\n").is_some_and(|r| r.starts_with("VERSION"))
         });
-        server
+        if !up {
+            let _ = child.wait();
+            return None;
+        }
+        Some(Self {
+            child: Some(child),
+            port,
+        })
     }
 
     /// The port it listens on.
