@@ -60,14 +60,41 @@ fn escape_into(out: &mut String, text: &str) {
     }
 }
 
+/// A descriptor value bounded to [`MAX_VALUE_LEN`](crate::limits::MAX_VALUE_LEN) bytes: unchanged when
+/// it fits, else its head and `#` and the first 128 bits of the SHA-256 of the whole value in
+/// hex, exactly as over-long keys are shortened. Two different long values stay different
+/// (infeasible to collide on purpose) and the same value always gives the same result, so
+/// a front end that builds descriptors from request data (a path, a header) can limit every
+/// request on a value the matcher accepts instead of failing the match.
+///
+/// ```
+/// let long = "/a".repeat(1000);
+/// let bounded = weir_config::bounded_value(&long);
+/// assert!(bounded.len() <= weir_config::limits::MAX_VALUE_LEN);
+/// assert_ne!(bounded, weir_config::bounded_value(&format!("{long}b")));
+/// assert_eq!(weir_config::bounded_value("/short"), "/short");
+/// ```
+pub fn bounded_value(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.len() <= crate::limits::MAX_VALUE_LEN {
+        std::borrow::Cow::Borrowed(value)
+    } else {
+        std::borrow::Cow::Owned(shorten_to(value, crate::limits::MAX_VALUE_LEN))
+    }
+}
+
 /// `head#digest`, exactly `Key::MAX_LEN` bytes or less.
 fn shorten(full: &str) -> String {
+    shorten_to(full, Key::MAX_LEN)
+}
+
+/// `head#digest`, at most `max` bytes (`max` > the digest's length).
+fn shorten_to(full: &str, max: usize) -> String {
     let digest = Sha256::digest(full.as_bytes());
-    let mut cut = Key::MAX_LEN - 1 - DIGEST_HEX;
+    let mut cut = max - 1 - DIGEST_HEX;
     while !full.is_char_boundary(cut) {
         cut -= 1;
     }
-    let mut out = String::with_capacity(Key::MAX_LEN);
+    let mut out = String::with_capacity(max);
     out.push_str(full.get(..cut).unwrap_or_default());
     out.push('#');
     for byte in digest.iter().take(DIGEST_HEX / 2) {

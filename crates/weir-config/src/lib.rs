@@ -57,7 +57,7 @@ mod unit;
 mod yaml;
 
 pub use error::{ConfigError, MatchError};
-pub use key::build as descriptor_key;
+pub use key::{bounded_value, build as descriptor_key};
 pub use request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
 pub use ruleset::{Format, RuleInfo, RuleSet};
 pub use unit::Unit;

@@ -26,7 +26,7 @@ mod upstream;
 
 pub use classify::{classify, classify_headers, Class, ClassError, DEFAULT_CLASS, KNOWN_CRAWLERS};
 pub use forward::{Forward, Routes};
-pub use limits::{ProxyLimits, ProxyRuleError, DOMAIN};
+pub use limits::{normalise_path, ProxyLimits, ProxyRuleError, DOMAIN};
 pub use serve::{run, ProxyError};
 pub use settings::ProxySettings;
 pub use upstream::{Upstream, UpstreamError};

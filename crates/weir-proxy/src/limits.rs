@@ -11,6 +11,13 @@
 //! | `[class, path]` | each path of the class |
 //! | `[global]` (value `all`) | every request, whatever its class |
 //!
+//! The `path` value is the request path as a backend reads it ([`normalise_path`]: empty
+//! and `.` segments dropped, `..` resolved, `%2e` read as `.`), bounded to the matcher's
+//! value limit by [`weir_config::bounded_value`] (a long path keeps its head and a digest of
+//! the whole). So `/x/./././…` padding counts as `/x`, and no path, however long, is left
+//! unlimited. Should matching still fail, the request is refused (fail closed), never let
+//! through unlimited.
+//!
 //! Unlike `weir serve` (Envoy's semantics: each descriptor on its own), the proxy checks a
 //! request's limits all-or-nothing: a denied or queued request consumes nothing, so waiting
 //! and trying again never charges twice. Shadow rules and `enforce_percent` work as in
@@ -96,7 +103,13 @@ impl ProxyLimits {
         vec![
             Descriptor::new([("class", class)]),
             Descriptor::new([("class", class), ("remote_address", ip.as_str())]),
-            Descriptor::new([("class", class), ("path", parts.uri.path())]),
+            Descriptor::new([
+                ("class", class),
+                (
+                    "path",
+                    &*weir_config::bounded_value(&normalise_path(parts.uri.path())),
+                ),
+            ]),
             Descriptor::new([("global", "all")]),
         ]
     }
@@ -106,9 +119,16 @@ impl ProxyLimits {
         let descriptors = self.descriptors(parts);
         let matched: Vec<Matched> = match snapshot.rules.matches(DOMAIN, &descriptors) {
             Ok(matched) => matched.into_iter().flatten().collect(),
-            // Cannot happen: rules without the proxy domain are refused at start-up and on
-            // reload (`check_rules`). Were it to, nothing would limit.
-            Err(_) => return Ok(Evaluation::unlimited()),
+            // Descriptors are bounded and the domain is checked at start-up and on every
+            // reload (`check_rules`), so this should not happen; if it does, the request is
+            // refused: an error here must never mean "no limit".
+            Err(error) => {
+                tracing::warn!(%error, "proxy descriptors not matched: request refused");
+                return Err(LimitError {
+                    reason: format!("the request could not be matched to its limits: {error}"),
+                    on_failure: FailurePolicy::FailClosed,
+                });
+            }
         };
         let checked: Vec<(&Matched, Rule)> = matched
             .iter()
@@ -237,6 +257,53 @@ impl ProxyLimits {
             on_limit: OnLimit::Reject,
             queue_key: None,
         }
+    }
+}
+
+/// A request path as backends resolve it: empty and `.` segments dropped, `..` going up
+/// one segment (never above the root), `%2e` / `%2E` read as `.` in those segments; a
+/// trailing slash is kept. Always starts with `/`.
+///
+/// ```
+/// use weir_proxy::normalise_path;
+/// assert_eq!(normalise_path("/x/./././y"), "/x/y");
+/// assert_eq!(normalise_path("//a/b/../c/"), "/a/c/");
+/// assert_eq!(normalise_path("/a/%2e%2E/../b"), "/b");
+/// assert_eq!(normalise_path(""), "/");
+/// ```
+pub fn normalise_path(path: &str) -> String {
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match dot_segment(segment) {
+            Some(1) => {}
+            Some(_) => {
+                segments.pop();
+            }
+            None if segment.is_empty() => {}
+            None => segments.push(segment),
+        }
+    }
+    let mut out = String::with_capacity(path.len().max(1));
+    for segment in &segments {
+        out.push('/');
+        out.push_str(segment);
+    }
+    if out.is_empty() || (path.ends_with('/') && !segments.is_empty()) {
+        out.push('/');
+    }
+    out
+}
+
+/// `Some(1)` for a `.` segment, `Some(2)` for `..` (either dot may be spelt `%2e`).
+fn dot_segment(segment: &str) -> Option<u8> {
+    // At most six bytes can spell one (`%2e%2e`).
+    if segment.is_empty() || segment.len() > 6 {
+        return None;
+    }
+    match segment.to_ascii_lowercase().replace("%2e", ".").as_str() {
+        "." => Some(1),
+        ".." => Some(2),
+        _ => None,
     }
 }
 
