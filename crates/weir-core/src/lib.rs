@@ -138,4 +138,4 @@ pub use limiter::Limiter;
 pub use rule::{Algorithm, FailurePolicy, Lockout, Rule, MAX_SPAN};
 pub use state::{Guard, Record, State};
 pub use step::{Op, Outcome};
-pub use store::{Decisions, MemoryStore, MemoryStoreBuilder, Store};
+pub use store::{Decisions, MemoryStats, MemoryStore, MemoryStoreBuilder, Store};

@@ -13,7 +13,7 @@ use crate::error::RuleError;
 use crate::time::duration_ns;
 
 /// The algorithm of a rule, with its validated parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Algorithm {
     /// Fixed window aligned to the epoch.
@@ -74,7 +74,7 @@ impl Algorithm {
 /// strikes are forgiven doubles it (`D, 2D, 4D, …`) up to `max`. Strikes are forgotten
 /// `forgive_after` after the last lockout ends (default 24 hours). `Limiter::reset` clears
 /// the count and the strikes (the "successful login" case); `unblock` lifts the block only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Lockout {
     pub(crate) base_ns: u64,
     pub(crate) max_ns: u64,
@@ -120,7 +120,7 @@ impl Lockout {
 
 /// What a rule does when its store cannot decide (down, timed out, circuit open). Applied
 /// by `weir_resilience::FailoverStore`; the memory store never fails this way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum FailurePolicy {
     /// Decide in-process with this instance's share of the limit (the limit divided by the
@@ -147,7 +147,7 @@ pub enum FailurePolicy {
 /// );
 /// # Ok::<(), RuleError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rule {
     pub(crate) algorithm: Algorithm,
     pub(crate) lockout: Option<Lockout>,

@@ -17,7 +17,7 @@ use crate::time::until;
 /// sooner.
 ///
 /// Rule change: live leases carry over; a lower `max_leases` lets none in until enough end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Concurrency {
     pub(crate) max_leases: u64,
 }

@@ -18,7 +18,7 @@ use super::Meter;
 ///
 /// Rule change: the count carries over when the key's window started within the current
 /// window of the new rule; otherwise the key starts the new window fresh.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FixedWindow {
     pub(crate) limit: u64,
     pub(crate) window_ns: u64,

@@ -19,7 +19,7 @@ use super::Meter;
 ///
 /// Rule change: `TAT` carries over, so the time debt a key owes is re-read under the new `T`
 /// and `B` (a key that owed half its burst time still owes that time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Gcra {
     pub(crate) burst: u64,
     pub(crate) interval_ns: u64,

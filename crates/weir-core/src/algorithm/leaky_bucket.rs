@@ -14,7 +14,7 @@ use super::Meter;
 /// `last + (level + cost − capacity)·T − now`. It is GCRA with the level kept explicitly.
 ///
 /// Rule change: the level carries over (a level above a smaller new capacity drains first).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LeakyBucket {
     pub(crate) capacity: u64,
     pub(crate) interval_ns: u64,

@@ -20,7 +20,7 @@ use super::Meter;
 /// exact instant both bounds would hold again.
 ///
 /// Rule change: `next_free` carries over; waits already promised are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LeakyQueue {
     pub(crate) interval_ns: u64,
     pub(crate) max_depth: u64,

@@ -32,7 +32,7 @@ use super::Meter;
 ///
 /// Rule change: buckets carry over and stop counting `W` (the new window) after they
 /// started; a new precision applies to new hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Sliding {
     pub(crate) limit: u64,
     pub(crate) window_ns: u64,

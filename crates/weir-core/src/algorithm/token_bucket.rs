@@ -23,7 +23,7 @@ use super::Meter;
 /// `retry_after` is exact: `last + (cost − tokens)·T − now`.
 ///
 /// Rule change: the token count carries over, capped at the new capacity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TokenBucket {
     pub(crate) capacity: u64,
     pub(crate) interval_ns: u64,

@@ -22,7 +22,7 @@ use super::Meter;
 ///
 /// Rule change: like the fixed window, counts carry over while their windows are current
 /// under the new window length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WeightedWindow {
     pub(crate) limit: u64,
     pub(crate) window_ns: u64,

@@ -3,14 +3,30 @@
 //! the key. A decision locks one shard for the length of one pure step (tens of
 //! nanoseconds), never across an await.
 //!
-//! Memory is bounded: at most `capacity` records. Records expire when equivalent to fresh
-//! and are swept when a shard fills up (or by [`MemoryStore::sweep`]). A limited, blocked or
-//! locked-out key is never evicted, because eviction would hand an attacker a fresh bucket;
-//! when a shard holds only such keys, **new keys fail closed** with [`StoreError::Full`]
-//! (existing keys keep working) until some expire.
+//! Memory is bounded: at most `capacity` records, whatever keys clients send. Records expire
+//! when equivalent to fresh and are swept when a shard fills up (or by
+//! [`MemoryStore::sweep`]). When a shard is still full, a new key **evicts** a record that
+//! is not limited, least recently used first (a CLOCK queue per rule: a record used since
+//! the hand last passed gets a second chance), so a flood of one-off keys cannot lock new
+//! clients out. What eviction costs: a key that was evicted starts fresh, so it may get at
+//! most one fresh window (its full allowance once more); it was not limited, so nobody who
+//! was being held back is let go.
+//!
+//! - A limited, blocked or locked-out key (a check now would be denied, or it carries a
+//!   block or lockout strikes), a concurrency or queue record, is **never** evicted:
+//!   eviction would hand an attacker a fresh bucket.
+//! - **Per-rule shares.** One rule may hold at most [`rule_share`](MemoryStoreBuilder::rule_share)
+//!   percent of the capacity (default 50 %); past it, its new keys evict only its own
+//!   records. A full store makes room from the rule holding the most records. So one
+//!   rule's flood cannot take another rule's capacity. A rule is told apart by its
+//!   parameters (two rules with identical parameters share one share).
+//! - When no record may be evicted, **new keys fail closed** with [`StoreError::Full`]
+//!   (existing keys keep working) until some expire; [`MemoryStore::stats`] counts both
+//!   evictions and refusals.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{CheckError, StoreError};
@@ -28,6 +44,10 @@ const DEFAULT_SHARDS: usize = 64;
 /// Shard index bits are taken from here: above the bits the maps use for their buckets,
 /// below the 7 top bits they use as tags.
 const SHARD_SHIFT: u32 = 40;
+/// The default share of the capacity one rule may hold, in percent.
+const DEFAULT_RULE_SHARE: u8 = 50;
+/// How many queue slots one eviction looks at before giving up (bounded work under a lock).
+const EVICTION_SCAN: usize = 256;
 
 /// The embedded store. Cheap to clone; clones share the records.
 ///
@@ -46,8 +66,26 @@ struct Inner {
     shards: Box<[Shard]>,
     shard_mask: u64,
     per_shard_capacity: usize,
+    /// The most records one rule may hold in one shard.
+    per_shard_rule_cap: usize,
     capacity: usize,
     hasher: foldhash::quality::RandomState,
+    evictions: AtomicU64,
+    refusals: AtomicU64,
+}
+
+/// What the store did to stay within its capacity, since it was built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct MemoryStats {
+    /// Records held now.
+    pub len: usize,
+    /// The capacity in records.
+    pub capacity: usize,
+    /// Records that were not limited, evicted to make room for new keys.
+    pub evictions: u64,
+    /// New keys refused with [`StoreError::Full`]: no record could be evicted.
+    pub refusals: u64,
 }
 
 /// One shard, on its own cache lines so two cores working on two shards do not contend.
@@ -57,9 +95,48 @@ struct Shard(Mutex<Table>);
 
 #[derive(Debug, Default)]
 struct Table {
-    records: HashMap<u64, Record, PreHashed>,
+    records: HashMap<u64, Entry, PreHashed>,
     /// No record in the table expires before this instant, so a sweep before it is useless.
     next_expiry_ns: u64,
+    /// Per rule (its parameters' hash): how many records it holds, and its CLOCK queue.
+    rules: HashMap<u64, Share, PreHashed>,
+}
+
+/// One key's record and what eviction needs to know of it.
+#[derive(Debug)]
+struct Entry {
+    record: Record,
+    /// The hash of the rule that last used it.
+    rule: u64,
+    /// Not limited, blocked or locked out: eviction would cost at most one fresh window.
+    evictable: bool,
+    /// Used since the CLOCK hand last passed (a second chance).
+    referenced: bool,
+}
+
+/// One rule's records in a shard.
+#[derive(Debug, Default)]
+struct Share {
+    held: usize,
+    /// The rule's keys in the order they came; may hold keys since removed or moved to
+    /// another rule (skipped when met, compacted when the queue grows past twice `held`).
+    queue: VecDeque<u64>,
+}
+
+/// Whether a record may be evicted after an operation that answered `outcome`: only a key
+/// that a check now would still allow, with no block or strikes, and whose state eviction
+/// could not misrepresent (concurrency leases and queued delays are never dropped).
+fn evictable(record: &Record, outcome: &Outcome) -> bool {
+    let plain_state = !matches!(
+        record.state,
+        crate::state::State::Concurrency(_) | crate::state::State::LeakyQueue(_)
+    );
+    let allowing = match outcome {
+        Outcome::Decision(d) => d.allowed && d.remaining > 0,
+        Outcome::Usage(u) => u.remaining > 0,
+        Outcome::Released(_) | Outcome::Done => false,
+    };
+    plain_state && allowing && record.guard.is_none()
 }
 
 /// Keys are hashed once (with a per-store random seed); the maps use that hash as is.
@@ -95,6 +172,7 @@ impl Hasher for PreHashedHasher {
 pub struct MemoryStoreBuilder {
     capacity: usize,
     shards: usize,
+    rule_share: u8,
 }
 
 impl MemoryStoreBuilder {
@@ -110,16 +188,31 @@ impl MemoryStoreBuilder {
         self
     }
 
+    /// The most one rule may hold, in percent of the capacity (1 to 100, default 50): past
+    /// it, the rule's new keys evict its own unlimited records or are refused, so a flood
+    /// under one rule leaves the rest of the capacity to the others.
+    pub fn rule_share(mut self, percent: u8) -> Self {
+        self.rule_share = percent.clamp(1, 100);
+        self
+    }
+
     /// The store.
     pub fn build(self) -> MemoryStore {
         let shards = self.shards.min(self.capacity.next_power_of_two());
+        let per_shard_capacity = self.capacity.div_ceil(shards);
+        let per_shard_rule_cap = (per_shard_capacity * usize::from(self.rule_share))
+            .div_ceil(100)
+            .max(1);
         MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..shards).map(|_| Shard(Mutex::default())).collect(),
                 shard_mask: u64::try_from(shards - 1).unwrap_or(0),
-                per_shard_capacity: self.capacity.div_ceil(shards),
+                per_shard_capacity,
+                per_shard_rule_cap,
                 capacity: self.capacity,
                 hasher: foldhash::quality::RandomState::default(),
+                evictions: AtomicU64::new(0),
+                refusals: AtomicU64::new(0),
             }),
         }
     }
@@ -135,6 +228,12 @@ impl Inner {
     #[inline]
     fn hash(&self, key: &Key) -> u64 {
         self.hasher.hash_one(key.as_bytes())
+    }
+
+    /// Which share a rule's records count under (its parameters).
+    #[inline]
+    fn rule_hash(&self, rule: &Rule) -> u64 {
+        self.hasher.hash_one(rule)
     }
 
     #[inline]
@@ -156,28 +255,137 @@ impl Inner {
 }
 
 impl Table {
-    /// Stores a record the step left live. Makes room by sweeping expired records when full.
+    /// Counts `hash` under `rule` (a new record, or one another rule used last).
+    fn enlist(&mut self, hash: u64, rule: u64) {
+        let share = self.rules.entry(rule).or_default();
+        share.held += 1;
+        share.queue.push_back(hash);
+        if share.queue.len() > 2 * share.held + 16 {
+            let records = &self.records;
+            share
+                .queue
+                .retain(|h| records.get(h).is_some_and(|e| e.rule == rule));
+        }
+    }
+
+    /// Uncounts a record of `rule` that left (removed, or now used by another rule).
+    fn delist(&mut self, rule: u64) {
+        if let Some(share) = self.rules.get_mut(&rule) {
+            share.held = share.held.saturating_sub(1);
+            if share.held == 0 {
+                self.rules.remove(&rule);
+            }
+        }
+    }
+
+    /// Removes a record.
+    fn remove(&mut self, hash: u64) {
+        if let Some(entry) = self.records.remove(&hash) {
+            self.delist(entry.rule);
+        }
+    }
+
+    /// Updates a held record after an operation.
+    fn touched(&mut self, hash: u64, rule: u64, outcome: &Outcome) {
+        let Some(entry) = self.records.get_mut(&hash) else {
+            return;
+        };
+        entry.evictable = evictable(&entry.record, outcome);
+        entry.referenced = true;
+        let before = entry.rule;
+        if before != rule {
+            entry.rule = rule;
+            self.delist(before);
+            self.enlist(hash, rule);
+        }
+    }
+
+    /// Stores a new record the step left live. Makes room by sweeping expired records, then
+    /// by evicting an unlimited one (see the module docs); else [`StoreError::Full`].
     fn put(
         &mut self,
         hash: u64,
-        record: Record,
+        entry: Entry,
         now_ns: u64,
-        per_shard_capacity: usize,
-        capacity: usize,
+        inner: &Inner,
     ) -> Result<(), StoreError> {
-        if !record.is_live(now_ns) {
-            self.records.remove(&hash);
+        if !entry.record.is_live(now_ns) {
+            self.remove(hash);
             return Ok(());
         }
-        if self.records.len() >= per_shard_capacity && !self.records.contains_key(&hash) {
+        if let Some(held) = self.records.get_mut(&hash) {
+            // check_all writes back a key it read: keep its place and counts.
+            let rule = entry.rule;
+            let evictable = entry.evictable;
+            held.record = entry.record;
+            held.evictable = evictable;
+            held.referenced = true;
+            let before = held.rule;
+            if before != rule {
+                held.rule = rule;
+                self.delist(before);
+                self.enlist(hash, rule);
+            }
+            return Ok(());
+        }
+        let rule = entry.rule;
+        let own = self.rules.get(&rule).map_or(0, |s| s.held);
+        if own >= inner.per_shard_rule_cap {
             self.sweep(now_ns);
-            if self.records.len() >= per_shard_capacity {
-                return Err(StoreError::Full { capacity });
+        }
+        if self.rules.get(&rule).map_or(0, |s| s.held) >= inner.per_shard_rule_cap {
+            // Over its share: the rule makes room among its own records only.
+            self.evict_from(rule, inner)?;
+        } else if self.records.len() >= inner.per_shard_capacity {
+            self.sweep(now_ns);
+            if self.records.len() >= inner.per_shard_capacity {
+                let largest = self
+                    .rules
+                    .iter()
+                    .max_by_key(|(_, s)| s.held)
+                    .map_or(rule, |(r, _)| *r);
+                if self.evict_from(largest, inner).is_err() {
+                    self.evict_from(rule, inner)?;
+                }
             }
         }
-        self.next_expiry_ns = self.next_expiry_ns.min(record.expires_ns);
-        self.records.insert(hash, record);
+        self.next_expiry_ns = self.next_expiry_ns.min(entry.record.expires_ns);
+        self.records.insert(hash, entry);
+        self.enlist(hash, rule);
         Ok(())
+    }
+
+    /// Evicts `rule`'s least recently used unlimited record (CLOCK), looking at no more
+    /// than [`EVICTION_SCAN`] queue slots; [`StoreError::Full`] if none may go.
+    fn evict_from(&mut self, rule: u64, inner: &Inner) -> Result<(), StoreError> {
+        let refused = || {
+            inner.refusals.fetch_add(1, Ordering::Relaxed);
+            StoreError::Full {
+                capacity: inner.capacity,
+            }
+        };
+        let Some(share) = self.rules.get_mut(&rule) else {
+            return Err(refused());
+        };
+        let slots = share.queue.len().min(EVICTION_SCAN);
+        for _ in 0..slots {
+            let Some(hash) = share.queue.pop_front() else {
+                break;
+            };
+            let Some(entry) = self.records.get_mut(&hash).filter(|e| e.rule == rule) else {
+                continue; // stale: removed, or used by another rule since
+            };
+            if !entry.evictable || entry.referenced {
+                entry.referenced = false;
+                share.queue.push_back(hash);
+                continue;
+            }
+            self.records.remove(&hash);
+            share.held = share.held.saturating_sub(1);
+            inner.evictions.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        Err(refused())
     }
 
     /// Drops every record equivalent to fresh. Returns how many went.
@@ -187,13 +395,19 @@ impl Table {
         }
         let before = self.records.len();
         let mut next = u64::MAX;
-        self.records.retain(|_, r| {
-            let live = r.is_live(now_ns);
+        let mut gone: Vec<u64> = Vec::new();
+        self.records.retain(|_, e| {
+            let live = e.record.is_live(now_ns);
             if live {
-                next = next.min(r.expires_ns);
+                next = next.min(e.record.expires_ns);
+            } else {
+                gone.push(e.rule);
             }
             live
         });
+        for rule in gone {
+            self.delist(rule);
+        }
         self.next_expiry_ns = next;
         before - self.records.len()
     }
@@ -205,6 +419,7 @@ impl MemoryStore {
         MemoryStoreBuilder {
             capacity: DEFAULT_CAPACITY,
             shards: DEFAULT_SHARDS,
+            rule_share: DEFAULT_RULE_SHARE,
         }
     }
 
@@ -219,12 +434,16 @@ impl MemoryStore {
     ) -> Result<Outcome, CheckError> {
         let inner = &*self.inner;
         let hash = inner.hash(key);
+        let rule_hash = inner.rule_hash(rule);
         let mut table = inner.lock(inner.shard_index(hash));
-        if let Some(record) = table.records.get_mut(&hash) {
+        if let Some(entry) = table.records.get_mut(&hash) {
+            let record = &mut entry.record;
             let held_live = record.is_live(now_ns);
             let outcome = apply(rule, record, &op, now_ns)?;
-            if !op.keeps(held_live, record, now_ns) {
-                table.records.remove(&hash);
+            if op.keeps(held_live, record, now_ns) {
+                table.touched(hash, rule_hash, &outcome);
+            } else {
+                table.remove(hash);
             }
             return Ok(outcome);
         }
@@ -233,13 +452,13 @@ impl MemoryStore {
         if !op.creates_record() {
             return Ok(outcome);
         }
-        table.put(
-            hash,
+        let entry = Entry {
+            evictable: evictable(&record, &outcome),
             record,
-            now_ns,
-            inner.per_shard_capacity,
-            inner.capacity,
-        )?;
+            rule: rule_hash,
+            referenced: false,
+        };
+        table.put(hash, entry, now_ns, inner)?;
         Ok(outcome)
     }
 
@@ -264,19 +483,19 @@ impl MemoryStore {
             tables.iter().position(|(i, _)| *i == id)
         };
 
-        let mut work: Vec<(u64, Record)> = Vec::with_capacity(limits.len());
+        let mut work: Vec<(u64, Record, u64)> = Vec::with_capacity(limits.len());
         // For each limit, the index of its key's working copy (a key may repeat).
         let mut slots = Vec::with_capacity(limits.len());
         let mut each = Vec::with_capacity(limits.len());
         for ((_, rule), &hash) in limits.iter().zip(&hashes) {
-            let slot = match work.iter().position(|(h, _)| *h == hash) {
+            let slot = match work.iter().position(|(h, _, _)| *h == hash) {
                 Some(slot) => slot,
                 None => {
                     let copy = table_of(&mut tables, hash)
-                        .and_then(|t| tables[t].1.records.get(&hash).cloned())
+                        .and_then(|t| tables[t].1.records.get(&hash).map(|e| e.record.clone()))
                         .filter(|r| r.is_live(now_ns))
                         .unwrap_or_else(|| Record::fresh(rule, now_ns));
-                    work.push((hash, copy));
+                    work.push((hash, copy, inner.rule_hash(rule)));
                     work.len() - 1
                 }
             };
@@ -284,21 +503,20 @@ impl MemoryStore {
             each.push(check_now(rule, &mut work[slot].1, cost, now_ns)?);
         }
         let allowed = each.iter().all(|d| d.allowed);
-        for (slot, (hash, record)) in work.into_iter().enumerate() {
-            let denied_here = slots
-                .iter()
-                .zip(&each)
-                .any(|(s, d)| *s == slot && !d.allowed);
+        for (slot, (hash, record, rule_hash)) in work.into_iter().enumerate() {
+            let mut outcomes = slots.iter().zip(&each).filter(|(s, _)| **s == slot);
+            let denied_here = outcomes.clone().any(|(_, d)| !d.allowed);
+            let entry_evictable = outcomes.all(|(_, d)| evictable(&record, &Outcome::Decision(*d)));
             // A peek writes nothing; otherwise all when allowed, and denials for lockouts.
             if cost > 0 && (allowed || denied_here) {
                 if let Some(t) = table_of(&mut tables, hash) {
-                    tables[t].1.put(
-                        hash,
+                    let entry = Entry {
                         record,
-                        now_ns,
-                        inner.per_shard_capacity,
-                        inner.capacity,
-                    )?;
+                        rule: rule_hash,
+                        evictable: entry_evictable,
+                        referenced: true,
+                    };
+                    tables[t].1.put(hash, entry, now_ns, inner)?;
                 }
             }
         }
@@ -329,6 +547,16 @@ impl MemoryStore {
     /// The most records held at once.
     pub fn capacity(&self) -> usize {
         self.inner.capacity
+    }
+
+    /// Records held, capacity, and what was evicted or refused to stay within it.
+    pub fn stats(&self) -> MemoryStats {
+        MemoryStats {
+            len: self.len(),
+            capacity: self.inner.capacity,
+            evictions: self.inner.evictions.load(Ordering::Relaxed),
+            refusals: self.inner.refusals.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -369,7 +597,11 @@ mod tests {
 
     #[test]
     fn never_evicts_a_limited_key_and_fails_closed_for_new_ones() {
-        let store = MemoryStore::builder().capacity(4).shards(1).build();
+        let store = MemoryStore::builder()
+            .capacity(4)
+            .shards(1)
+            .rule_share(100)
+            .build();
         let rule = Rule::fixed_window(1, Duration::from_secs(60)).unwrap();
         for i in 0..4u64 {
             assert!(check(&store, &Key::from(i), &rule, SEC).unwrap());
@@ -383,6 +615,68 @@ mod tests {
         // Once their window is over they are swept and new keys fit again.
         assert!(check(&store, &Key::from(99), &rule, 61 * SEC).unwrap());
         assert_eq!(store.len(), 1);
+    }
+
+    /// Issue 10: one request per made-up key used to pin each key for its window, until
+    /// every new key under every rule was refused.
+    #[test]
+    fn a_flood_of_one_off_keys_leaves_room_for_new_clients() {
+        let store = MemoryStore::builder().capacity(1000).shards(4).build();
+        let per_user = Rule::fixed_window(100, Duration::from_secs(3600)).unwrap();
+        // A limited key: never evicted, however long the flood.
+        let limited = Key::new("victim-limited").unwrap();
+        for _ in 0..100 {
+            assert!(check(&store, &limited, &per_user, SEC).unwrap());
+        }
+        assert!(!check(&store, &limited, &per_user, SEC).unwrap());
+        for i in 0..20_000u64 {
+            let flood = Key::new(format!("flood-{i}")).unwrap();
+            assert!(
+                check(&store, &flood, &per_user, SEC).unwrap(),
+                "flood key {i}"
+            );
+            if i % 100 == 0 {
+                // A second client's new keys keep passing throughout.
+                let fresh = Key::new(format!("client-{i}")).unwrap();
+                assert!(
+                    check(&store, &fresh, &per_user, SEC).unwrap(),
+                    "client key {i}"
+                );
+            }
+        }
+        assert!(
+            !check(&store, &limited, &per_user, SEC).unwrap(),
+            "the limited key was never evicted"
+        );
+        let stats = store.stats();
+        assert!(stats.len <= 1000, "{stats:?}");
+        assert!(stats.evictions > 18_000, "{stats:?}");
+        assert_eq!(stats.refusals, 0);
+    }
+
+    #[test]
+    fn one_rules_flood_of_limited_keys_leaves_the_other_rules_capacity() {
+        let store = MemoryStore::builder().capacity(100).shards(1).build();
+        // limit 1: every flood key is limited after its one request, so none may go.
+        let strict = Rule::fixed_window(1, Duration::from_secs(3600)).unwrap();
+        let other = Rule::fixed_window(10, Duration::from_secs(3600)).unwrap();
+        let mut refused = 0;
+        for i in 0..1000u64 {
+            match check(&store, &Key::from(i), &strict, SEC) {
+                Ok(allowed) => assert!(allowed),
+                Err(CheckError::Store(StoreError::Full { capacity: 100 })) => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(
+            refused, 950,
+            "the flooding rule holds its share (50 %), no more"
+        );
+        for i in 0..50u64 {
+            let key = Key::new(format!("b-{i}")).unwrap();
+            assert!(check(&store, &key, &other, SEC).unwrap(), "rule B key {i}");
+        }
+        assert_eq!(store.stats().refusals, 950);
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod memory;
 
 use std::future::Future;
 
-pub use memory::{MemoryStore, MemoryStoreBuilder};
+pub use memory::{MemoryStats, MemoryStore, MemoryStoreBuilder};
 
 use crate::decision::Decision;
 use crate::error::{CheckError, StoreError};
