@@ -62,9 +62,12 @@ pub enum KeyError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The memory store is at capacity and every key in the key's shard is limited or
-    /// blocked, so none can be evicted. New keys fail closed until some expire.
-    #[error("store is full: {capacity} keys, none evictable without resetting a limited key")]
+    /// The memory store is at capacity (or the rule at its share of it) and the records it
+    /// could evict are all limited, blocked or locked out. New keys are refused until some
+    /// expire; the caller's failure policy decides what that means.
+    #[error(
+        "memory store is full: {capacity} keys, none evictable without resetting a limited key"
+    )]
     Full {
         /// The configured capacity in keys.
         capacity: usize,

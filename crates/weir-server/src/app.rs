@@ -36,7 +36,8 @@ pub struct Readiness {
     pub store: &'static str,
     /// Whether the store answered a ping.
     pub store_reachable: bool,
-    /// `store` or `fallback` (each rule's failure policy decides), for a guarded store.
+    /// `store`, `fallback` (a guarded store that does not answer: each rule's failure
+    /// policy decides) or `degraded` (the memory store refused new keys lately: not ready).
     pub mode: &'static str,
     /// Why it is not ready, or what covers a store that does not answer.
     pub detail: Option<String>,
@@ -101,6 +102,19 @@ impl App {
             Some(stats) => stats.mode.as_str(),
             None => "store",
         };
+        if ping.is_ok() && self.engine().capacity_degraded() {
+            return Readiness {
+                ready: false,
+                store: store.kind(),
+                store_reachable: true,
+                mode: "degraded",
+                detail: Some(
+                    "the memory store is full of limited keys and refused new keys in the last \
+                     10 s (each rule's failure policy decides for them)"
+                        .to_string(),
+                ),
+            };
+        }
         match ping {
             Ok(()) => Readiness {
                 ready: true,

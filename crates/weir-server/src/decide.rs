@@ -12,16 +12,21 @@
 //! - a shadow rule's denial is reported `OK`; under the global shadow mode the descriptor
 //!   keeps `OVER_LIMIT` and only the overall code becomes `OK`.
 //!
-//! A memory store that is full refuses new keys: that is a denial (fail closed), counted as
-//! a store error. Any other store failure that the failover guard did not absorb is an
-//! error (`503` / `UNAVAILABLE`).
+//! A memory store full of limited keys refuses new keys (it evicts unlimited ones first):
+//! the rule's failure policy decides. Fail open allows; fail closed (and local fallback,
+//! as the memory store has nothing to fall back to) is an error (`503` / `UNAVAILABLE`)
+//! that says the store is full, never a made-up denial with an invented `Retry-After`.
+//! Each refusal is counted (`store_errors{kind="full"}`), logged (one WARN per 10 s with a
+//! count) and turns `/readyz` degraded for 10 s. Any other store failure that the failover
+//! guard did not absorb is an error (`503` / `UNAVAILABLE`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use weir_config::{Descriptor, Limit, MatchError, Matched};
-use weir_core::{CheckError, Clock, Decision, Key, Limiter, Rule, StoreError};
+use weir_core::{CheckError, Clock, Decision, FailurePolicy, Key, Limiter, Rule, StoreError};
 
+use crate::capacity::CapacityWatch;
 use crate::heavy_hitters::TopDenied;
 use crate::metrics::{Metrics, Outcome};
 use crate::rollout::enforced;
@@ -73,6 +78,7 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     top_denied: TopDenied,
     global_shadow: bool,
+    capacity: CapacityWatch,
 }
 
 impl Engine {
@@ -90,7 +96,13 @@ impl Engine {
             metrics,
             top_denied,
             global_shadow,
+            capacity: CapacityWatch::default(),
         }
+    }
+
+    /// Whether a full memory store refused new keys in the last few seconds.
+    pub fn capacity_degraded(&self) -> bool {
+        self.capacity.degraded(self.limiter.clock().now_ns())
     }
 
     /// The limiter (the admin API runs its operations on it).
@@ -258,17 +270,23 @@ impl Engine {
                     delay: Duration::ZERO,
                 })
             }
-            Err(CheckError::Store(StoreError::Full { .. })) => {
+            Err(CheckError::Store(error @ StoreError::Full { capacity })) => {
                 self.metrics.store_error("full");
-                // The memory store fails closed for new keys while it is full of limited ones.
-                Ok(Decision {
-                    allowed: false,
-                    limit: rule.limit(),
-                    remaining: 0,
-                    reset_after: Duration::from_secs(1),
-                    retry_after: Duration::from_secs(1),
-                    delay: Duration::ZERO,
-                })
+                self.capacity.refused(clock.now_ns(), capacity, rule_id);
+                match rule.failure_policy() {
+                    FailurePolicy::FailOpen => Ok(Decision {
+                        allowed: true,
+                        limit: rule.limit(),
+                        remaining: 0,
+                        reset_after: Duration::ZERO,
+                        retry_after: Duration::ZERO,
+                        delay: Duration::ZERO,
+                    }),
+                    // Nothing to fall back to from the embedded store: closed.
+                    _ => Err(DecideError::Unavailable(format!(
+                        "{error}; rule {rule_id} fails closed for new keys until some expire"
+                    ))),
+                }
             }
             Err(CheckError::Store(error)) => {
                 if !self.limiter.store().is_guarded() {

@@ -41,6 +41,7 @@
 
 mod admin_token;
 mod app;
+mod capacity;
 pub mod client;
 mod decide;
 mod envoy_unit;

@@ -48,6 +48,11 @@ const SHARD_SHIFT: u32 = 40;
 const DEFAULT_RULE_SHARE: u8 = 50;
 /// How many queue slots one eviction looks at before giving up (bounded work under a lock).
 const EVICTION_SCAN: usize = 256;
+/// How many rules a full shard tries to take a record from (the largest first).
+const EVICTION_RULES: usize = 4;
+/// Shards hold at least this many keys each (fewer shards for a small capacity), so that
+/// per-rule shares and eviction have room to work.
+const MIN_KEYS_PER_SHARD: usize = 64;
 
 /// The embedded store. Cheap to clone; clones share the records.
 ///
@@ -121,6 +126,14 @@ struct Share {
     /// The rule's keys in the order they came; may hold keys since removed or moved to
     /// another rule (skipped when met, compacted when the queue grows past twice `held`).
     queue: VecDeque<u64>,
+}
+
+/// Counts a refused new key and says why.
+fn refused(inner: &Inner) -> StoreError {
+    inner.refusals.fetch_add(1, Ordering::Relaxed);
+    StoreError::Full {
+        capacity: inner.capacity,
+    }
 }
 
 /// Whether a record may be evicted after an operation that answered `outcome`: only a key
@@ -198,7 +211,11 @@ impl MemoryStoreBuilder {
 
     /// The store.
     pub fn build(self) -> MemoryStore {
-        let shards = self.shards.min(self.capacity.next_power_of_two());
+        let most = (self.capacity / MIN_KEYS_PER_SHARD).max(1);
+        // The largest power of two not above `most` (both are powers of two then).
+        let shards = self
+            .shards
+            .min(1 << (usize::BITS - 1 - most.leading_zeros()));
         let per_shard_capacity = self.capacity.div_ceil(shards);
         let per_shard_rule_cap = (per_shard_capacity * usize::from(self.rule_share))
             .div_ceil(100)
@@ -335,17 +352,22 @@ impl Table {
         }
         if self.rules.get(&rule).map_or(0, |s| s.held) >= inner.per_shard_rule_cap {
             // Over its share: the rule makes room among its own records only.
-            self.evict_from(rule, inner)?;
+            if !self.evict_from(rule, inner) {
+                return Err(refused(inner));
+            }
         } else if self.records.len() >= inner.per_shard_capacity {
             self.sweep(now_ns);
             if self.records.len() >= inner.per_shard_capacity {
-                let largest = self
-                    .rules
-                    .iter()
-                    .max_by_key(|(_, s)| s.held)
-                    .map_or(rule, |(r, _)| *r);
-                if self.evict_from(largest, inner).is_err() {
-                    self.evict_from(rule, inner)?;
+                // Room comes from the rules holding the most records first.
+                let mut by_size: Vec<(usize, u64)> =
+                    self.rules.iter().map(|(r, s)| (s.held, *r)).collect();
+                by_size.sort_unstable_by(|a, b| b.cmp(a));
+                let freed = by_size
+                    .into_iter()
+                    .take(EVICTION_RULES)
+                    .any(|(_, victim)| self.evict_from(victim, inner));
+                if !freed {
+                    return Err(refused(inner));
                 }
             }
         }
@@ -356,16 +378,10 @@ impl Table {
     }
 
     /// Evicts `rule`'s least recently used unlimited record (CLOCK), looking at no more
-    /// than [`EVICTION_SCAN`] queue slots; [`StoreError::Full`] if none may go.
-    fn evict_from(&mut self, rule: u64, inner: &Inner) -> Result<(), StoreError> {
-        let refused = || {
-            inner.refusals.fetch_add(1, Ordering::Relaxed);
-            StoreError::Full {
-                capacity: inner.capacity,
-            }
-        };
+    /// than [`EVICTION_SCAN`] queue slots; `false` if none may go.
+    fn evict_from(&mut self, rule: u64, inner: &Inner) -> bool {
         let Some(share) = self.rules.get_mut(&rule) else {
-            return Err(refused());
+            return false;
         };
         let slots = share.queue.len().min(EVICTION_SCAN);
         for _ in 0..slots {
@@ -383,9 +399,9 @@ impl Table {
             self.records.remove(&hash);
             share.held = share.held.saturating_sub(1);
             inner.evictions.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
+            return true;
         }
-        Err(refused())
+        false
     }
 
     /// Drops every record equivalent to fresh. Returns how many went.
