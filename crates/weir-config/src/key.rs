@@ -26,14 +26,32 @@ const DIGEST_HEX: usize = 32;
 /// assert_eq!(key.to_string(), "login/user=a%2Fb");
 /// ```
 pub fn build(domain: &str, entries: &[(String, String)]) -> Key {
-    let mut full = String::with_capacity(
+    let mut escaped = String::with_capacity(
         domain.len()
             + entries
                 .iter()
                 .map(|(k, v)| k.len() + v.len() + 2)
                 .sum::<usize>(),
     );
-    escape_into(&mut full, domain);
+    escape_into(&mut escaped, domain);
+    build_escaped(escaped, entries)
+}
+
+/// The key of a caller's limit override on `entries` under `domain`: the configured key
+/// with `%!override` after the domain. Escaping turns every `%` of a domain, key or value
+/// into `%25`, so `%!` never appears in a configured rule's key: the two key spaces are
+/// disjoint, and an override can never touch a configured rule's record.
+pub(crate) fn build_override(domain: &str, entries: &[(String, String)]) -> Key {
+    let mut marked = String::with_capacity(domain.len() + 10);
+    escape_into(&mut marked, domain);
+    // The marker's `%` stays raw (unescaped): that is what sets the key space apart.
+    marked.push_str("%!override");
+    build_escaped(marked, entries)
+}
+
+/// Appends the escaped entries to an already escaped domain, shortening past
+/// [`Key::MAX_LEN`].
+fn build_escaped(mut full: String, entries: &[(String, String)]) -> Key {
     for (key, value) in entries {
         full.push('/');
         escape_into(&mut full, key);
@@ -45,7 +63,6 @@ pub fn build(domain: &str, entries: &[(String, String)]) -> Key {
     } else {
         full
     };
-    // Both branches are non-empty (the domain is) and at most MAX_LEN bytes.
     Key::new(text.as_bytes()).unwrap_or_else(|_| Key::from(0))
 }
 
@@ -125,6 +142,21 @@ mod tests {
         assert_eq!(
             build("d", &entries(&[("k", "100%")])).to_string(),
             "d/k=100%25"
+        );
+    }
+
+    #[test]
+    fn override_keys_never_equal_a_configured_key() {
+        let e = entries(&[("user", "alice")]);
+        let key = build_override("login", &e);
+        assert_eq!(key.to_string(), "login%!override/user=alice");
+        assert_ne!(key, build("login", &e));
+        // Whatever a request writes into a domain or value, its `%` is escaped.
+        assert_ne!(key, build("login%!override", &e));
+        assert_ne!(
+            key,
+            build("login", &entries(&[("user", "alice")])),
+            "same entries, other space"
         );
     }
 

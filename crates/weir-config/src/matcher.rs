@@ -106,7 +106,10 @@ impl RuleSet {
     }
 }
 
-/// A caller's limit override: a fixed window of one unit (0 requests: deny), as ratelimit.
+/// A caller's limit override: a fixed window of one unit (0 requests: deny), as ratelimit,
+/// counted in a key space of its own ([`key::build_override`]): a request's override can
+/// never share, reset or switch the algorithm of a configured rule's record (alternating
+/// overrides with failed logins used to wipe the login lockout).
 fn overridden(domain: &str, descriptor: &Descriptor, limit: LimitOverride) -> Matched {
     let window = limit.unit.times(1);
     let rule = weir_core::Rule::fixed_window(limit.requests_per_unit, window);
@@ -119,7 +122,7 @@ fn overridden(domain: &str, descriptor: &Descriptor, limit: LimitOverride) -> Ma
             unit: limit.unit,
             unit_multiplier: 1,
         }),
-        key: key::build(domain, &descriptor.entries),
+        key: key::build_override(domain, &descriptor.entries),
         cost: 1,
         hits_addend: descriptor.hits_addend,
         shadow: false,
