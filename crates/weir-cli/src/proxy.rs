@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use weir_proxy::{Class, ProxySettings, Upstream};
-use weir_tower::{ClientIp, InFlightLimit, IpNet, OnLimit};
+use weir_tower::{ClientIp, ForwardedHeader, InFlightLimit, IpNet, OnLimit};
 
 use crate::duration::parse_duration;
 use crate::engine_args::{bind, run, shutdown_signal, EngineArgs};
@@ -112,6 +112,17 @@ pub(crate) struct ProxyArgs {
     )]
     trusted_proxies: Vec<IpNet>,
 
+    /// The one forwarding header your trusted proxies append, and the only one read:
+    /// x-forwarded-for (nginx, Envoy, most balancers) or forwarded (RFC 7239). The other
+    /// is never believed, so a client cannot slip its own past the balancer
+    #[arg(
+        long,
+        value_name = "HEADER",
+        env = "WEIR_FORWARDED_HEADER",
+        default_value = "x-forwarded-for"
+    )]
+    forwarded_header: ForwardedHeader,
+
     /// IPv6 clients are limited per network of this prefix (1..=128)
     #[arg(long, value_name = "BITS", env = "WEIR_IPV6_PREFIX", default_value_t = 64,
           value_parser = clap::value_parser!(u8).range(1..=128))]
@@ -142,7 +153,9 @@ impl ProxyArgs {
         }
         settings.classes = Arc::from(classes);
         settings.class_upstreams = self.class_upstreams()?;
-        let mut client_ip = ClientIp::new().ipv6_prefix(self.ipv6_prefix)?;
+        let mut client_ip = ClientIp::new()
+            .ipv6_prefix(self.ipv6_prefix)?
+            .header(self.forwarded_header);
         for net in &self.trusted_proxies {
             client_ip = client_ip.trust(*net);
         }

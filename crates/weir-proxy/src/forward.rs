@@ -21,7 +21,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use weir_tower::{peer_addr, BoxFuture, Degraded};
+use weir_tower::{peer_addr, BoxFuture, ClientIp, Degraded};
 
 use crate::classify::{classify_headers, Class};
 use crate::upstream::Upstream;
@@ -63,11 +63,14 @@ pub struct Forward {
     client: Client<HttpConnector, Body>,
     routes: Arc<Routes>,
     timeout: Duration,
+    trust: Arc<ClientIp>,
 }
 
 impl Forward {
     /// Forwards by `routes`, waiting at most `timeout` for an upstream's response head.
-    pub fn new(routes: Routes, timeout: Duration) -> Self {
+    /// `trust` says which peers are trusted proxies: only theirs `X-Forwarded-Proto` is
+    /// passed on; anyone else's is replaced by the proxy's own scheme.
+    pub fn new(routes: Routes, timeout: Duration, trust: ClientIp) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(timeout));
@@ -79,6 +82,7 @@ impl Forward {
             client,
             routes: Arc::new(routes),
             timeout,
+            trust: Arc::new(trust),
         }
     }
 
@@ -111,8 +115,10 @@ impl tower::Service<Request<Body>> for Forward {
         let upstream = self.upstream_for(&request).clone();
         let client = self.client.clone();
         let timeout = self.timeout;
+        let trust = Arc::clone(&self.trust);
         Box::pin(async move {
             let peer = peer_addr(request.extensions()).map(|a| a.ip());
+            let trusted_peer = peer.is_some_and(|p| trust.is_trusted(p));
             let (mut parts, body) = request.into_parts();
             parts.uri = match upstream.uri(parts.uri.path_and_query()) {
                 Ok(uri) => uri,
@@ -126,6 +132,10 @@ impl tower::Service<Request<Body>> for Forward {
             // HTTP/1.1 towards the upstream, whatever the client spoke.
             parts.version = http::Version::HTTP_11;
             strip_hop_by_hop(&mut parts.headers);
+            if !trusted_peer {
+                // A client's own claim about the scheme is not passed on as ours.
+                parts.headers.remove(&X_FORWARDED_PROTO);
+            }
             append_forwarded(&mut parts.headers, peer);
             let outbound = Request::from_parts(parts, body);
             match tokio::time::timeout(timeout, client.request(outbound)).await {
@@ -160,7 +170,9 @@ impl tower::Service<Request<Body>> for Forward {
     }
 }
 
-/// Removes hop-by-hop headers, and those the `Connection` header lists.
+/// Removes hop-by-hop headers, and those the `Connection` header lists, except `Host`: a
+/// client listing `Connection: host` must not make the upstream see the proxy's own
+/// address for the request's host.
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if headers.contains_key(CONNECTION) {
         let listed: Vec<HeaderName> = headers
@@ -171,7 +183,9 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
             .filter_map(|name| HeaderName::try_from(name.trim()).ok())
             .collect();
         for name in listed {
-            headers.remove(name);
+            if name != http::header::HOST {
+                headers.remove(name);
+            }
         }
     }
     for name in &HOP_BY_HOP {
@@ -180,7 +194,8 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 /// Appends this hop: `Forwarded: for=…;proto=http`, `X-Forwarded-For` and
-/// `X-Forwarded-Proto` (existing values are kept: the upstream sees the whole chain).
+/// `X-Forwarded-Proto` (existing values are kept: the upstream sees the whole chain; a
+/// `X-Forwarded-Proto` reaches here only from a trusted proxy).
 fn append_forwarded(headers: &mut HeaderMap, peer: Option<IpAddr>) {
     let Some(peer) = peer else { return };
     let node = match peer {

@@ -94,6 +94,7 @@ pub async fn run(
             classes: settings.classes.clone(),
         },
         settings.upstream_timeout,
+        settings.client_ip.clone(),
     );
     let proxy = Router::new()
         .fallback_service(layer.layer(forward))

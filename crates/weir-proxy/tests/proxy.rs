@@ -587,3 +587,57 @@ descriptors:
     assert_eq!(get(&c, p.addr, &other_long, &[]).await.status, 429);
     assert_eq!(b.record.count(), 3);
 }
+
+/// Issue 10: behind a trusted balancer that appends `X-Forwarded-For`, a client's own
+/// `Forwarded` header used to be believed instead, so each request could pick its key.
+#[tokio::test]
+async fn a_clients_forwarded_header_is_not_believed_over_the_balancers_x_forwarded_for() {
+    let b = backend("app", Duration::ZERO).await;
+    let rules = "
+domain: proxy
+descriptors:
+  - key: class
+    value: reader
+    descriptors:
+      - key: remote_address
+        rule: {algorithm: fixed_window, limit: 2, window: 1h}
+";
+    let mut s = settings(upstream(&b), rules);
+    s.client_ip = ClientIp::new().trust("127.0.0.0/8".parse().unwrap());
+    let p = proxy(s).await;
+    let c = client();
+    let mut codes = Vec::new();
+    for spoof in ["1.1.1.1", "2.2.2.2", "3.3.3.3"] {
+        let forwarded = format!("for={spoof}");
+        let headers: Vec<(&str, &str)> = vec![
+            ("forwarded", forwarded.as_str()),
+            ("x-forwarded-for", "9.9.9.9"),
+        ];
+        codes.push(get(&c, p.addr, "/", &headers).await.status);
+    }
+    assert_eq!(codes, [200, 200, 429], "one client (9.9.9.9), one budget");
+}
+
+/// Issue 10: an untrusted client's `X-Forwarded-Proto: https` was passed on as if the
+/// proxy had seen TLS; `Connection: host` made the upstream see the proxy's address.
+#[tokio::test]
+async fn untrusted_forwarding_claims_are_replaced_and_host_is_kept() {
+    let b = backend("app", Duration::ZERO).await;
+    let p = proxy(settings(upstream(&b), GLOBAL_10)).await;
+    let c = client();
+    let a = get(
+        &c,
+        p.addr,
+        "/",
+        &[
+            ("x-forwarded-proto", "https"),
+            ("connection", "host"),
+            ("host", "example.test"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    let seen = b.record.last_headers.lock().unwrap().clone().unwrap();
+    assert_eq!(seen["x-forwarded-proto"], "http");
+    assert_eq!(seen["host"], "example.test");
+}

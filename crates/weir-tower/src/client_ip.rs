@@ -1,7 +1,9 @@
 //! Who the client is, behind reverse proxies. The peer address is trusted only as far as
-//! the operator says: `Forwarded` (RFC 7239) or `X-Forwarded-For` is read from right to
-//! left, each hop skipped only while the address that added it is a configured trusted
-//! proxy. A header sent by an untrusted peer is ignored entirely, so a client cannot pick
+//! the operator says: ONE forwarding header, the one the trusted proxies append
+//! ([`ForwardedHeader`]: `X-Forwarded-For` by default, or `Forwarded`, RFC 7239), is read
+//! from right to left, each hop skipped only while the address that added it is a
+//! configured trusted proxy. The other header is never read: a client cannot slip its own
+//! `Forwarded` past a balancer that appends only `X-Forwarded-For`. A header sent by an untrusted peer is ignored entirely, so a client cannot pick
 //! its own key by spoofing one. IPv6 clients are grouped by prefix (default /64: one
 //! subscriber usually holds a whole /64, and would otherwise get 2^64 fresh budgets).
 //!
@@ -30,6 +32,31 @@ use crate::net::{canonical, mask, IpNet};
 pub struct ClientIp {
     trusted: Vec<IpNet>,
     ipv6_prefix: u8,
+    header: ForwardedHeader,
+}
+
+/// The forwarding header the trusted proxies append, and the only one read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For` (what most balancers, nginx and Envoy append).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239), its `for=` parameters.
+    Forwarded,
+}
+
+impl std::str::FromStr for ForwardedHeader {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => Ok(Self::XForwardedFor),
+            "forwarded" => Ok(Self::Forwarded),
+            other => Err(format!(
+                "forwarded header '{other}' is not one of x-forwarded-for, forwarded"
+            )),
+        }
+    }
 }
 
 impl Default for ClientIp {
@@ -49,7 +76,15 @@ impl ClientIp {
         Self {
             trusted: Vec::new(),
             ipv6_prefix: 64,
+            header: ForwardedHeader::default(),
         }
+    }
+
+    /// Reads only `header` (default `X-Forwarded-For`): set it to the one your trusted
+    /// proxies append.
+    pub fn header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
     }
 
     /// Trusts the proxies in `net`: their forwarding headers are believed.
@@ -72,7 +107,8 @@ impl ClientIp {
         &self.trusted
     }
 
-    fn is_trusted(&self, ip: IpAddr) -> bool {
+    /// Whether `ip` is a trusted proxy (its forwarding headers are believed).
+    pub fn is_trusted(&self, ip: IpAddr) -> bool {
         self.trusted.iter().any(|net| net.contains(ip))
     }
 
@@ -82,7 +118,7 @@ impl ClientIp {
         if self.is_trusted(client) {
             // Walk the hops from the nearest one back; stop at the first untrusted address
             // (that is who connected to our first trusted proxy).
-            for hop in forwarded_hops(headers).into_iter().rev() {
+            for hop in forwarded_hops(headers, self.header).into_iter().rev() {
                 match hop {
                     Some(ip) => {
                         client = canonical(ip);
@@ -140,14 +176,14 @@ fn tonic_peer(_extensions: &http::Extensions) -> Option<SocketAddr> {
     None
 }
 
-/// Every hop's address, nearest last: all `Forwarded` headers' `for=` values if there is
-/// a `Forwarded` header, else all `X-Forwarded-For` values. `None` for a hop that is not an
-/// IP address (`unknown`, an obfuscated `_token`).
-fn forwarded_hops(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
-    let forwarded: Vec<_> = headers.get_all(http::header::FORWARDED).iter().collect();
-    if !forwarded.is_empty() {
+/// Every hop's address, nearest last, from `header` only: all `Forwarded` headers' `for=`
+/// values, or all `X-Forwarded-For` values. `None` for a hop that is not an IP address
+/// (`unknown`, an obfuscated `_token`).
+fn forwarded_hops(headers: &HeaderMap, header: ForwardedHeader) -> Vec<Option<IpAddr>> {
+    if header == ForwardedHeader::Forwarded {
+        let forwarded = headers.get_all(http::header::FORWARDED);
         let mut hops = Vec::new();
-        for value in forwarded {
+        for value in forwarded.iter() {
             let Ok(text) = value.to_str() else {
                 hops.push(None);
                 continue;
@@ -241,8 +277,30 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_is_preferred_and_parsed() {
-        let client = ClientIp::new().trust("10.0.0.0/8".parse().unwrap());
+    fn only_the_configured_header_is_read() {
+        // Issue 10: a client's own `Forwarded` was believed over the `X-Forwarded-For` the
+        // trusted balancer appended. By default only X-Forwarded-For is read.
+        let xff = ClientIp::new().trust("10.0.0.0/8".parse().unwrap());
+        let h = headers(&[("forwarded", "for=6.6.6.6"), ("x-forwarded-for", "5.5.5.5")]);
+        assert_eq!(xff.resolve(ip("10.0.0.1"), &h), ip("5.5.5.5"));
+        let h = headers(&[("forwarded", "for=6.6.6.6")]);
+        assert_eq!(
+            xff.resolve(ip("10.0.0.1"), &h),
+            ip("10.0.0.1"),
+            "a Forwarded header alone is not read either"
+        );
+        assert_eq!(
+            "Forwarded".parse::<ForwardedHeader>(),
+            Ok(ForwardedHeader::Forwarded)
+        );
+        assert!("via".parse::<ForwardedHeader>().is_err());
+    }
+
+    #[test]
+    fn forwarded_is_parsed_when_chosen() {
+        let client = ClientIp::new()
+            .trust("10.0.0.0/8".parse().unwrap())
+            .header(ForwardedHeader::Forwarded);
         let h = headers(&[
             (
                 "forwarded",

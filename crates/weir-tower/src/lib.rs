@@ -69,7 +69,7 @@ mod response;
 mod service;
 mod waiters;
 
-pub use client_ip::{peer_addr, ClientIp, PrefixError};
+pub use client_ip::{peer_addr, ClientIp, ForwardedHeader, PrefixError};
 pub use headers::{ceil_secs, rate_limit_headers, render_headers, tightest, HeaderStyle};
 pub use in_flight::InFlightLimit;
 pub use key_by::{HeaderNameError, KeyBy, UserFn};
