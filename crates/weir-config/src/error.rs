@@ -74,7 +74,7 @@ pub enum ConfigError {
         dir: PathBuf,
     },
     /// A file is larger than [`limits::MAX_FILE_BYTES`](crate::limits::MAX_FILE_BYTES).
-    #[error("{}: {len} bytes, above the maximum of {max}", file.display())]
+    #[error("{}: {len} bytes or more, above the maximum of {max}", file.display())]
     FileTooLarge {
         /// The file.
         file: PathBuf,

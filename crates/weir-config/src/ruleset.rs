@@ -131,6 +131,28 @@ impl RuleInfo {
     }
 }
 
+/// What a file that is not regular is, for errors.
+fn describe(kind: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
 /// The embedded example rules (`config/example.yaml`).
 const EXAMPLE: &str = include_str!("../../../config/example.yaml");
 
@@ -138,6 +160,12 @@ impl RuleSet {
     /// Loads a rule file, or every `*.yaml` / `*.yml` file of a directory (not recursive,
     /// hidden files skipped, in name order). Each file holds one domain, as in
     /// envoyproxy/ratelimit; a domain defined in two files is an error naming both.
+    ///
+    /// Each file is opened once and read up to [`MAX_FILE_BYTES`]. Symbolic links are
+    /// followed (Kubernetes mounts ConfigMaps through them), but a rule file must end at a
+    /// regular file: a dangling or looping link, a FIFO, a device or a directory named like a
+    /// rule file is an error naming it (a reload then keeps the old rules), never skipped
+    /// and never waited on.
     pub fn load(path: &Path) -> Result<RuleSet, ConfigError> {
         let io = |source| ConfigError::Io {
             file: path.to_path_buf(),
@@ -150,7 +178,7 @@ impl RuleSet {
         let mut files = Vec::new();
         for entry in std::fs::read_dir(path).map_err(io)? {
             let file = entry.map_err(io)?.path();
-            if is_rule_file(&file) && file.is_file() {
+            if is_rule_file(&file) {
                 files.push(file);
             }
             if files.len() > MAX_FILES {
@@ -180,7 +208,37 @@ impl RuleSet {
             file: file.to_path_buf(),
             source,
         };
-        let len = std::fs::metadata(file).map_err(io)?.len();
+        let not_regular = |what: &str| ConfigError::Invalid {
+            file: file.to_path_buf(),
+            line: None,
+            path: String::new(),
+            reason: format!("not a regular file ({what}): rule files must be regular files"),
+        };
+        // Follows links; a dangling or looping one is an error here, naming the file.
+        let kind = std::fs::metadata(file).map_err(io)?.file_type();
+        if !kind.is_file() {
+            return Err(not_regular(describe(kind)));
+        }
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            // Were the file swapped for a FIFO since, opening it must not wait for a writer.
+            options.custom_flags(libc::O_NONBLOCK);
+        }
+        let handle = options.open(file).map_err(io)?;
+        let opened = handle.metadata().map_err(io)?;
+        if !opened.is_file() {
+            return Err(not_regular(describe(opened.file_type())));
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(handle, MAX_FILE_BYTES + 1),
+            &mut bytes,
+        )
+        .map_err(io)?;
+        let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
         if len > MAX_FILE_BYTES {
             return Err(ConfigError::FileTooLarge {
                 file: file.to_path_buf(),
@@ -188,7 +246,12 @@ impl RuleSet {
                 max: MAX_FILE_BYTES,
             });
         }
-        let text = std::fs::read_to_string(file).map_err(io)?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not UTF-8 text",
+            ))
+        })?;
         Self::parse_path(file, &text)
     }
 

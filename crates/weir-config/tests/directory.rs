@@ -76,3 +76,92 @@ fn merging_keeps_rules_in_domain_order_and_refuses_duplicates() {
         Err(ConfigError::DuplicateDomain { .. })
     ));
 }
+
+/// Issue 10: a dangling or looping symlink rule file was skipped silently (the domain
+/// vanished on reload, and its lockouts with it); a FIFO named `*.yaml` hung the reload;
+/// `/dev/zero` was read without bound. Each is now an error naming the file.
+mod not_regular_files {
+    use std::path::Path;
+    use std::process::Command;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("weir-config-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.yaml"), "domain: a\ndescriptors: []\n").unwrap();
+        dir
+    }
+
+    /// Loads on a thread, so that a hang fails the test instead of stalling it.
+    fn load_bounded(dir: &Path) -> Result<RuleSet, ConfigError> {
+        let (tx, rx) = mpsc::channel();
+        let dir = dir.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(RuleSet::load(&dir));
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("loading the rule directory hung")
+    }
+
+    fn assert_names(err: &ConfigError, file: &Path) {
+        assert_eq!(err.file(), file, "{err}");
+        assert!(
+            err.to_string().contains(&file.display().to_string()),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_dangling_symlink_is_an_error() {
+        let dir = scratch("dangling");
+        let link = dir.join("b.yaml");
+        std::os::unix::fs::symlink(dir.join("missing.yaml"), &link).unwrap();
+        assert_names(&load_bounded(&dir).unwrap_err(), &link);
+    }
+
+    #[test]
+    fn a_looping_symlink_is_an_error() {
+        let dir = scratch("loop");
+        let link = dir.join("b.yaml");
+        std::os::unix::fs::symlink(&link, &link).unwrap();
+        assert_names(&load_bounded(&dir).unwrap_err(), &link);
+    }
+
+    #[test]
+    fn a_symlink_to_a_regular_file_is_followed() {
+        let dir = scratch("link-ok");
+        let target = dir.join("real.txt");
+        std::fs::write(&target, "domain: b\ndescriptors: []\n").unwrap();
+        std::os::unix::fs::symlink(&target, dir.join("b.yaml")).unwrap();
+        let rules = load_bounded(&dir).unwrap();
+        assert_eq!(rules.domains().collect::<Vec<_>>(), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_fifo_is_an_error_not_a_hang() {
+        let dir = scratch("fifo");
+        let fifo = dir.join("b.yaml");
+        let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let err = load_bounded(&dir).unwrap_err();
+        assert_names(&err, &fifo);
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        // Loading the FIFO itself, not through a directory, must not hang either.
+        let err = load_bounded(&fifo).unwrap_err();
+        assert_names(&err, &fifo);
+    }
+
+    #[test]
+    fn a_device_is_an_error_not_an_endless_read() {
+        let dir = scratch("zero");
+        let link = dir.join("b.yaml");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let err = load_bounded(&dir).unwrap_err();
+        assert_names(&err, &link);
+        assert!(err.to_string().contains("device"), "{err}");
+    }
+}
