@@ -30,7 +30,14 @@ pub(crate) fn summary(path: &str, rules: &RuleSet) -> String {
         rules.rules().len(),
         if rules.rules().len() == 1 { "" } else { "s" },
     );
-    let width = rules.rules().iter().map(|r| r.id.len()).max().unwrap_or(0);
+    // Aligned on the longest id, up to a point (ids are bounded, but a column need not be).
+    let width = rules
+        .rules()
+        .iter()
+        .map(|r| r.id.len())
+        .max()
+        .unwrap_or(0)
+        .min(80);
     for rule in rules.rules() {
         let mut line = format!("  {:<width$}  {}", rule.id, rule.algorithm());
         if let Some(limit) = rule.capacity() {

@@ -117,3 +117,27 @@ fn check_config_lists_rules_or_names_the_error() {
     );
     assert!(err.contains("fortnight"), "{err}");
 }
+
+/// Issue 10: a 70 000-character rule key made `check-config` panic (exit 101).
+#[test]
+fn check_config_refuses_an_over_long_rule_key_without_panicking() {
+    let dir = std::env::temp_dir().join(format!("weir-long-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("long.yaml");
+    let key = "k".repeat(70_000);
+    std::fs::write(
+        &file,
+        format!(
+            "domain: d\ndescriptors:\n  - key: {key}\n    rate_limit: {{unit: second, requests_per_unit: 5}}\n"
+        ),
+    )
+    .unwrap();
+    let out = weir(&["check-config", &file.display().to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("descriptors[0].key: is 70000 bytes, above the maximum of 256"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

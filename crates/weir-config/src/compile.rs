@@ -12,7 +12,7 @@ use serde_saphyr::Spanned;
 
 use crate::block::{self, Block};
 use crate::error::ConfigError;
-use crate::limits::{MAX_DEPTH, MAX_DOMAIN_LEN};
+use crate::limits::{MAX_DEPTH, MAX_DOMAIN_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::place::{line_of, Place};
 use crate::raw::RawDescriptor;
 use crate::ruleset::RuleInfo;
@@ -100,12 +100,26 @@ impl Compiler<'_> {
             if key.is_empty() {
                 return Err(key_at.error("must not be empty"));
             }
+            // A rule longer than a request may send could never match (and would bloat
+            // ids, logs and metrics): the request limits apply to rule files too.
+            if key.len() > MAX_KEY_LEN {
+                return Err(key_at.error(format!(
+                    "is {} bytes, above the maximum of {MAX_KEY_LEN}",
+                    key.len()
+                )));
+            }
             // An empty value is no value, as in ratelimit.
             let value = raw
                 .value
                 .as_ref()
                 .map(|v| v.value.as_str())
                 .filter(|v| !v.is_empty());
+            if let Some(value) = value.filter(|v| v.len() > MAX_VALUE_LEN) {
+                return Err(node_at.field("value", raw.value.as_ref()).error(format!(
+                    "is {} bytes, above the maximum of {MAX_VALUE_LEN}",
+                    value.len()
+                )));
+            }
             let composite = match value {
                 Some(value) => format!("{key}_{value}"),
                 None => key.to_string(),
