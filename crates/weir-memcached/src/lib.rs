@@ -151,6 +151,8 @@ mod client;
 mod codec;
 mod config;
 mod exec;
+#[doc(hidden)]
+pub mod fuzzing;
 mod keys;
 mod layout;
 mod plan;

@@ -46,6 +46,8 @@ pub mod client;
 mod decide;
 mod envoy_unit;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod grpc;
 mod headers;
 mod heavy_hitters;

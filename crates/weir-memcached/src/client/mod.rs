@@ -6,7 +6,7 @@
 
 mod conn;
 mod pool;
-mod protocol;
+pub(crate) mod protocol;
 
 pub(crate) use pool::Pool;
 pub(crate) use protocol::{parse_number, Command, Reply, Value};

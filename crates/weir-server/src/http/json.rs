@@ -35,7 +35,7 @@ use crate::verdict::Code;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct JsonRequest {
+pub(crate) struct JsonRequest {
     #[serde(default)]
     domain: Option<String>,
     #[serde(default)]
@@ -130,7 +130,7 @@ fn unit(value: Option<&Value>, place: &str) -> Result<i32, ApiError> {
 }
 
 impl JsonRequest {
-    fn into_proto(self) -> Result<RateLimitRequest, ApiError> {
+    pub(crate) fn into_proto(self) -> Result<RateLimitRequest, ApiError> {
         let descriptors = self
             .descriptors
             .unwrap_or_default()

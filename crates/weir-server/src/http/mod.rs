@@ -7,10 +7,10 @@
 //! connections (with the header-read timeout).
 
 mod admin;
-mod body;
-mod check;
+pub(crate) mod body;
+pub(crate) mod check;
 mod error;
-mod json;
+pub(crate) mod json;
 mod lease;
 mod listener;
 mod ops;

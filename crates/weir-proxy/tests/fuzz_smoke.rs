@@ -1,0 +1,56 @@
+//! The proxy's request-head fuzz target, as a stable smoke run (the full target is
+//! `fuzz/fuzz_targets/proxy_path.rs`; see TESTING.md): whatever path a client sends, the
+//! proxy's path descriptor is bounded and matches without error, so no request is left
+//! unlimited, and padding (`/./`, `//`, `%2e`) never makes two spellings of one path count
+//! apart.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+use proptest::prelude::*;
+use weir_config::limits::MAX_VALUE_LEN;
+use weir_config::{bounded_value, Descriptor, RuleSet};
+use weir_proxy::normalise_path;
+
+fn rules() -> &'static RuleSet {
+    static RULES: std::sync::OnceLock<RuleSet> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| RuleSet::parse(
+        "proxy.yaml",
+        "domain: proxy\ndescriptors:\n  - key: class\n    value: reader\n    descriptors:\n      - key: path\n        rule: {algorithm: fixed_window, limit: 1, window: 1h}\n",
+    )
+    .unwrap())
+}
+
+fn segment() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z0-9]{1,6}",
+        Just(".".into()),
+        Just("..".into()),
+        Just("%2e".into()),
+        Just("%2E%2e".into()),
+        Just(String::new()),
+        "\\PC{0,8}"
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_path_is_bounded_and_matches(path in "\\PC{0,3000}") {
+        let value = bounded_value(&normalise_path(&path)).into_owned();
+        prop_assert!(value.len() <= MAX_VALUE_LEN);
+        prop_assert!(value.starts_with('/'));
+        let d = Descriptor::new([("class", "reader"), ("path", value.as_str())]);
+        let matched = rules().matches("proxy", &[d]).unwrap();
+        prop_assert!(matched[0].is_some(), "limited");
+    }
+
+    #[test]
+    fn padding_never_makes_a_new_path(segments in proptest::collection::vec(segment(), 0..12)) {
+        let path = format!("/{}", segments.join("/"));
+        let once = normalise_path(&path);
+        prop_assert_eq!(normalise_path(&once), once.clone(), "normalising is idempotent");
+        let padded = format!("/.{}", path.replace('/', "//./"));
+        prop_assert_eq!(normalise_path(&padded), once);
+    }
+}

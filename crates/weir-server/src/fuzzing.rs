@@ -1,0 +1,47 @@
+//! Entry points for the fuzz targets (`fuzz/`) and the stable fuzz smoke test
+//! (`tests/fuzz_smoke.rs`): the three ways a request's bytes reach the decision path —
+//! a `/v1/check` body, a `/json` body, a raw Envoy RLS `RateLimitRequest` — parsed and
+//! matched against rules exactly as the server does, without a socket. Not part of the
+//! API; hidden from the docs.
+
+use axum::body::Bytes;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use prost::Message as _;
+use weir_config::RuleSet;
+
+use crate::decide::CheckRequest;
+use crate::http::body::parse;
+use crate::http::check::CheckBody;
+use crate::http::json::JsonRequest;
+use crate::rls;
+
+/// A `POST /v1/check` body → the request the engine decides, or the 400 message.
+pub fn check_body(bytes: &[u8]) -> Result<CheckRequest, String> {
+    parse::<CheckBody>(&Bytes::copy_from_slice(bytes))
+        .and_then(CheckBody::into_request)
+        .map_err(|e| e.message)
+}
+
+/// A `POST /json` body → the request the engine decides, or the 400 message.
+pub fn json_body(bytes: &[u8]) -> Result<CheckRequest, String> {
+    let proto = parse::<JsonRequest>(&Bytes::copy_from_slice(bytes))
+        .and_then(JsonRequest::into_proto)
+        .map_err(|e| e.message)?;
+    rls::check_request(proto).map_err(|e| e.to_string())
+}
+
+/// A protobuf-encoded `RateLimitRequest` (a gRPC message's payload) → the request, or why
+/// not.
+pub fn rls_request(bytes: &[u8]) -> Result<CheckRequest, String> {
+    let proto = RateLimitRequest::decode(bytes).map_err(|e| e.to_string())?;
+    rls::check_request(proto).map_err(|e| e.to_string())
+}
+
+/// Matches a decoded request against `rules` as the engine does; the number of matched
+/// descriptors, or the error's message. Never "unlimited" by error: an error is returned.
+pub fn match_request(rules: &RuleSet, request: &CheckRequest) -> Result<usize, String> {
+    let matched = rules
+        .matches(&request.domain, &request.descriptors)
+        .map_err(|e| e.to_string())?;
+    Ok(matched.iter().flatten().count())
+}
