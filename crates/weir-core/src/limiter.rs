@@ -141,7 +141,10 @@ impl<S: Store, C: Clock> Limiter<S, C> {
             .map(drop)
     }
 
-    /// Lifts a block or a lockout now (lockout strikes are kept, so a repeat escalates).
+    /// Lets the key try again now: lifts a block or a lockout and forgives its strikes;
+    /// under a rule with a lockout it also clears the usage that engaged it (otherwise the
+    /// next attempt would lock the key out again, escalated). Under a rule without one,
+    /// usage is kept. [`reset`](Self::reset) is the full wipe.
     pub async fn unblock(&self, key: &Key, rule: &Rule) -> Result<(), CheckError> {
         self.run(key, rule, Op::Unblock).await.map(drop)
     }

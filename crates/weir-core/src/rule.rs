@@ -73,7 +73,8 @@ impl Algorithm {
 /// The first denied check blocks the key for `duration`; each further lockout before the
 /// strikes are forgiven doubles it (`D, 2D, 4D, …`) up to `max`. Strikes are forgotten
 /// `forgive_after` after the last lockout ends (default 24 hours). `Limiter::reset` clears
-/// the count and the strikes (the "successful login" case); `unblock` lifts the block only.
+/// the count and the strikes (the "successful login" case); `unblock` lifts the lockout,
+/// forgives the strikes and clears the count (the operator's "let them try again").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Lockout {
     pub(crate) base_ns: u64,

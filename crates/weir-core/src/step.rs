@@ -36,7 +36,10 @@ pub enum Op<'a> {
         /// How long, in nanoseconds.
         duration_ns: u64,
     },
-    /// Lift a block (lockout strikes are kept).
+    /// Let the key try again now: lift its block (manual or lockout) and forgive its
+    /// lockout strikes; under a rule with a lockout, also clear the usage that engaged it
+    /// (else the next attempt would lock the key out again, escalated). Under a rule without
+    /// a lockout, the usage is kept: only the manual block goes. `Reset` is the full wipe.
     Unblock,
     /// Forget everything about the key: usage, block and strikes.
     Reset,
@@ -205,8 +208,9 @@ pub fn apply(
             Outcome::Done
         }
         Op::Unblock => {
-            if let Some(g) = record.guard.as_deref_mut() {
-                g.blocked_until_ns = 0;
+            record.guard = None;
+            if rule.lockout.is_some() {
+                record.state = State::fresh(&rule.algorithm, now_ns);
             }
             Outcome::Done
         }

@@ -172,3 +172,46 @@ fn wrong_operations_are_named() {
         "acquire is not supported by the token_bucket algorithm"
     );
 }
+
+/// Issue 10: an admin `unblock` of a login lockout used to lift the block only; the sliding
+/// log stayed full, so the next attempt locked the account again, escalated (600 s, two
+/// strikes). Unblock now lets the key try again: no lockout, no escalation.
+#[tokio::test]
+async fn unblock_lifts_a_lockout_and_forgives_it() {
+    use weir_core::{Key, Limiter, ManualClock, MemoryStore};
+    let clock = ManualClock::new(1_000 * SEC);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let rule = Rule::sliding_log(3, Duration::from_secs(60))
+        .unwrap()
+        .with_lockout(
+            Lockout::new(Duration::from_secs(300))
+                .unwrap()
+                .escalating(Duration::from_secs(3600))
+                .unwrap(),
+        );
+    let key = Key::new("login:alice").unwrap();
+    for _ in 0..3 {
+        assert!(limiter.check(&key, &rule, 1).await.unwrap().allowed);
+    }
+    let locked = limiter.check(&key, &rule, 1).await.unwrap();
+    assert!(!locked.allowed);
+    assert_eq!(locked.retry_after, Duration::from_secs(300));
+
+    clock.advance(Duration::from_secs(10));
+    limiter.unblock(&key, &rule).await.unwrap();
+    let after = limiter.check(&key, &rule, 1).await.unwrap();
+    assert!(
+        after.allowed,
+        "the next attempt after an unblock is allowed"
+    );
+    // Three more failures lock it out again for the base duration: the strike was forgiven.
+    limiter.check(&key, &rule, 1).await.unwrap();
+    limiter.check(&key, &rule, 1).await.unwrap();
+    let again = limiter.check(&key, &rule, 1).await.unwrap();
+    assert!(!again.allowed);
+    assert_eq!(
+        again.retry_after,
+        Duration::from_secs(300),
+        "not escalated to 600 s"
+    );
+}

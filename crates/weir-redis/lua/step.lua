@@ -134,8 +134,11 @@ function S.apply(p, rec, op, n, holder, now)
     rec.g.b = now + n
     kind = 'done'
   elseif op == 'u' then
-    if rec.g ~= nil then
-      rec.g.b = PAST
+    -- step.rs: lift the block, forgive the strikes, and under a lockout clear the usage
+    -- that engaged it, so that the key's next attempt is allowed and not escalated.
+    rec.g = nil
+    if p.lock_base ~= nil then
+      rec.st, rec.alg = p.M.fresh(p, now), p.tag
     end
     kind = 'done'
   elseif op == 'r' then

@@ -7,10 +7,10 @@
 //! | `GET /admin/rules` | the rules in force and the config status |
 //! | `GET /admin/config` | the config status (source, generation, last reload, last error) |
 //! | `POST /admin/reload` | read the rules again now (`422` and the error if invalid: old rules kept) |
-//! | `POST /admin/keys/inspect` | `{"domain", "entries"}` → the key's usage under the rule it matches |
-//! | `POST /admin/keys/block` | `{"domain", "entries", "duration_ms"}` → deny it for that long |
-//! | `POST /admin/keys/unblock` | lift a block or lockout |
-//! | `POST /admin/keys/reset` | forget the key's usage, block and strikes |
+//! | `POST /admin/keys/inspect` | `{"domain", "entries"}` → the key's usage under the rule it matches; changes nothing |
+//! | `POST /admin/keys/block` | `{"domain", "entries", "duration_ms"}` → deny it for that long (replaces a shorter or longer block; usage and strikes kept) |
+//! | `POST /admin/keys/unblock` | let the key try again now: lift its block or lockout and forgive its lockout strikes; under a rule with a lockout, also clear the usage that engaged it (the next attempt is allowed, a later lockout starts at the base duration); under a rule without one, usage is kept |
+//! | `POST /admin/keys/reset` | forget everything about the key: usage, block and strikes (as if never seen) |
 //! | `GET /admin/top-denied?limit=N` | the most denied keys (a bounded Space-Saving sketch) |
 
 use std::time::Duration;
