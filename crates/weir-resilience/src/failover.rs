@@ -241,6 +241,16 @@ impl<S: Store> FailoverStore<S> {
     ) -> Result<Outcome, CheckError> {
         let inner = &self.inner;
         let is_decision = matches!(op, Op::Check { .. } | Op::Acquire { .. });
+        // An operator's block, unblock, reset or inspect is never applied to (or read from)
+        // the local fallback: it would answer 200 and be lost when the store returns.
+        let operator = matches!(op, Op::Block { .. } | Op::Unblock | Op::Reset | Op::Inspect);
+        if operator {
+            return Err(CheckError::Store(StoreError::Unavailable(format!(
+                "{cause}; {} was not applied: operator operations never fall back to the \
+                 local store",
+                op.name()
+            ))));
+        }
         let outcome = match rule.failure_policy() {
             FailurePolicy::FailOpen if is_decision => Outcome::Decision(open_decision(rule)),
             FailurePolicy::FailClosed if is_decision => {

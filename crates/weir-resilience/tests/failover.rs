@@ -123,3 +123,34 @@ async fn a_hanging_store_costs_at_most_the_timeout_and_then_nothing() {
     primary.set(Fault::None);
     until_store_mode(&store).await;
 }
+
+/// Issue 10: an admin `block` during an outage, on a local-fallback rule, answered OK but
+/// was applied only to the local store and lost when the store came back. Operator
+/// operations never fall back: they fail and say why.
+#[tokio::test]
+async fn operator_operations_never_fall_back() {
+    let primary = FaultyStore::new();
+    let store = FailoverStore::new(primary.clone(), config());
+    let rule = Rule::fixed_window(10, Duration::from_secs(60)).unwrap();
+    assert_eq!(rule.failure_policy(), FailurePolicy::LocalFallback);
+    let key = Key::new("k").unwrap();
+    let now = SystemClock::new().now_ns();
+    primary.set(Fault::Down);
+    for op in [
+        Op::Block {
+            duration_ns: 60_000_000_000,
+        },
+        Op::Unblock,
+        Op::Reset,
+        Op::Inspect,
+    ] {
+        let err = store.apply(&key, &rule, op, now).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("was not applied") && text.contains(op.name()),
+            "{op:?}: {text}"
+        );
+    }
+    // Decisions still fall back.
+    assert!(check(&store, &key, &rule, now).await.allowed);
+}
