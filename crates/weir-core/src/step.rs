@@ -280,9 +280,12 @@ fn check(rule: &Rule, record: &mut Record, now_ns: u64, cost: u64) -> Decision {
             guard.strikes = guard.strikes.saturating_add(1);
             guard.strikes_expire_ns = guard.blocked_until_ns.saturating_add(lockout.forgive_ns);
             let wait = Duration::from_nanos(block_ns);
+            // As `blocked` answers from the next instant on (a cached denial repeats this
+            // answer, so the two must agree): until the record is fresh again.
+            let fresh_at = until(expiry(rule, record), now_ns);
             Decision {
                 retry_after: wait,
-                reset_after: decision.reset_after.max(wait),
+                reset_after: decision.reset_after.max(wait).max(fresh_at),
                 remaining: 0,
                 ..decision
             }

@@ -85,7 +85,8 @@ local function check(p, rec, now, cost)
     g.s = math.min(g.s + 1, U32_MAX)
     g.e = g.b + p.forgive
     d.retry = block
-    d.reset = math.max(d.reset, block)
+    -- As `blocked` answers from the next instant on: until the record is fresh again.
+    d.reset = math.max(d.reset, block, g.e - now, p.M.fresh_at(p, rec.st) - now)
     d.rem = 0
   end
   return d

@@ -262,3 +262,31 @@ async fn a_probe_that_goes_away_wakes_the_checks_waiting_for_it() {
         .unwrap();
     assert!(d.allowed, "and asked the store itself");
 }
+
+/// Issue 10: a cached denial must report what the store would (`reset_after` of a day-long
+/// window, a lockout's reset), not a value of its own. Compared with a bare store.
+#[tokio::test]
+async fn a_cached_denial_reports_what_the_store_would() {
+    use weir_core::{Lockout, MemoryStore};
+    let day = Duration::from_secs(86_400);
+    let rules = [
+        Rule::fixed_window(3, day).unwrap(),
+        Rule::sliding_log(3, day).unwrap(),
+        Rule::gcra(3, day, 3).unwrap(),
+        Rule::sliding_log(3, Duration::from_secs(60))
+            .unwrap()
+            .with_lockout(Lockout::new(Duration::from_secs(300)).unwrap()),
+    ];
+    for rule in rules {
+        let clock = ManualClock::new(1_700_000_000_000_000_000);
+        let cached = Limiter::new(OverLimitCache::new(FaultyStore::new()), clock.clone());
+        let bare = Limiter::new(MemoryStore::default(), clock.clone());
+        let key = Key::new("k").unwrap();
+        for step in 0..8 {
+            let c = cached.check(&key, &rule, 1).await.unwrap();
+            let b = bare.check(&key, &rule, 1).await.unwrap();
+            assert_eq!(c, b, "{rule:?}, check {step}");
+            clock.advance(Duration::from_secs(7));
+        }
+    }
+}
