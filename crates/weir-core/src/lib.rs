@@ -27,11 +27,35 @@
 //! ## Recipes
 //!
 //! **Login lockout**: three failed passwords for one account within a minute lock it for
-//! five minutes, doubling for repeat offenders up to an hour; a success clears it.
+//! five minutes, doubling for repeat offenders up to an hour; a success clears it. A login
+//! handler asks `inspect` first (is the account locked out?), never `peek`: once the log is
+//! full, a peek refuses, the failure is never counted, and the lockout never engages.
 //!
 //! ```
 //! use std::time::Duration;
-//! use weir_core::{Key, Limiter, Lockout, ManualClock, MemoryStore, Rule};
+//! use weir_core::{CheckError, Key, Limiter, Lockout, ManualClock, MemoryStore, Rule, Store, Clock};
+//!
+//! /// A login handler's rate-limit part: `Err(retry_after)` when the account is locked out.
+//! async fn login<S: Store, C: Clock>(
+//!     limiter: &Limiter<S, C>,
+//!     rule: &Rule,
+//!     account: &Key,
+//!     password_ok: bool,
+//! ) -> Result<Result<(), Duration>, CheckError> {
+//!     // 1. Locked out? Refuse before looking at the password.
+//!     let usage = limiter.inspect(account, rule).await?;
+//!     if !usage.blocked_for.is_zero() {
+//!         return Ok(Err(usage.blocked_for));
+//!     }
+//!     // 2. A correct password clears the count and the strikes.
+//!     if password_ok {
+//!         limiter.reset(account, rule).await?;
+//!         return Ok(Ok(()));
+//!     }
+//!     // 3. A wrong one is counted; the failure past the limit engages the lockout.
+//!     let failure = limiter.check(account, rule, 1).await?;
+//!     Ok(if failure.allowed { Ok(()) } else { Err(failure.retry_after) })
+//! }
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let clock = ManualClock::new(1_700_000_000_000_000_000);
@@ -40,21 +64,26 @@
 //! let failed_logins = Rule::sliding_log(3, Duration::from_secs(60))?.with_lockout(lockout);
 //! let account = Key::new("login-failures:alice@example.com")?;
 //!
-//! // Before checking the password: is the account locked out?
-//! assert!(limiter.peek(&account, &failed_logins).await?.allowed);
-//! // Three wrong passwords are counted...
+//! // Three wrong passwords are counted; the fourth locks the account for five minutes.
 //! for _ in 0..3 {
-//!     limiter.check(&account, &failed_logins, 1).await?;
+//!     assert_eq!(login(&limiter, &failed_logins, &account, false).await?, Ok(()));
 //! }
-//! // ...the fourth attempt is refused and locks the account for five minutes.
-//! let locked = limiter.check(&account, &failed_logins, 1).await?;
-//! assert!(!locked.allowed);
-//! assert_eq!(locked.retry_after, Duration::from_secs(300));
-//! assert_eq!(limiter.inspect(&account, &failed_logins).await?.blocked_for, Duration::from_secs(300));
+//! let five_minutes = Duration::from_secs(300);
+//! assert_eq!(login(&limiter, &failed_logins, &account, false).await?, Err(five_minutes));
+//! // Locked out: even the right password is refused until the lockout ends.
+//! clock.advance(Duration::from_secs(60));
+//! assert_eq!(login(&limiter, &failed_logins, &account, true).await?, Err(Duration::from_secs(240)));
 //!
-//! // After the lockout, a correct password clears the count and the strikes.
-//! clock.advance(Duration::from_secs(300));
-//! limiter.reset(&account, &failed_logins).await?;
+//! // A repeat offender's next lockout is twice as long.
+//! clock.advance(Duration::from_secs(240));
+//! for _ in 0..3 {
+//!     login(&limiter, &failed_logins, &account, false).await?;
+//! }
+//! assert_eq!(login(&limiter, &failed_logins, &account, false).await?, Err(2 * five_minutes));
+//!
+//! // After it, a correct password clears the count and the strikes.
+//! clock.advance(2 * five_minutes);
+//! assert_eq!(login(&limiter, &failed_logins, &account, true).await?, Ok(()));
 //! assert_eq!(limiter.inspect(&account, &failed_logins).await?.used, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
