@@ -25,7 +25,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use weir_config::{Descriptor, RuleInfo};
-use weir_core::{Key, Rule};
+use weir_core::{Clock, Key, Rule};
 
 use super::body::parse;
 use super::check::EntryBody;
@@ -47,11 +47,49 @@ pub(crate) fn routes(app: App) -> Router<App> {
         .layer(middleware::from_fn_with_state(app, authorize))
 }
 
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 7235), as clients and proxies send it (`bearer`, `BEARER`).
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let space = value.iter().position(|&b| b == b' ')?;
+    let (scheme, rest) = value.split_at(space);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
+    }
+    let token = rest.trim_ascii_start();
+    (!token.is_empty()).then_some(token)
+}
+
+/// Refused admin calls are logged at most once per this span (with the count since the last
+/// WARN): a client hammering the admin API must not flood the log.
+const REFUSED_LOG_EVERY_NS: u64 = 10_000_000_000;
+static REFUSED_LOGGED_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static REFUSED_UNLOGGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn log_refused(app: &App, path: &str) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let unlogged = REFUSED_UNLOGGED.fetch_add(1, Relaxed) + 1;
+    let now = app.engine().limiter().clock().now_ns().max(1);
+    let last = REFUSED_LOGGED_NS.load(Relaxed);
+    let due = last == 0 || now.saturating_sub(last) >= REFUSED_LOG_EVERY_NS;
+    if due
+        && REFUSED_LOGGED_NS
+            .compare_exchange(last, now, Relaxed, Relaxed)
+            .is_ok()
+    {
+        REFUSED_UNLOGGED.store(0, Relaxed);
+        tracing::warn!(
+            path,
+            refused = unlogged,
+            "admin call refused: missing or wrong token"
+        );
+    }
+}
+
 async fn authorize(State(app): State<App>, request: Request, next: Next) -> Response {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        .and_then(|v| bearer(v.as_bytes()));
     let ok = match (&app.settings().admin_token, presented) {
         (Some(token), Some(presented)) => token.matches(presented),
         _ => false,
@@ -59,7 +97,7 @@ async fn authorize(State(app): State<App>, request: Request, next: Next) -> Resp
     if !ok {
         app.metrics().admin_unauthorized();
         app.metrics().request("admin", "invalid");
-        tracing::warn!(path = %request.uri().path(), "admin call refused: missing or wrong token");
+        log_refused(&app, request.uri().path());
         let mut response =
             ApiError::new(StatusCode::UNAUTHORIZED, "missing or wrong admin token").into_response();
         response.headers_mut().insert(
@@ -257,4 +295,19 @@ async fn top_denied(
     let sketch = app.engine().top_denied();
     let (keys, total) = sketch.top(query.limit.unwrap_or(20).min(sketch.capacity()));
     Json(json!({ "total_denials": total, "capacity": sketch.capacity(), "keys": keys }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer(b"Bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"BEARER   abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"Basic abc"), None);
+        assert_eq!(bearer(b"Bearer "), None);
+        assert_eq!(bearer(b"Bearerabc"), None);
+    }
 }
