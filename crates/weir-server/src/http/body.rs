@@ -6,9 +6,34 @@
 //! every decision's path); only a body that fails is read again to say where.
 
 use axum::body::Bytes;
+use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+
+/// Refuses a body that does not say it is JSON (`415`). A browser page may send a
+/// cross-site POST without asking first only as `text/plain`, a form, or with no type at
+/// all; requiring `application/json` (or a `+json` type) on the endpoints that change
+/// state keeps any web page a user visits on the internal network from spending a
+/// client's budget or locking accounts out.
+pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let media = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase());
+    match media.as_deref() {
+        Some("application/json") => Ok(()),
+        Some(m) if m.starts_with("application/") && m.ends_with("+json") => Ok(()),
+        other => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "the body must be sent as Content-Type: application/json (got {})",
+                other.unwrap_or("no Content-Type")
+            ),
+        )),
+    }
+}
 
 /// Parses `bytes` as `T`, or says where and why not.
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {

@@ -12,7 +12,7 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -180,9 +180,10 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response {
 }
 
 /// `POST /v1/check`.
-pub(crate) async fn handle(State(app): State<App>, body: Bytes) -> Response {
+pub(crate) async fn handle(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
     let metrics = app.metrics();
     let result = async {
+        super::body::require_json(&headers)?;
         let request = parse::<CheckBody>(&body)?.into_request()?;
         Ok::<_, ApiError>(app.engine().decide(&request).await?)
     }

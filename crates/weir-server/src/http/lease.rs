@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -103,7 +103,10 @@ fn refused(app: &App, error: ApiError) -> Response {
 }
 
 /// `POST /v1/acquire`.
-pub(crate) async fn acquire(State(app): State<App>, body: Bytes) -> Response {
+pub(crate) async fn acquire(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(error) = super::body::require_json(&headers) {
+        return refused(&app, error);
+    }
     match try_acquire(&app, &body).await {
         Ok(response) => response,
         Err(error) => refused(&app, error),
@@ -111,12 +114,18 @@ pub(crate) async fn acquire(State(app): State<App>, body: Bytes) -> Response {
 }
 
 /// `POST /v1/release`.
-pub(crate) async fn release(State(app): State<App>, body: Bytes) -> Response {
+pub(crate) async fn release(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(error) = super::body::require_json(&headers) {
+        return refused(&app, error);
+    }
     match try_release(&app, &body).await {
         Ok(response) => response,
         Err(error) => refused(&app, error),
     }
 }
+
+/// The longest lease lifetime accepted (1 hour). A holder renews by acquiring again.
+pub(crate) const MAX_TTL_MS: u64 = 3_600_000;
 
 async fn try_acquire(app: &App, body: &Bytes) -> Result<Response, ApiError> {
     let body: LeaseBody = parse(body)?;
@@ -124,6 +133,12 @@ async fn try_acquire(app: &App, body: &Bytes) -> Result<Response, ApiError> {
         .ttl_ms
         .filter(|&ms| ms > 0)
         .ok_or_else(|| ApiError::bad_request("ttl_ms: a lease needs a lifetime above 0 ms"))?;
+    if ttl_ms > MAX_TTL_MS {
+        return Err(ApiError::bad_request(format!(
+            "ttl_ms: {ttl_ms} is above the maximum of {MAX_TTL_MS} (1 hour): a lease that \
+             outlives its holder would hold a slot for that long"
+        )));
+    }
     let Some((key, rule, id)) = resolve(app, &body)? else {
         app.metrics().request("lease", "ok");
         return Ok(Json(json!({"acquired": true, "rule": null})).into_response());
