@@ -9,6 +9,8 @@
 //! answers `200` (or `429` when over the limit) with the overall code and each descriptor's
 //! decision, and the rate-limit headers (`RateLimit-Policy`, `RateLimit`, `Retry-After` on
 //! 429). Unknown fields, wrong types, negative or absurd hits are a 400 that names them.
+//! The body must be sent as `Content-Type: application/json` (`415` otherwise): a web page
+//! can POST `text/plain` or a form cross-site without asking, JSON it cannot.
 
 use axum::body::Bytes;
 use axum::extract::State;
