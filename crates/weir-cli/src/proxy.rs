@@ -45,7 +45,8 @@ pub(crate) struct ProxyArgs {
     )]
     listen: SocketAddr,
 
-    /// Where weir serve's HTTP API listens: /metrics, /healthz, /readyz, /admin, /v1/check
+    /// Where the proxy's HTTP API listens: /metrics, /healthz, /readyz and (with
+    /// WEIR_ADMIN_TOKEN) /admin
     #[arg(
         long,
         value_name = "ADDR",
@@ -53,6 +54,12 @@ pub(crate) struct ProxyArgs {
         default_value = "127.0.0.1:8001"
     )]
     api: SocketAddr,
+
+    /// Also serve /v1/check, /json and the lease endpoints on the API listener, on the
+    /// proxy's own counters. Off by default: anyone who reaches them can spend (or, with
+    /// hits, exhaust) any client's budget
+    #[arg(long, env = "WEIR_API_DECISIONS")]
+    api_decisions: bool,
 
     /// What a request over its limit gets
     #[arg(long, value_enum, value_name = "ACTION", env = "WEIR_ON_LIMIT", default_value_t = OnLimitChoice::Reject)]
@@ -146,6 +153,7 @@ impl ProxyArgs {
             server.rules = settings.server.rules.clone();
         }
         settings.server = server;
+        settings.server.decision_api = self.api_decisions;
         settings.fallback_upstream = self.fallback_upstream.clone();
         let mut classes = self.classes.clone();
         if !self.no_crawler_class {

@@ -47,6 +47,9 @@ impl ProxySettings {
     /// memory store, the `crawler` class, no trusted proxies, reject at the limit.
     pub fn new(upstream: Upstream) -> Self {
         let mut server = Settings::default();
+        // The API listener serves metrics, health and admin; the decision endpoints on the
+        // proxy's own counters only when asked (`weir proxy --api-decisions`).
+        server.decision_api = false;
         server.rules = weir_server::RuleSource::Inline {
             name: "config/proxy.yaml",
             yaml: crate::EXAMPLE_RULES,

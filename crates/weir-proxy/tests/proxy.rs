@@ -404,6 +404,18 @@ async fn metrics_and_the_admin_api_are_served_beside_the_proxy() {
     .await;
     assert_eq!(rules.status, 200);
     assert!(rules.body.contains("proxy.class_crawler"), "{}", rules.body);
+    // Issue 10: no unauthenticated /v1/check on the proxy's own counters unless asked.
+    let body = r#"{"domain": "proxy", "descriptors": [{"entries": [{"key": "global", "value": "all"}]}], "hits_addend": 1000}"#;
+    let check = send(
+        &c,
+        p.api,
+        "POST",
+        "/v1/check",
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await;
+    assert_eq!(check.status, 404, "{}", check.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

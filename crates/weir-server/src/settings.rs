@@ -39,6 +39,10 @@ pub struct Settings {
     pub shadow: bool,
     /// The admin API's token; `None` disables the admin API (its routes answer 404).
     pub admin_token: Option<AdminToken>,
+    /// Whether the decision endpoints (`/v1/check`, `/json`, `/v1/acquire`, `/v1/release`)
+    /// are served (default yes). `weir proxy` turns them off unless asked: on its API
+    /// listener they would let anyone who reaches it spend clients' budgets.
+    pub decision_api: bool,
     /// Which rate-limit headers to send (HTTP responses and Envoy's headers to add).
     pub headers: HeaderStyle,
     /// The clock of every decision (default: the system clock).
@@ -78,6 +82,7 @@ impl Default for Settings {
             store_clock: StoreClock::default(),
             shadow: false,
             admin_token: None,
+            decision_api: true,
             headers: HeaderStyle::default(),
             clock: SharedClock::default(),
             reload: ReloadSettings::default(),

@@ -1,6 +1,7 @@
 //! The HTTP routes and what every route shares: the body size limit, the request timeout,
 //! and a JSON 404. The admin routes are mounted only when a token is configured; without
-//! one, `/admin/...` is a plain 404.
+//! one, `/admin/...` is a plain 404. The decision routes only when `decision_api` is on
+//! (always for `weir serve`; for `weir proxy`'s API listener only when asked).
 
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
@@ -16,11 +17,15 @@ use crate::app::App;
 /// The HTTP API of `app`, ready for `axum::serve` or `oneshot`.
 pub fn router(app: App) -> Router {
     let settings = app.settings();
-    let mut router = Router::new()
-        .route("/v1/check", post(check::handle))
-        .route("/json", post(json::handle))
-        .route("/v1/acquire", post(lease::acquire))
-        .route("/v1/release", post(lease::release))
+    let mut router = Router::new();
+    if settings.decision_api {
+        router = router
+            .route("/v1/check", post(check::handle))
+            .route("/json", post(json::handle))
+            .route("/v1/acquire", post(lease::acquire))
+            .route("/v1/release", post(lease::release));
+    }
+    let mut router = router
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics));
