@@ -184,6 +184,7 @@ impl Compiler<'_> {
             (None, shadow) => shadow.unwrap_or(false),
         };
         let index = self.rules.len();
+        let limit = block.limit.named(&format!("weir-config/{id}"));
         self.rules.push(RuleInfo {
             id: Arc::from(id),
             domain: Arc::clone(&self.domain),
@@ -192,12 +193,13 @@ impl Compiler<'_> {
             format: block.format,
             name: block.name.map(Arc::from),
             replaces: block.replaces.into_iter().map(Arc::from).collect(),
-            limit: block.limit,
+            limit,
             rate_limit: block.rate_limit,
             cost: block.cost,
             shadow,
             enforce_percent: block.enforce_percent,
             detailed_metric: raw.detailed_metric.as_ref().is_some_and(|d| d.value),
+            quota_mode: raw.quota_mode.as_ref().is_some_and(|q| q.value),
         });
         Ok(Some(index))
     }

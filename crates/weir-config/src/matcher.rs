@@ -84,6 +84,7 @@ impl RuleSet {
                 shadow: info.shadow,
                 enforce_percent: info.enforce_percent,
                 detailed_metric: info.detailed_metric,
+                quota_mode: info.quota_mode,
             }));
         }
         let replaced: HashSet<&str> = infos
@@ -112,7 +113,10 @@ impl RuleSet {
 /// overrides with failed logins used to wipe the login lockout).
 fn overridden(domain: &str, descriptor: &Descriptor, limit: LimitOverride) -> Matched {
     let window = limit.unit.times(1);
-    let rule = weir_core::Rule::fixed_window(limit.requests_per_unit, window);
+    // One name for every override: a request asking another limit on the same key is a
+    // rule change on one record (as ratelimit keys it), not a fresh bucket.
+    let rule = weir_core::Rule::fixed_window(limit.requests_per_unit, window)
+        .map(|rule| rule.named("weir-config/limit_override"));
     Matched {
         rule_id: Arc::from(format!("{domain}.limit_override")),
         name: None,
@@ -128,6 +132,7 @@ fn overridden(domain: &str, descriptor: &Descriptor, limit: LimitOverride) -> Ma
         shadow: false,
         enforce_percent: 100,
         detailed_metric: false,
+        quota_mode: false,
     }
 }
 

@@ -90,6 +90,16 @@ pub enum Limit {
 }
 
 impl Limit {
+    /// The limit with its rule named `name` (see `weir_core::Rule::named`): the rule's
+    /// records are told apart by its place in the rule files, so a reload that changes its
+    /// parameters keeps its keys' usage.
+    pub(crate) fn named(self, name: &str) -> Self {
+        match self {
+            Self::Rule(rule) => Self::Rule(rule.named(name)),
+            other => other,
+        }
+    }
+
     /// The rule, when there is one to check.
     pub fn rule(&self) -> Option<&Rule> {
         match self {
@@ -153,6 +163,14 @@ pub struct Matched {
     /// ratelimit's `detailed_metric`: the server may add the request's values to this
     /// rule's metric name (unbounded cardinality; the operator opted in).
     pub detailed_metric: bool,
+    /// ratelimit's `quota_mode` (on the rule's node; never on a limit override): the
+    /// descriptor is still checked, charged and reported (`OVER_LIMIT` when denied), but the
+    /// request as a whole is over the limit only if a descriptor *without* quota mode is,
+    /// or if *every* quota-mode descriptor of the request is. An unlimited rule counts as
+    /// no quota. The server applies it ([`RuleSet::matches`] only carries it).
+    ///
+    /// [`RuleSet::matches`]: crate::RuleSet::matches
+    pub quota_mode: bool,
 }
 
 impl Matched {

@@ -9,8 +9,8 @@ use crate::error::KeyError;
 
 /// A validated key: 1 to [`Key::MAX_LEN`] bytes. Cheap to clone.
 ///
-/// Namespace keys per rule (`"{rule}:{caller}"`): two rules must not share a key, or they
-/// share state.
+/// A [`Limiter`](crate::Limiter) keeps each rule's records apart (see
+/// [`Rule::named`](crate::Rule::named)), so one key may be checked under several rules.
 ///
 /// ```
 /// use weir_core::Key;
@@ -76,6 +76,29 @@ impl Key {
             });
         }
         Ok(Self::from_valid(bytes))
+    }
+
+    /// This key as one rule's record name, `<scope as 16 hex digits>:<key>` (see
+    /// [`Rule::scope`](crate::Rule::scope)); what a [`Limiter`](crate::Limiter) hands its
+    /// store. It may be up to 17 bytes longer than [`Key::MAX_LEN`].
+    pub(crate) fn scoped(&self, scope: u64) -> Key {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut head = [b':'; 17];
+        for (i, digit) in head.iter_mut().take(16).enumerate() {
+            let nibble = ((scope >> (60 - 4 * i)) & 0xf).to_le_bytes()[0];
+            *digit = HEX.get(usize::from(nibble)).copied().unwrap_or(b'0');
+        }
+        let key = self.as_bytes();
+        let len = head.len() + key.len();
+        match u8::try_from(len) {
+            Ok(short) if len <= INLINE => {
+                let mut bytes = [0u8; INLINE];
+                bytes[..head.len()].copy_from_slice(&head);
+                bytes[head.len()..len].copy_from_slice(key);
+                Self(Repr::Inline { len: short, bytes })
+            }
+            _ => Self(Repr::Shared(head.iter().chain(key).copied().collect())),
+        }
     }
 
     /// The key's bytes.

@@ -154,6 +154,7 @@ mod error;
 mod key;
 mod limiter;
 mod rule;
+mod scope;
 mod state;
 pub mod step;
 mod store;

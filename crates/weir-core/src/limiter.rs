@@ -83,8 +83,11 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         &self.clock
     }
 
+    /// Applies `op` to the record of (`rule`, `key`): the store sees the key scoped by the
+    /// rule, so two rules never share a record.
     async fn run(&self, key: &Key, rule: &Rule, op: Op<'_>) -> Result<Outcome, CheckError> {
-        self.store.apply(key, rule, op, self.clock.now_ns()).await
+        let key = key.scoped(rule.scope());
+        self.store.apply(&key, rule, op, self.clock.now_ns()).await
     }
 
     /// Checks a request of `cost` units and consumes them if allowed. `cost == 0` is a peek.
@@ -101,14 +104,20 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     }
 
     /// Checks several limits at once, all-or-nothing: nothing is consumed unless all allow
-    /// (e.g. 10 per second and 1000 per hour for one user). Keys must differ per limit.
+    /// (e.g. 10 per second and 1000 per hour for one user). One key may appear under
+    /// several rules: each (rule, key) is its own record. A (rule, key) must not appear
+    /// twice.
     pub async fn check_all(
         &self,
         limits: &[(Key, Rule)],
         cost: u64,
     ) -> Result<Decisions, CheckError> {
+        let scoped: Vec<(Key, Rule)> = limits
+            .iter()
+            .map(|(key, rule)| (key.scoped(rule.scope()), *rule))
+            .collect();
         self.store
-            .check_all(limits, cost, self.clock.now_ns())
+            .check_all(&scoped, cost, self.clock.now_ns())
             .await
     }
 
@@ -251,6 +260,58 @@ mod tests {
         assert!(!waiter.is_finished());
         clock.advance(Duration::from_secs(1));
         assert!(waiter.await.unwrap().unwrap().allowed);
+    }
+
+    #[tokio::test]
+    async fn two_rules_on_one_key_never_disturb_each_other() {
+        let (limiter, _clock) = limiter();
+        let key = Key::new("user:7").unwrap();
+        // Another algorithm on the same key used to start the record fresh.
+        let gcra = Rule::gcra(1, Duration::from_secs(1), 1).unwrap();
+        let log = Rule::sliding_log(1, Duration::from_secs(60)).unwrap();
+        assert!(limiter.check(&key, &gcra, 1).await.unwrap().allowed);
+        assert!(limiter.check(&key, &log, 1).await.unwrap().allowed);
+        assert!(!limiter.check(&key, &gcra, 1).await.unwrap().allowed);
+        assert!(!limiter.check(&key, &log, 1).await.unwrap().allowed);
+        // Two rules of one algorithm used to share one budget.
+        let five = Rule::per_second(5).unwrap();
+        let ten = Rule::per_second(10).unwrap();
+        for _ in 0..5 {
+            assert!(limiter.check(&key, &five, 1).await.unwrap().allowed);
+        }
+        assert!(!limiter.check(&key, &five, 1).await.unwrap().allowed);
+        for _ in 0..10 {
+            assert!(limiter.check(&key, &ten, 1).await.unwrap().allowed);
+        }
+        assert!(!limiter.check(&key, &ten, 1).await.unwrap().allowed);
+        // All-or-nothing over one key under two rules.
+        let both = [(key.clone(), five), (key.clone(), gcra)];
+        let d = limiter.check_all(&both, 1).await.unwrap();
+        assert!(!d.allowed && !d.each[0].allowed && !d.each[1].allowed);
+        // Operator verbs reach only their rule's record.
+        limiter.reset(&key, &five).await.unwrap();
+        assert_eq!(limiter.peek(&key, &five).await.unwrap().remaining, 5);
+        assert_eq!(limiter.peek(&key, &ten).await.unwrap().remaining, 0);
+    }
+
+    #[tokio::test]
+    async fn a_named_rule_keeps_its_keys_state_when_it_changes() {
+        let (limiter, _clock) = limiter();
+        let key = Key::new("user:7").unwrap();
+        let v1 = Rule::fixed_window(5, Duration::from_secs(60))
+            .unwrap()
+            .named("api");
+        let v2 = Rule::fixed_window(8, Duration::from_secs(60))
+            .unwrap()
+            .named("api");
+        for _ in 0..5 {
+            assert!(limiter.check(&key, &v1, 1).await.unwrap().allowed);
+        }
+        // The count carries over into the new limit: 3 more, not 8.
+        assert_eq!(limiter.peek(&key, &v2).await.unwrap().remaining, 3);
+        // An unnamed rule with v2's parameters is another rule.
+        let unnamed = Rule::fixed_window(8, Duration::from_secs(60)).unwrap();
+        assert_eq!(limiter.peek(&key, &unnamed).await.unwrap().remaining, 8);
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 //! code or, later, from YAML) and checked when built, so a bad parameter is a typed error that
 //! names it, never a surprise at check time.
 
+use crate::scope::{stable_hash, Scope};
 use std::time::Duration;
 
 use crate::algorithm::{
@@ -153,6 +154,7 @@ pub struct Rule {
     pub(crate) algorithm: Algorithm,
     pub(crate) lockout: Option<Lockout>,
     pub(crate) on_failure: FailurePolicy,
+    pub(crate) scope: Scope,
 }
 
 /// The longest window, period or lockout a rule accepts: ten years. Longer spans are
@@ -196,6 +198,7 @@ impl Rule {
             algorithm,
             lockout: None,
             on_failure: FailurePolicy::LocalFallback,
+            scope: Scope::Parameters,
         }
     }
 
@@ -336,6 +339,40 @@ impl Rule {
     pub fn on_failure(mut self, policy: FailurePolicy) -> Self {
         self.on_failure = policy;
         self
+    }
+
+    /// Names the rule. A [`Limiter`](crate::Limiter) keeps each rule's records apart: a
+    /// key checked under two rules has two records. An unnamed rule is told apart by its
+    /// parameters, so changing them starts its keys fresh; a named one by its name, so a
+    /// rule changed at run time under the same name (a new limit, window or algorithm)
+    /// keeps its keys' usage, read as each algorithm documents ("Rule change"). Name every
+    /// rule whose parameters may change while its keys live (the server and the tower
+    /// layer name theirs).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir_core::Rule;
+    /// let v1 = Rule::gcra(10, Duration::from_secs(1), 10)?.named("api");
+    /// let v2 = Rule::gcra(20, Duration::from_secs(1), 20)?.named("api");
+    /// assert_eq!(v1.scope(), v2.scope()); // same records: a rule change
+    /// let other = Rule::gcra(10, Duration::from_secs(1), 10)?;
+    /// assert_ne!(v1.scope(), other.scope()); // never the same records
+    /// # Ok::<(), weir_core::RuleError>(())
+    /// ```
+    pub fn named(mut self, name: &str) -> Self {
+        self.scope = Scope::Named(stable_hash("weir-rule-name", &name));
+        self
+    }
+
+    /// What tells this rule's records apart from another rule's on the same key: a stable
+    /// 64-bit hash of its name, or of its algorithm, parameters and lockout when unnamed
+    /// (the failure policy plays no part: it changes no state). The same on every
+    /// instance.
+    pub fn scope(&self) -> u64 {
+        match self.scope {
+            Scope::Named(name) => name,
+            Scope::Parameters => stable_hash("weir-rule", &(self.algorithm, self.lockout)),
+        }
     }
 
     /// The failure policy.

@@ -86,6 +86,13 @@ async fn an_atomic_rename_is_seen_by_the_watch_and_keeps_counts() {
         std::fs::rename(dir.path(".rules.yaml.tmp"), &file).unwrap();
         next_reload(&mut changes).await;
         assert_eq!(limit_of(&server).await, 7);
+        // …to the usage the key already has (the rule's records are named by its place in
+        // the files, not its parameters): 4 used (one more by limit_of), 1 now, 2 left.
+        let a = server
+            .post("/v1/check", &check_body("d", &[("k", "v")]))
+            .await;
+        let v: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(v["descriptors"][0]["remaining"], 2);
         server.stop().await.unwrap();
     })
     .await;

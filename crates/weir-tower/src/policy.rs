@@ -155,16 +155,18 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// A policy named `name` (it names the limit in headers, metrics and keys) applying
-    /// `rule` to every request, one global key, rejecting when hit.
+    /// A policy named `name` (it names the limit in headers, metrics and keys, and the
+    /// rule's records: see [`Rule::named`]) applying `rule` to every request, one global
+    /// key, rejecting when hit. A new build of the policy with other parameters under the
+    /// same name keeps its keys' usage.
     pub fn new(name: impl Into<Arc<str>>, rule: Rule) -> Result<Self, PolicyError> {
         let name = name.into();
         if matches!(rule.algorithm(), Algorithm::Concurrency(_)) {
             return Err(PolicyError::Concurrency(name.to_string()));
         }
         Ok(Self {
+            rule: rule.named(&format!("weir-tower/{name}")),
             name,
-            rule,
             key: KeyBy::Global,
             on_limit: OnLimit::Reject,
             path_exact: None,
