@@ -10,7 +10,9 @@
 //! - **envoyproxy/ratelimit's format, unchanged**: `domain`, nested `descriptors` with `key`
 //!   and an optional `value` (a trailing `*` is a prefix wildcard), `rate_limit` {`unit`,
 //!   `requests_per_unit`, `unit_multiplier`, `name`, `replaces`, `unlimited`}, `shadow_mode`,
-//!   `detailed_metric`. A `rate_limit` becomes an epoch-aligned fixed window.
+//!   `quota_mode`, `detailed_metric`. A `rate_limit` becomes an epoch-aligned fixed window;
+//!   `quota_mode` is carried to the server on each match ([`Matched::quota_mode`]), which
+//!   combines the descriptors' answers as ratelimit does.
 //! - **Weir's own**: the same tree with a `rule:` block on a node instead of `rate_limit:`,
 //!   choosing any Weir algorithm, a cost, a lockout, a failure policy, shadow mode and an
 //!   enforcement percentage.

@@ -25,6 +25,7 @@ pub(crate) struct RawDescriptor {
     pub(crate) rate_limit: Option<Spanned<RawRateLimit>>,
     pub(crate) rule: Option<Spanned<RawRule>>,
     pub(crate) shadow_mode: Option<Spanned<bool>>,
+    pub(crate) quota_mode: Option<Spanned<bool>>,
     pub(crate) detailed_metric: Option<Spanned<bool>>,
     pub(crate) descriptors: Option<Vec<Spanned<RawDescriptor>>>,
 }

@@ -88,6 +88,9 @@ pub struct RuleInfo {
     pub enforce_percent: u8,
     /// ratelimit's `detailed_metric`.
     pub detailed_metric: bool,
+    /// ratelimit's `quota_mode`: this rule's denial is enforced only when every quota-mode
+    /// descriptor of the request is denied (see [`Matched::quota_mode`](crate::Matched)).
+    pub quota_mode: bool,
 }
 
 impl RuleInfo {
