@@ -2,6 +2,7 @@
 //! header, the path or route, the user, one global key, or several at once). The first
 //! step of the layer's decision path after a policy matched: no key, no limit.
 
+use crate::path::normalise_path;
 use std::fmt;
 use std::sync::Arc;
 
@@ -36,7 +37,8 @@ pub enum KeyBy {
     ClientIp(ClientIp),
     /// A request header's value; a request without it is not limited by the policy.
     Header(HeaderName),
-    /// The request path (without the query).
+    /// The request path (without the query) as backends resolve it
+    /// ([`normalise_path`](crate::normalise_path)): one key however it is spelt.
     Path,
     /// The route pattern (axum's `MatchedPath`, e.g. `/users/{id}`), else the path.
     Route,
@@ -71,7 +73,7 @@ impl KeyBy {
             .map_err(|_| HeaderNameError(name.to_string()))
     }
 
-    /// The request path.
+    /// The request path, normalised (`//a/./b` and `/a/b` are one key).
     pub fn path() -> Self {
         Self::Path
     }
@@ -111,13 +113,16 @@ impl KeyBy {
                 .headers
                 .get(name)
                 .map(|v| (name.as_str().to_string(), lossy(v.as_bytes()))),
-            Self::Path => Some(("path".to_string(), parts.uri.path().to_string())),
+            Self::Path => Some(("path".to_string(), normalise_path(parts.uri.path()))),
             Self::Route => Some((
                 "route".to_string(),
                 parts
                     .extensions
                     .get::<axum::extract::MatchedPath>()
-                    .map_or_else(|| parts.uri.path().to_string(), |m| m.as_str().to_string()),
+                    .map_or_else(
+                        || normalise_path(parts.uri.path()),
+                        |m| m.as_str().to_string(),
+                    ),
             )),
             Self::User(find) => find(parts).map(|user| ("user".to_string(), user)),
             Self::Global => Some(("global".to_string(), "all".to_string())),

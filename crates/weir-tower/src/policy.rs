@@ -3,6 +3,7 @@
 //! Matching a request against the policies is the layer's first step; the keys of the
 //! matching ones go to the limiter together.
 
+use crate::path::normalise_path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -208,13 +209,17 @@ impl Policy {
 
     /// Applies only to this exact path.
     pub fn path(mut self, path: impl Into<String>) -> Self {
-        self.path_exact = Some(path.into());
+        self.path_exact = Some(normalise_path(&path.into()));
         self
     }
 
     /// Applies only to paths under `prefix` (`/api` covers `/api` and `/api/x`, not `/apix`).
     pub fn path_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.path_prefix = Some(prefix.into().trim_end_matches('/').to_string());
+        self.path_prefix = Some(
+            normalise_path(&prefix.into())
+                .trim_end_matches('/')
+                .to_string(),
+        );
         self
     }
 
@@ -259,8 +264,16 @@ impl Policy {
     }
 
     /// Whether the policy applies to a request (its key aside).
+    /// Path conditions see the path as backends resolve it ([`normalise_path`]): no
+    /// spelling (`//login`, `/./login`, `/%6Cogin`) walks around a limit on `/login`.
     pub fn applies(&self, parts: &Parts) -> bool {
-        let path = parts.uri.path();
+        let normalised;
+        let path = if self.path_exact.is_some() || self.path_prefix.is_some() {
+            normalised = normalise_path(parts.uri.path());
+            normalised.as_str()
+        } else {
+            parts.uri.path()
+        };
         if self.path_exact.as_deref().is_some_and(|p| p != path) {
             return false;
         }

@@ -445,3 +445,66 @@ fn two_policies_with_one_name_are_refused() {
         "two policies are named api: a policy's name is its keys' namespace, so names must differ"
     );
 }
+
+#[tokio::test]
+async fn no_spelling_of_a_path_walks_around_a_limit_on_it() {
+    let (limiter, _clock) = manual_limiter();
+    let login = Policy::new(
+        "login",
+        Rule::fixed_window(2, Duration::from_secs(60)).unwrap(),
+    )
+    .unwrap()
+    .path("/login");
+    let per_path = Policy::new(
+        "per_path",
+        Rule::fixed_window(3, Duration::from_secs(60)).unwrap(),
+    )
+    .unwrap()
+    .path_prefix("/files")
+    .key(KeyBy::path());
+    // A backend that, like many, resolves dot segments and escapes itself: it answers
+    // every path.
+    let app = tower::ServiceBuilder::new()
+        .layer(RateLimitLayer::new(limiter, vec![login, per_path]).unwrap())
+        .service_fn(|_req: Request<Body>| async {
+            Ok::<_, Infallible>(Response::new(Body::empty()))
+        });
+    let status = |path: &'static str| {
+        let app = app.clone();
+        async move { app.oneshot(request(path)).await.unwrap().status() }
+    };
+    assert_eq!(status("/login").await, StatusCode::OK);
+    assert_eq!(status("//login").await, StatusCode::OK);
+    for spelling in [
+        "/login",
+        "/./login",
+        "/login/.",
+        "/x/../login",
+        "/%6cogin",
+        "//login",
+    ] {
+        assert_eq!(
+            status(spelling).await,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{spelling}"
+        );
+    }
+    // Keyed by path: padding a path is still the same key.
+    for _ in 0..3 {
+        assert_eq!(status("/files/a").await, StatusCode::OK);
+    }
+    for spelling in [
+        "/files/a",
+        "/files/./a",
+        "/files//a",
+        "/files/b/../a",
+        "/%66iles/a",
+    ] {
+        assert_eq!(
+            status(spelling).await,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{spelling}"
+        );
+    }
+    assert_eq!(status("/files/b").await, StatusCode::OK);
+}
