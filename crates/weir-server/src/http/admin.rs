@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
@@ -27,9 +27,9 @@ use serde_json::json;
 use weir_config::{Descriptor, RuleInfo};
 use weir_core::{Clock, Key, Rule};
 
-use super::body::parse;
+use super::body::{parse, RawBody};
 use super::check::EntryBody;
-use super::error::ApiError;
+use super::error::{method_not_allowed, ApiError};
 use crate::app::App;
 use crate::rules::ReloadOutcome;
 
@@ -44,6 +44,8 @@ pub(crate) fn routes(app: App) -> Router<App> {
         .route("/keys/unblock", post(unblock))
         .route("/keys/reset", post(reset))
         .route("/top-denied", get(top_denied))
+        // Before the token check wraps the routes, so a wrong method is answered after it.
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(app, authorize))
 }
 
@@ -221,7 +223,10 @@ fn store_error(error: weir_core::CheckError) -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
 }
 
-async fn inspect(State(app): State<App>, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+async fn inspect(
+    State(app): State<App>,
+    RawBody(body): RawBody,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let (key, rule, id, _) = resolve(&app, parse(&body)?)?;
     let usage = app
         .engine()
@@ -241,7 +246,10 @@ async fn inspect(State(app): State<App>, body: Bytes) -> Result<Json<serde_json:
     })))
 }
 
-async fn block(State(app): State<App>, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+async fn block(
+    State(app): State<App>,
+    RawBody(body): RawBody,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let (key, rule, id, duration_ms) = resolve(&app, parse(&body)?)?;
     let duration_ms = duration_ms.filter(|&ms| ms > 0).ok_or_else(|| {
         ApiError::bad_request("duration_ms: a positive number of milliseconds is required")
@@ -257,7 +265,10 @@ async fn block(State(app): State<App>, body: Bytes) -> Result<Json<serde_json::V
     ))
 }
 
-async fn unblock(State(app): State<App>, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+async fn unblock(
+    State(app): State<App>,
+    RawBody(body): RawBody,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let (key, rule, id, _) = resolve(&app, parse(&body)?)?;
     app.engine()
         .limiter()
@@ -270,7 +281,10 @@ async fn unblock(State(app): State<App>, body: Bytes) -> Result<Json<serde_json:
     ))
 }
 
-async fn reset(State(app): State<App>, body: Bytes) -> Result<Json<serde_json::Value>, ApiError> {
+async fn reset(
+    State(app): State<App>,
+    RawBody(body): RawBody,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let (key, rule, id, _) = resolve(&app, parse(&body)?)?;
     app.engine()
         .limiter()
@@ -290,11 +304,18 @@ struct TopQuery {
 
 async fn top_denied(
     State(app): State<App>,
-    Query(query): Query<TopQuery>,
-) -> Json<serde_json::Value> {
+    query: Result<Query<TopQuery>, QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(query) = query.map_err(|rejection| {
+        let reason = std::error::Error::source(&rejection)
+            .map_or_else(|| rejection.body_text(), ToString::to_string);
+        ApiError::bad_request(format!("invalid query string: {reason}"))
+    })?;
     let sketch = app.engine().top_denied();
     let (keys, total) = sketch.top(query.limit.unwrap_or(20).min(sketch.capacity()));
-    Json(json!({ "total_denials": total, "capacity": sketch.capacity(), "keys": keys }))
+    Ok(Json(
+        json!({ "total_denials": total, "capacity": sketch.capacity(), "keys": keys }),
+    ))
 }
 
 #[cfg(test)]

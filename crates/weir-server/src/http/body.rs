@@ -1,15 +1,42 @@
-//! Reading a JSON request body into a type, with a 400 that names the field at fault
-//! (`invalid JSON at descriptors[0].entries[1].value: invalid type: integer, expected a
-//! string`). The size limit is enforced before this, by the router's body limit.
+//! Reading a request body: [`RawBody`] takes its bytes under the router's size limit
+//! (`413` in the API's JSON shape past it), [`parse`] reads them into a type with a 400 that
+//! names the field at fault (`invalid JSON at descriptors[0].entries[1].value: invalid
+//! type: integer, expected a string`).
 //!
 //! A well-formed body is read once, by plain `serde_json` (no path tracking: this is on
 //! every decision's path); only a body that fails is read again to say where.
 
 use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use crate::app::App;
+
+/// A request's whole body. axum's own `Bytes` extractor answers a body past the limit
+/// with a plain-text `413`; this one answers every refusal as an [`ApiError`].
+pub(crate) struct RawBody(pub(crate) Bytes);
+
+impl FromRequest<App> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, app: &App) -> Result<Self, ApiError> {
+        match Bytes::from_request(request, app).await {
+            Ok(bytes) => Ok(RawBody(bytes)),
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "the request body is larger than the limit of {} bytes",
+                        app.settings().max_body_bytes
+                    ),
+                ))
+            }
+            Err(rejection) => Err(ApiError::new(rejection.status(), rejection.body_text())),
+        }
+    }
+}
 
 /// Refuses a body that does not say it is JSON (`415`). A browser page may send a
 /// cross-site POST without asking first only as `text/plain`, a form, or with no type at

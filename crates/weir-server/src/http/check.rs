@@ -20,7 +20,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use weir_config::{Descriptor, LimitOverride, Unit};
 
-use super::body::parse;
+use super::body::{parse, RawBody};
 use super::error::ApiError;
 use crate::app::App;
 use crate::decide::CheckRequest;
@@ -182,7 +182,11 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response {
 }
 
 /// `POST /v1/check`.
-pub(crate) async fn handle(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn handle(
+    State(app): State<App>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Response {
     let metrics = app.metrics();
     let result = async {
         super::body::require_json(&headers)?;

@@ -1,7 +1,11 @@
 //! [`ApiError`]: how the HTTP API says no. A status code and a JSON body
-//! `{"error": "<what was wrong>"}`; never a panic, never an empty 500.
+//! `{"error": "<what was wrong>"}`; never a panic, never an empty 500. axum's own refusals
+//! (a body past the limit, a method a route does not take, a bad query string) are plain
+//! text: the API answers them here instead (`body.rs`, [`method_not_allowed`], the admin
+//! API's query). Only what hyper refuses before a request exists (a malformed request
+//! line, a head past its read buffer) is not JSON.
 
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -25,6 +29,15 @@ impl ApiError {
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
     }
+}
+
+/// A route that exists but does not take `method`: `405`, with the `Allow` header axum
+/// adds (a fallback of every route's method router).
+pub(crate) async fn method_not_allowed(method: Method) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed here (see the Allow header)"),
+    )
 }
 
 impl From<DecideError> for ApiError {

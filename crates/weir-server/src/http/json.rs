@@ -10,7 +10,6 @@
 
 use std::fmt::Write as _;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -26,7 +25,7 @@ use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::body::parse;
+use super::body::{parse, RawBody};
 use super::error::ApiError;
 use crate::app::App;
 use crate::decide::DecideError;
@@ -261,7 +260,7 @@ fn bad_request(message: &str) -> Response {
 }
 
 /// `POST /json`.
-pub(crate) async fn handle(State(app): State<App>, body: Bytes) -> Response {
+pub(crate) async fn handle(State(app): State<App>, RawBody(body): RawBody) -> Response {
     let metrics = app.metrics();
     let request = match parse::<JsonRequest>(&body).and_then(JsonRequest::into_proto) {
         Ok(request) => request,

@@ -32,7 +32,7 @@ use serde_json::json;
 use weir_config::Descriptor;
 use weir_core::{Algorithm, CheckError, Key, Rule};
 
-use super::body::parse;
+use super::body::{parse, RawBody};
 use super::check::EntryBody;
 use super::error::ApiError;
 use crate::app::App;
@@ -103,7 +103,11 @@ fn refused(app: &App, error: ApiError) -> Response {
 }
 
 /// `POST /v1/acquire`.
-pub(crate) async fn acquire(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn acquire(
+    State(app): State<App>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Response {
     if let Err(error) = super::body::require_json(&headers) {
         return refused(&app, error);
     }
@@ -114,7 +118,11 @@ pub(crate) async fn acquire(State(app): State<App>, headers: HeaderMap, body: By
 }
 
 /// `POST /v1/release`.
-pub(crate) async fn release(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn release(
+    State(app): State<App>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Response {
     if let Err(error) = super::body::require_json(&headers) {
         return refused(&app, error);
     }

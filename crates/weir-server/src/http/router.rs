@@ -1,5 +1,5 @@
 //! The HTTP routes and what every route shares: the body size limit, the request timeout,
-//! and a JSON 404. The admin routes are mounted only when a token is configured; without
+//! and JSON 404 and 405 answers. The admin routes are mounted only when a token is configured; without
 //! one, `/admin/...` is a plain 404. The decision routes only when `decision_api` is on
 //! (always for `weir serve`; for `weir proxy`'s API listener only when asked).
 
@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-use super::error::ApiError;
+use super::error::{method_not_allowed, ApiError};
 use super::{admin, check, json, lease, ops};
 use crate::app::App;
 
@@ -33,6 +33,7 @@ pub fn router(app: App) -> Router {
         router = router.nest("/admin", admin::routes(app.clone()));
     }
     router
+        .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .layer(middleware::from_fn_with_state(app.clone(), timeout))
