@@ -2,9 +2,14 @@
 //! Picks the upstream (the fallback for a degraded request, the class's own upstream, else
 //! the default), rewrites only what a proxy must — hop-by-hop headers removed both ways,
 //! `Forwarded` and `X-Forwarded-For` / `-Proto` appended — and streams both bodies over
-//! pooled keep-alive connections. An upstream that cannot be reached is a `502`, one that
-//! does not answer in time a `504`, each with a body that says which.
-
+//! pooled keep-alive connections.
+//!
+//! Whose fault a failure is decides the answer. The upstream's: unreachable or closed is a
+//! `502`, no response head within the upstream timeout a `504`, each with a WARN naming it.
+//! The client's (its request body, watched by [`ClientBody`]): broken framing is a `400`,
+//! a body that stalls past the client body timeout a `408`, logged at DEBUG and never
+//! counted against the upstream. The upstream's clock does not run while the request waits
+//! on the client, and starts again whenever the client's body moves.
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -14,16 +19,19 @@ use std::time::Duration;
 
 use axum::body::Body;
 use http::header::{
-    HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE,
-    TRAILER, UPGRADE,
+    HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
+    UPGRADE,
 };
 use http::{HeaderMap, Request, Response, StatusCode};
+use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::{Client, Error as LegacyError};
 use hyper_util::rt::TokioExecutor;
 use weir_tower::{peer_addr, BoxFuture, ClientIp, Degraded};
 
+use crate::body::{ClientBody, ClientFault, ClientWatch};
 use crate::classify::{classify_headers, Class};
+use crate::reply::{error, error_and_close};
 use crate::upstream::Upstream;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), besides any
@@ -63,8 +71,12 @@ pub struct Forward {
     client: Client<HttpConnector, Body>,
     routes: Arc<Routes>,
     timeout: Duration,
+    client_body_timeout: Duration,
     trust: Arc<ClientIp>,
 }
+
+/// The client body timeout when none is set: 30 s.
+const CLIENT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Forward {
     /// Forwards by `routes`, waiting at most `timeout` for an upstream's response head.
@@ -82,8 +94,16 @@ impl Forward {
             client,
             routes: Arc::new(routes),
             timeout,
+            client_body_timeout: CLIENT_BODY_TIMEOUT,
             trust: Arc::new(trust),
         }
+    }
+
+    /// The longest the client's request body may send nothing (then `408`; 30 s unless
+    /// set).
+    pub fn client_body_timeout(mut self, idle: Duration) -> Self {
+        self.client_body_timeout = idle;
+        self
     }
 
     fn upstream_for(&self, request: &Request<Body>) -> &Upstream {
@@ -115,6 +135,7 @@ impl tower::Service<Request<Body>> for Forward {
         let upstream = self.upstream_for(&request).clone();
         let client = self.client.clone();
         let timeout = self.timeout;
+        let client_body_timeout = self.client_body_timeout;
         let trust = Arc::clone(&self.trust);
         Box::pin(async move {
             let peer = peer_addr(request.extensions()).map(|a| a.ip());
@@ -137,25 +158,20 @@ impl tower::Service<Request<Body>> for Forward {
                 parts.headers.remove(&X_FORWARDED_PROTO);
             }
             append_forwarded(&mut parts.headers, peer);
-            let outbound = Request::from_parts(parts, body);
-            match tokio::time::timeout(timeout, client.request(outbound)).await {
-                Ok(Ok(response)) => {
+            let watch = Arc::new(ClientWatch::default());
+            let body = ClientBody::new(body, client_body_timeout, Arc::clone(&watch));
+            let outbound = Request::from_parts(parts, Body::new(body));
+            match send(&client, outbound, timeout, &watch).await {
+                Some(Ok(response)) => {
                     let (mut parts, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
                     Ok(Response::from_parts(parts, Body::new(incoming)))
                 }
-                Ok(Err(e)) => {
-                    tracing::warn!(%upstream, error = %e, "upstream request failed");
-                    let what = if e.is_connect() {
-                        format!("upstream {upstream} is unreachable")
-                    } else {
-                        format!(
-                            "upstream {upstream} failed: the connection closed before a response"
-                        )
-                    };
-                    Ok(error(StatusCode::BAD_GATEWAY, &what))
-                }
-                Err(_) => {
+                Some(Err(e)) => Ok(match watch.fault() {
+                    Some(fault) => client_fault(&fault, peer),
+                    None => upstream_failed(&upstream, &e),
+                }),
+                None => {
                     tracing::warn!(%upstream, ?timeout, "upstream timed out");
                     Ok(error(
                         StatusCode::GATEWAY_TIMEOUT,
@@ -167,6 +183,67 @@ impl tower::Service<Request<Body>> for Forward {
                 }
             }
         })
+    }
+}
+
+/// Sends `outbound` and waits for the response head; `None` when the upstream took longer
+/// than `timeout`. That clock runs from the request's last progress (its body moved), and
+/// not while the request waits on the client: the client body's own timer runs then, and
+/// when it fires the request fails as the client's fault.
+async fn send(
+    client: &Client<HttpConnector, Body>,
+    outbound: Request<Body>,
+    timeout: Duration,
+    watch: &ClientWatch,
+) -> Option<Result<Response<Incoming>, LegacyError>> {
+    let mut sent = std::pin::pin!(client.request(outbound));
+    loop {
+        tokio::select! {
+            answer = &mut sent => return Some(answer),
+            () = watch.progressed() => {}
+            () = tokio::time::sleep(timeout) => {
+                if !watch.waiting_on_client() {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// `502`: the upstream could not be reached, or closed before its response head.
+fn upstream_failed(upstream: &Upstream, e: &LegacyError) -> Response<Body> {
+    tracing::warn!(%upstream, error = %e, "upstream request failed");
+    let what = if e.is_connect() {
+        format!("upstream {upstream} is unreachable")
+    } else {
+        format!("upstream {upstream} failed: the connection closed before a response")
+    };
+    error(StatusCode::BAD_GATEWAY, &what)
+}
+
+/// The answer to a client whose request body failed: `400` for a body that cannot be read
+/// (a client that went away never sees it), `408` for one that stalled; the connection is
+/// closed after it. DEBUG only: a client can cause as many as it likes.
+fn client_fault(fault: &ClientFault, peer: Option<IpAddr>) -> Response<Body> {
+    match fault {
+        ClientFault::Malformed(why) => {
+            tracing::debug!(?peer, error = %why, "the client's request body failed: 400");
+            error_and_close(StatusCode::BAD_REQUEST, &format!("bad request body: {why}"))
+        }
+        ClientFault::Stalled(idle) => {
+            tracing::debug!(
+                ?peer,
+                ?idle,
+                "the client's request body failed: stalled, 408"
+            );
+            error_and_close(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the request body stalled: nothing for {} ms",
+                    idle.as_millis()
+                ),
+            )
+        }
     }
 }
 
@@ -216,17 +293,6 @@ fn append_forwarded(headers: &mut HeaderMap, peer: Option<IpAddr>) {
     if !headers.contains_key(&X_FORWARDED_PROTO) {
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
     }
-}
-
-/// A response of the proxy's own: a status and a one-line JSON body.
-fn error(status: StatusCode, message: &str) -> Response<Body> {
-    let body = serde_json::json!({ "error": message }).to_string();
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
 }
 
 #[cfg(test)]

@@ -12,14 +12,23 @@
 //! in-flight slot → [`Forward`] (upstream chosen, hop-by-hop headers stripped, `Forwarded`
 //! appended, bodies streamed) → the response, with `RateLimit` headers.
 //!
+//! Whose fault a failure is decides the answer, the log and the metric. The upstream's
+//! (unreachable, closed, no response head within [`ProxySettings::upstream_timeout`]) is a
+//! `502` / `504` with a WARN naming it. The client's (broken chunked framing or a short
+//! body: `400`; a body that sends nothing for [`ProxySettings::client_body_timeout`]:
+//! `408`, the connection closed after either) is logged at DEBUG and counted as a client
+//! error; the upstream's clock does not run while the proxy waits on the client.
+//!
 //! The rules, the store, the metrics and the admin API are `weir serve`'s own (its
 //! [`App`](weir_server::App)): the proxy serves that HTTP API (`/metrics`, `/healthz`,
 //! `/readyz`, `/admin/...`, and `/v1/check`) on a second listener, and reloads the rule
 //! files the same way.
 
+mod body;
 mod classify;
 mod forward;
 mod limits;
+mod reply;
 mod serve;
 mod settings;
 mod upstream;

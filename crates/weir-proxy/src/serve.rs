@@ -95,7 +95,8 @@ pub async fn run(
         },
         settings.upstream_timeout,
         settings.client_ip.clone(),
-    );
+    )
+    .client_body_timeout(settings.client_body_timeout);
     let proxy = Router::new()
         .fallback_service(layer.layer(forward))
         .layer(middleware::from_fn_with_state(app.clone(), count));

@@ -34,8 +34,12 @@ pub struct ProxySettings {
     pub on_limit: OnLimit,
     /// The backend's concurrency, if bounded.
     pub in_flight: Option<InFlightLimit>,
-    /// The longest the proxy waits to connect and for a response head (default 30 s).
+    /// The longest the proxy waits to connect and for a response head (default 30 s),
+    /// counted from the request's last progress and never while it waits on the client.
     pub upstream_timeout: Duration,
+    /// The longest a client's request body may send nothing before the request is
+    /// answered `408` (default 30 s).
+    pub client_body_timeout: Duration,
     /// How long shutdown waits for in-flight requests (default 30 s).
     pub shutdown_grace: Duration,
     /// For logs only: the address the proxy listens on.
@@ -64,6 +68,7 @@ impl ProxySettings {
             on_limit: OnLimit::Reject,
             in_flight: None,
             upstream_timeout: Duration::from_secs(30),
+            client_body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
             listen: None,
         }

@@ -1,6 +1,7 @@
 //! The proxy tests' parts: a recording backend (counts requests in flight, records arrival
-//! times on the system clock, optionally slow), a proxy started on 127.0.0.1:0 with inline
-//! rules, and a small HTTP client. Every server stops when its test's runtime ends.
+//! times on the system clock, optionally slow), a proxy started on 127.0.0.1:0 with
+//! inline rules, and a small HTTP client; a raw-socket client (`raw`) and log capture
+//! (`logs`). Every server stops when its test's runtime ends.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers
 
@@ -22,6 +23,9 @@ use tokio::net::TcpListener;
 use weir_core::{Clock, SystemClock};
 use weir_proxy::{ProxySettings, Upstream};
 use weir_server::RuleSource;
+
+pub mod logs;
+pub mod raw;
 
 /// A backend that answers `name`, after `delay`, recording what it saw.
 #[derive(Clone)]
