@@ -1,6 +1,7 @@
 //! Slow HTTP clients (slowloris): a client that never finishes its request headers is
-//! disconnected after `header_read_timeout`, over a real socket, while a client that sends
-//! a whole request on the same server is answered. Real time here (hyper's own timer),
+//! disconnected after `header_read_timeout`, one whose body stalls is answered `408` after
+//! `request_timeout`, over a real socket, while a client that sends a whole request on the
+//! same server is answered. Real time here (hyper's own timer),
 //! with a short timeout and every wait bounded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
@@ -77,6 +78,42 @@ async fn a_connection_that_sends_nothing_is_dropped_too() {
             .await
             .expect("the server closes a connection that never sends a request");
         assert!(closed.is_empty() || closed.starts_with(b"HTTP/1.1 408"));
+        server.stop().await.unwrap();
+    })
+    .await;
+}
+
+/// A request whose body never arrives whole was answered `503` ("request took longer"),
+/// as if the server had been slow: the client was, so it is `408 Request Timeout` (JSON,
+/// like every error of the API), and the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_never_arrives_is_a_408() {
+    bounded(async {
+        let (mut settings, _clock) = settings(None);
+        settings.request_timeout = Duration::from_millis(300);
+        let server = TestServer::start(settings).await;
+        let mut slow = TcpStream::connect(server.http).await.unwrap();
+        // The whole head, then 10 of the 100 body bytes it announces.
+        slow.write_all(
+            b"POST /v1/check HTTP/1.1\r\nhost: weir\r\ncontent-type: application/json\r\n\
+              content-length: 100\r\n\r\n{\"domain\":",
+        )
+        .await
+        .unwrap();
+        slow.flush().await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut slow))
+            .await
+            .expect("the server answers and closes a request whose body stalls");
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
+        assert!(text.contains("content-type: application/json"), "{text}");
+        assert!(text.contains("connection: close"), "{text}");
+        assert!(
+            text.ends_with(r#"{"error":"the request body did not arrive within 300 ms"}"#),
+            "{text}"
+        );
+        // Meanwhile a whole request on the same server is answered.
+        assert_eq!(server.get("/healthz").await.status, 200);
         server.stop().await.unwrap();
     })
     .await;

@@ -1,10 +1,14 @@
 //! Reading a request body: [`RawBody`] takes its bytes under the router's size limit
-//! (`413` in the API's JSON shape past it), [`parse`] reads them into a type with a 400 that
+//! (`413` in the API's JSON shape past it) and marks the request's [`BodyRead`] (so the
+//! router's timeout tells a slow body, `408`, from a slow answer, `503`), [`parse`] reads them into a type with a 400 that
 //! names the field at fault (`invalid JSON at descriptors[0].entries[1].value: invalid
 //! type: integer, expected a string`).
 //!
 //! A well-formed body is read once, by plain `serde_json` (no path tracking: this is on
 //! every decision's path); only a body that fails is read again to say where.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
@@ -18,12 +22,30 @@ use crate::app::App;
 /// with a plain-text `413`; this one answers every refusal as an [`ApiError`].
 pub(crate) struct RawBody(pub(crate) Bytes);
 
+/// Whether a request's body has arrived whole: put on a request that has a body by the
+/// router's timeout, marked by [`RawBody`] once it has read it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BodyRead(Arc<AtomicBool>);
+
+impl BodyRead {
+    /// Whether the body was read to its end.
+    pub(crate) fn done(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 impl FromRequest<App> for RawBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, app: &App) -> Result<Self, ApiError> {
+        let read = request.extensions().get::<BodyRead>().cloned();
         match Bytes::from_request(request, app).await {
-            Ok(bytes) => Ok(RawBody(bytes)),
+            Ok(bytes) => {
+                if let Some(read) = read {
+                    read.0.store(true, Ordering::Release);
+                }
+                Ok(RawBody(bytes))
+            }
             Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 Err(ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,

@@ -1,15 +1,18 @@
-//! The HTTP routes and what every route shares: the body size limit, the request timeout,
-//! and JSON 404 and 405 answers. The admin routes are mounted only when a token is configured; without
+//! The HTTP routes and what every route shares: the body size limit, the request timeout
+//! (`408` for a body that does not arrive in time, `503` for an answer that does not), and
+//! JSON 404 and 405 answers. The admin routes are mounted only when a token is configured; without
 //! one, `/admin/...` is a plain 404. The decision routes only when `decision_api` is on
 //! (always for `weir serve`; for `weir proxy`'s API listener only when asked).
 
+use axum::body::HttpBody as _;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
+use super::body::BodyRead;
 use super::error::{method_not_allowed, ApiError};
 use super::{admin, check, json, lease, ops};
 use crate::app::App;
@@ -45,12 +48,32 @@ async fn not_found() -> ApiError {
 }
 
 /// Bounds every request by `request_timeout` (a slow store never hangs a client), and
-/// counts it in flight meanwhile.
-async fn timeout(State(app): State<App>, request: Request, next: Next) -> Response {
+/// counts it in flight meanwhile. Out of time while the body is still arriving, the client
+/// was slow: `408` (and the connection closes, its body half read); otherwise the server
+/// was: `503`.
+async fn timeout(State(app): State<App>, mut request: Request, next: Next) -> Response {
     let _in_flight = app.metrics().http_request_started();
     let limit = app.settings().request_timeout;
+    let body = (!request.body().is_end_stream()).then(BodyRead::default);
+    if let Some(body) = &body {
+        request.extensions_mut().insert(body.clone());
+    }
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
+        Err(_) if body.is_some_and(|body| !body.done()) => {
+            let mut response = ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {} ms",
+                    limit.as_millis()
+                ),
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
         Err(_) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("request took longer than {} ms", limit.as_millis()),
