@@ -10,7 +10,13 @@
 //!   rule is `OVER_LIMIT` without touching it;
 //! - hits above a rule's limit are `OVER_LIMIT` (they can never pass);
 //! - a shadow rule's denial is reported `OK`; under the global shadow mode the descriptor
-//!   keeps `OVER_LIMIT` and only the overall code becomes `OK`.
+//!   keeps `OVER_LIMIT` and only the overall code becomes `OK`;
+//! - `quota_mode`: a quota descriptor is checked, charged and reported like any other
+//!   (`OVER_LIMIT` when denied), but the overall code is `OVER_LIMIT` only if a descriptor
+//!   without quota mode is over its limit or *every* quota descriptor of the request is
+//!   (one quota descriptor alone is every one); an unlimited descriptor is no quota, and a
+//!   shadow or rolled-out denial (reported `OK`) leaves its quota unspent. ratelimit's
+//!   global `QUOTA_MODE` setting has no Weir equivalent.
 //!
 //! A memory store full of limited keys refuses new keys (it evicts unlimited ones first):
 //! the rule's failure policy decides. Fail open allows; fail closed (and local fallback,
@@ -165,7 +171,7 @@ impl Engine {
             Err(other) => return Err(DecideError::Invalid(other.to_string())),
         };
         let mut statuses = Vec::with_capacity(matched.len());
-        let mut overall = Code::Ok;
+        let mut overall = Overall::default();
         for m in matched {
             let Some(m) = m else {
                 snapshot.counters.unmatched(&request.domain);
@@ -179,12 +185,13 @@ impl Engine {
             snapshot
                 .counters
                 .matched(&request.domain, &m.rule_id, outcome);
-            if status.code == Code::OverLimit && !self.global_shadow {
-                overall = Code::OverLimit;
-            }
+            overall.add(&status, m.quota_mode);
             statuses.push(status);
         }
-        Ok(Verdict { overall, statuses })
+        Ok(Verdict {
+            overall: overall.code(self.global_shadow),
+            statuses,
+        })
     }
 
     async fn decide_one(
@@ -328,7 +335,70 @@ pub fn deny_all(window: Duration, now_ns: u64) -> Decision {
     }
 }
 
+/// The overall code, as envoyproxy/ratelimit combines the descriptors' codes: over the
+/// limit iff a descriptor without quota mode is, or every quota-mode descriptor is (an
+/// unlimited one is no quota); never under the global shadow mode.
+#[derive(Debug, Default)]
+struct Overall {
+    /// Descriptors without quota mode that are over the limit.
+    over: usize,
+    /// Quota-mode descriptors (unlimited ones left out).
+    quotas: usize,
+    /// Quota-mode descriptors over the limit.
+    quotas_over: usize,
+}
+
+impl Overall {
+    fn add(&mut self, status: &Status, quota_mode: bool) {
+        let over = usize::from(status.code == Code::OverLimit);
+        if quota_mode && !status.is_unlimited() {
+            self.quotas += 1;
+            self.quotas_over += over;
+        } else {
+            self.over += over;
+        }
+    }
+
+    fn code(&self, global_shadow: bool) -> Code {
+        let spent = self.quotas > 0 && self.quotas_over == self.quotas;
+        if (self.over > 0 || spent) && !global_shadow {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        }
+    }
+}
+
 /// The metrics outcome of a matched descriptor's status.
 fn outcome(status: &Status) -> Outcome {
     Outcome::of(status.decision.as_ref(), status.shadow_denied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(statuses: &[(Code, bool)], global_shadow: bool) -> Code {
+        let mut overall = Overall::default();
+        for &(code, quota_mode) in statuses {
+            let status = Status {
+                code,
+                ..Status::unmatched()
+            };
+            overall.add(&status, quota_mode);
+        }
+        overall.code(global_shadow)
+    }
+
+    #[test]
+    fn quotas_deny_only_when_all_are_spent() {
+        use Code::{Ok as OK, OverLimit as OVER};
+        assert_eq!(code(&[(OVER, false), (OK, true)], false), OVER);
+        assert_eq!(code(&[(OK, false), (OVER, true)], false), OVER);
+        assert_eq!(code(&[(OVER, true), (OK, true)], false), OK);
+        assert_eq!(code(&[(OVER, true), (OVER, true)], false), OVER);
+        assert_eq!(code(&[(OVER, true), (OVER, true)], true), OK);
+        assert_eq!(code(&[(OK, false), (OK, true)], false), OK);
+        assert_eq!(code(&[], false), OK);
+    }
 }

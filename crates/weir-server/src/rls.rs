@@ -2,6 +2,18 @@
 //! server's terms: a `RateLimitRequest` becomes a [`CheckRequest`], a [`Verdict`] becomes a
 //! `RateLimitResponse`. Shared by the gRPC service and the `/json` endpoint, which speaks
 //! the same messages in protobuf JSON.
+//!
+//! Each status is rendered as envoyproxy/ratelimit renders it:
+//! - `current_limit`: a `rate_limit` rule (or a limit override) as written; with a
+//!   `unit_multiplier`, or for a Weir rule, the nearest Envoy unit (`envoy_unit.rs`);
+//! - `limit_remaining`: what is left after this request, `0` for any denial (shadow ones
+//!   included, and a request whose hits alone exceed the whole limit), `u32::MAX` for an
+//!   unlimited rule;
+//! - `duration_until_reset`: whole seconds, rounded up: for a `rate_limit` rule exactly
+//!   ratelimit's `unit − now_s % unit` (1 s for a `second` rule, whatever the instant);
+//!   for a Weir rule its reset when allowed, its retry-after when denied.
+//!
+//! A descriptor no rule matched (an unknown domain's included) is `OK` with nothing else.
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -15,7 +27,7 @@ use weir_config::{Descriptor, LimitOverride, Unit};
 
 use crate::decide::{CheckRequest, DecideError};
 use crate::envoy_unit::envoy_limit;
-use crate::headers::{rate_limit_headers, HeaderStyle};
+use crate::headers::{ceil_secs, rate_limit_headers, HeaderStyle};
 use crate::verdict::{Code, Status, Verdict};
 
 /// Converts Envoy's request. Fails on what Weir cannot honour (negative hits, an unknown
@@ -93,14 +105,6 @@ fn code(code: Code) -> i32 {
     }
 }
 
-/// A duration as protobuf's `Duration` (saturating at `i64::MAX` seconds).
-pub fn proto_duration(d: std::time::Duration) -> ProtoDuration {
-    ProtoDuration {
-        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
-    }
-}
-
 fn status(s: &Status) -> DescriptorStatus {
     let mut out = DescriptorStatus {
         code: code(s.code),
@@ -114,13 +118,14 @@ fn status(s: &Status) -> DescriptorStatus {
     let (Some(m), Some(d)) = (&s.matched, &s.decision) else {
         return out;
     };
-    // A ratelimit rule is answered as written; a Weir rule in the nearest unit.
+    // A ratelimit rule is answered as written; a Weir rule (or a `unit_multiplier`, which
+    // Envoy's units cannot say) in the nearest unit.
     let (requests_per_unit, unit) = match m.rate_limit {
-        Some(spec) => (
+        Some(spec) if spec.unit_multiplier == 1 => (
             u32::try_from(spec.requests_per_unit).unwrap_or(u32::MAX),
             envoy_unit(spec.unit) as i32,
         ),
-        None => {
+        _ => {
             let limit = envoy_limit(d.limit, m.window());
             (limit.requests_per_unit, limit.unit as i32)
         }
@@ -130,14 +135,31 @@ fn status(s: &Status) -> DescriptorStatus {
         requests_per_unit,
         unit,
     });
-    out.limit_remaining = u32::try_from(d.remaining).unwrap_or(u32::MAX);
+    // As ratelimit: nothing remains once denied, shadow or not, even when the request
+    // alone asked more than the whole limit.
+    out.limit_remaining = if d.allowed {
+        u32::try_from(d.remaining).unwrap_or(u32::MAX)
+    } else {
+        0
+    };
     let until = if d.allowed {
         d.reset_after
     } else {
         d.retry_after
     };
-    out.duration_until_reset = Some(proto_duration(until));
+    out.duration_until_reset = Some(whole_seconds(until));
     out
+}
+
+/// `duration_until_reset` in whole seconds, rounded up. For a fixed window aligned to the
+/// epoch (every `rate_limit` rule) this is ratelimit's own `unit − now_s % unit`: the
+/// window ends at a whole second, so rounding the exact time left up gives what ratelimit
+/// computes from the current Unix second. Envoy reads it in whole seconds too.
+fn whole_seconds(until: std::time::Duration) -> ProtoDuration {
+    ProtoDuration {
+        seconds: i64::try_from(ceil_secs(until)).unwrap_or(i64::MAX),
+        nanos: 0,
+    }
 }
 
 /// Renders a verdict as Envoy's response, with the rate-limit headers `style` asks for.

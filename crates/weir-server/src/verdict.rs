@@ -92,7 +92,9 @@ impl Status {
 /// The answer to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
-    /// `OverLimit` iff some descriptor's denial is enforced (never under global shadow).
+    /// `OverLimit` iff a descriptor without `quota_mode` is `OverLimit`, or every
+    /// `quota_mode` descriptor is (never under the global shadow mode): a quota-mode
+    /// descriptor may be `OverLimit` in an `Ok` verdict.
     pub overall: Code,
     /// One status per descriptor, in request order.
     pub statuses: Vec<Status>,
