@@ -137,7 +137,8 @@ pub enum MatchError {
         /// The maximum.
         max: usize,
     },
-    /// No rule file defines the domain.
+    /// No rule file defines the domain. Not a refusal of the request: `weir serve` answers
+    /// it `OK` with no limit on every descriptor, as envoyproxy/ratelimit does.
     #[error("unknown domain '{0}'")]
     UnknownDomain(String),
     /// The request has no descriptors.

@@ -19,7 +19,8 @@ impl RuleSet {
     /// `None` when no rule applies (the descriptor is allowed, `OK` without a limit).
     ///
     /// - The request [limits](crate::limits) are checked first; then the domain must exist
-    ///   ([`MatchError::UnknownDomain`] otherwise).
+    ///   ([`MatchError::UnknownDomain`] otherwise, which a server answers as ratelimit
+    ///   does: `OK`, nothing limited; limit overrides are not applied either).
     /// - A descriptor with a [limit override](Descriptor::limit) gets that limit.
     /// - Otherwise its entries walk down the tree in order. At each level an exact
     ///   `key`+`value` node beats a prefix node (`value: foo*`, the first in file order),

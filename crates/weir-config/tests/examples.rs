@@ -117,3 +117,13 @@ fn the_readme_examples_that_are_whole_files_load() {
     }
     assert!(whole >= 1);
 }
+
+/// config/README.md said a request to an unknown domain was refused; `weir serve` answers
+/// it `OK`, as envoyproxy/ratelimit does (`weir-server/tests/ratelimit_parity.rs`,
+/// `an_unknown_domain_is_ok_on_every_api`). The docs must say what the server does.
+#[test]
+fn the_readme_says_an_unknown_domain_is_answered_ok() {
+    let readme = std::fs::read_to_string(config_dir().join("README.md")).unwrap();
+    assert!(!readme.contains("is refused with \"unknown domain"));
+    assert!(readme.contains("A request to a domain no file defines is **not** refused"));
+}
