@@ -6,8 +6,9 @@
 //! upstream, a max in-flight limit towards the backend, and at the limit a `429`, a wait
 //! in a bounded queue, or a cheaper fallback upstream.
 //!
-//! The path of one request: axum accepts it (the peer address recorded) →
-//! `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
+//! The path of one request: axum accepts it (the peer address recorded) → the screen
+//! refuses what HTTP does not allow a proxy to pass on (a missing, doubled or invalid
+//! `Host`: `400`) → `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
 //! domain `proxy` → the limiter, all-or-nothing) → reject / queue / degrade, or an
 //! in-flight slot → [`Forward`] (upstream chosen, hop-by-hop headers stripped, `Forwarded`
 //! appended, bodies streamed) → the response, with `RateLimit` headers.
@@ -29,6 +30,7 @@ mod classify;
 mod forward;
 mod limits;
 mod reply;
+mod screen;
 mod serve;
 mod settings;
 mod upstream;

@@ -1,9 +1,10 @@
 //! Running the proxy: the engine (rules, store, metrics) is built, the rules are checked
-//! for the proxy, the layer is put in front of the forwarder, and two listeners are
-//! served (by `weir serve`'s accept loop: a client must send its headers within the
-//! header-read timeout) until shutdown — the proxy itself and `weir serve`'s HTTP API (metrics, health,
-//! admin). Shutdown stops accepting, lets in-flight requests finish (up to a grace period),
-//! then stops the background tasks (rule reload, memory sweep).
+//! for the proxy, the screen (requests refused outright) and the layer are put in front
+//! of the forwarder, and two listeners are served (by `weir serve`'s accept loop: a
+//! client must send its headers within the header-read timeout) until shutdown — the
+//! proxy itself and `weir serve`'s HTTP API (metrics, health, admin). Shutdown stops
+//! accepting, lets in-flight requests finish (up to a grace period), then stops the
+//! background tasks (rule reload, memory sweep).
 
 use std::future::Future;
 
@@ -19,6 +20,7 @@ use weir_tower::{OnLimit, RateLimitLayer};
 
 use crate::forward::{Forward, Routes};
 use crate::limits::ProxyLimits;
+use crate::screen;
 use crate::settings::ProxySettings;
 
 /// Why the proxy could not start or stopped on its own.
@@ -99,6 +101,7 @@ pub async fn run(
     .client_body_timeout(settings.client_body_timeout);
     let proxy = Router::new()
         .fallback_service(layer.layer(forward))
+        .layer(middleware::from_fn(screen::refuse))
         .layer(middleware::from_fn_with_state(app.clone(), count));
     let background = spawn_background(&app);
 

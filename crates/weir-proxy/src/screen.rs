@@ -1,0 +1,141 @@
+//! The screen: requests `weir proxy` refuses before any limit counts them or any upstream
+//! sees them, each with the proxy's own answer saying why. A refusal costs the client no
+//! budget and the backend nothing.
+//!
+//! - `Host` (RFC 9112 §3.2): an HTTP/1.1 request without one, with more than one, or with
+//!   one that is not `host[:port]` is a `400`. A backend that reads the first of two Host
+//!   headers while a cache or a router before it read the last is how requests get
+//!   smuggled to another virtual host.
+//!
+//! Not a parser: hyper has already framed the request (lengths, chunked encoding, header
+//! syntax); this only checks what HTTP allows hyper to pass on.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use http::header::HOST;
+use http::uri::Authority;
+use http::{HeaderMap, StatusCode, Version};
+
+use crate::reply::error;
+
+/// Why a request is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum Refusal {
+    /// HTTP/1.1 without `Host`.
+    #[error("an HTTP/1.1 request needs a Host header (RFC 9112 section 3.2)")]
+    NoHost,
+    /// Two or more `Host` headers.
+    #[error("more than one Host header (RFC 9112 section 3.2)")]
+    HostTwice,
+    /// A `Host` that is not `host[:port]`.
+    #[error("the Host header is not a valid host[:port] (RFC 9112 section 3.2)")]
+    BadHost,
+}
+
+impl Refusal {
+    fn status(self) -> StatusCode {
+        match self {
+            Self::NoHost | Self::HostTwice | Self::BadHost => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// The request's refusal, if it has one.
+pub(crate) fn screen(request: &Request<Body>) -> Result<(), Refusal> {
+    check_host(request.version(), request.headers())
+}
+
+fn check_host(version: Version, headers: &HeaderMap) -> Result<(), Refusal> {
+    let mut hosts = headers.get_all(HOST).iter();
+    let Some(host) = hosts.next() else {
+        return match version {
+            Version::HTTP_09 | Version::HTTP_10 => Ok(()),
+            _ => Err(Refusal::NoHost),
+        };
+    };
+    if hosts.next().is_some() {
+        return Err(Refusal::HostTwice);
+    }
+    match Authority::try_from(host.as_bytes()) {
+        Ok(authority) if is_host_and_port(&authority) => Ok(()),
+        _ => Err(Refusal::BadHost),
+    }
+}
+
+/// `uri-host [":" port]`: `Authority` also takes `user@host` and any text after the colon.
+fn is_host_and_port(authority: &Authority) -> bool {
+    let text = authority.as_str();
+    if text.contains('@') {
+        return false;
+    }
+    match text.get(authority.host().len()..) {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix(':')
+            .is_some_and(|port| port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
+}
+
+/// The screen as middleware, in front of the limits.
+pub(crate) async fn refuse(request: Request, next: Next) -> Response {
+    match screen(&request) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => {
+            tracing::debug!(%refusal, "request refused");
+            error(refusal.status(), &refusal.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(hosts: &[&'static str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for host in hosts {
+            h.append(HOST, HeaderValue::from_static(host));
+        }
+        h
+    }
+
+    #[test]
+    fn host_headers_are_checked_as_rfc_9112_says() {
+        let ok = [
+            &["a.example"][..],
+            &["a.example:8080"],
+            &["[2001:db8::1]:80"],
+        ];
+        for hosts in ok {
+            assert_eq!(check_host(Version::HTTP_11, &headers(hosts)), Ok(()));
+        }
+        assert_eq!(check_host(Version::HTTP_10, &headers(&[])), Ok(()));
+        assert_eq!(
+            check_host(Version::HTTP_11, &headers(&[])),
+            Err(Refusal::NoHost)
+        );
+        assert_eq!(
+            check_host(Version::HTTP_11, &headers(&["a.example", "a.example"])),
+            Err(Refusal::HostTwice)
+        );
+        for bad in [
+            "",
+            "a b",
+            "u@a.example",
+            "a.example/x",
+            "a.example:port",
+            "a:123456",
+        ] {
+            assert_eq!(
+                check_host(Version::HTTP_11, &headers(&[bad])),
+                Err(Refusal::BadHost),
+                "{bad:?}"
+            );
+        }
+    }
+}

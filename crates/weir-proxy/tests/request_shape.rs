@@ -1,0 +1,67 @@
+//! Requests the proxy refuses before any limit or upstream sees them: no `Host` on
+//! HTTP/1.1, two `Host` headers or an invalid one (RFC 9112 §3.2: 400; review finding 2).
+//! Real sockets: a raw client, the proxy, a recording backend.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+mod common;
+
+use std::time::Duration;
+
+use common::raw::exchange;
+use common::{backend, proxy, settings, upstream};
+
+#[tokio::test]
+async fn a_missing_duplicated_or_invalid_host_is_400_and_never_forwarded() {
+    let b = backend("app", Duration::ZERO).await;
+    let p = proxy(settings(upstream(&b), "domain: proxy\n")).await;
+
+    let none = exchange(p.addr, b"GET / HTTP/1.1\r\nx-probe: 1\r\n\r\n").await;
+    assert_eq!(none.status, 400, "{none:?}");
+    assert!(none.body.contains("needs a Host header"), "{}", none.body);
+
+    let two = exchange(
+        p.addr,
+        b"GET / HTTP/1.1\r\nhost: a.example\r\nhost: b.example\r\n\r\n",
+    )
+    .await;
+    assert_eq!(two.status, 400, "{two:?}");
+    assert!(
+        two.body.contains("more than one Host header"),
+        "{}",
+        two.body
+    );
+
+    for bad in [
+        &b"a b.example"[..],
+        b"user@a.example",
+        b"a.example/path",
+        b"",
+    ] {
+        let mut request = b"GET / HTTP/1.1\r\nhost: ".to_vec();
+        request.extend_from_slice(bad);
+        request.extend_from_slice(b"\r\n\r\n");
+        let answer = exchange(p.addr, &request).await;
+        assert_eq!(
+            answer.status,
+            400,
+            "{:?}: {answer:?}",
+            String::from_utf8_lossy(bad)
+        );
+        assert!(answer.body.contains("not a valid host"), "{}", answer.body);
+    }
+    assert_eq!(b.record.count(), 0, "nothing reached the backend");
+
+    // HTTP/1.0 needs no Host; one valid Host is forwarded as it came.
+    let old = exchange(p.addr, b"GET / HTTP/1.0\r\n\r\n").await;
+    assert_eq!((old.status, old.body.as_str()), (200, "app"));
+    let one = exchange(
+        p.addr,
+        b"GET / HTTP/1.1\r\nhost: a.example:8080\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!((one.status, one.body.as_str()), (200, "app"));
+    let seen = b.record.last_headers.lock().unwrap().clone().unwrap();
+    assert_eq!(seen["host"], "a.example:8080");
+    assert_eq!(b.record.count(), 2);
+}
