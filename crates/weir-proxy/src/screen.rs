@@ -6,6 +6,9 @@
 //!   one that is not `host[:port]` is a `400`. A backend that reads the first of two Host
 //!   headers while a cache or a router before it read the last is how requests get
 //!   smuggled to another virtual host.
+//! - `CONNECT` is a `501`: it asks for a tunnel to any host and port, which a reverse
+//!   proxy for one backend must not open (forwarded, it reached the backend as a
+//!   `CONNECT /`).
 //!
 //! Not a parser: hyper has already framed the request (lengths, chunked encoding, header
 //! syntax); this only checks what HTTP allows hyper to pass on.
@@ -16,7 +19,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::header::HOST;
 use http::uri::Authority;
-use http::{HeaderMap, StatusCode, Version};
+use http::{HeaderMap, Method, StatusCode, Version};
 
 use crate::reply::error;
 
@@ -33,18 +36,27 @@ pub(crate) enum Refusal {
     /// A `Host` that is not `host[:port]`.
     #[error("the Host header is not a valid host[:port] (RFC 9112 section 3.2)")]
     BadHost,
+    /// A `CONNECT` request.
+    #[error(
+        "CONNECT is not supported: weir proxy is a reverse proxy for its upstreams, not a tunnel"
+    )]
+    Connect,
 }
 
 impl Refusal {
     fn status(self) -> StatusCode {
         match self {
             Self::NoHost | Self::HostTwice | Self::BadHost => StatusCode::BAD_REQUEST,
+            Self::Connect => StatusCode::NOT_IMPLEMENTED,
         }
     }
 }
 
 /// The request's refusal, if it has one.
 pub(crate) fn screen(request: &Request<Body>) -> Result<(), Refusal> {
+    if request.method() == Method::CONNECT {
+        return Err(Refusal::Connect);
+    }
     check_host(request.version(), request.headers())
 }
 

@@ -16,6 +16,18 @@ pub struct RawAnswer {
     pub body: String,
 }
 
+impl RawAnswer {
+    /// Asserts the status, and that the body says `says`.
+    pub fn expect(&self, status: u16, says: &str) {
+        assert_eq!(self.status, status, "{self:?}");
+        assert!(
+            self.body.contains(says),
+            "{:?} does not say {says:?}",
+            self.body
+        );
+    }
+}
+
 /// Connects to `addr` and writes `request` (left open: the caller may still send more,
 /// or never).
 pub async fn open(addr: SocketAddr, request: &[u8]) -> TcpStream {
