@@ -35,9 +35,12 @@ use crate::reply::{error, error_and_close};
 use crate::upstream::Upstream;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), besides any
-/// the `Connection` header names. Names, not strings: nothing is parsed per request.
-const HOP_BY_HOP: [HeaderName; 8] = [
+/// the `Connection` header names (`HTTP2-Settings` goes with a declined `h2c` upgrade
+/// even when a client forgets to name it). Names, not strings: nothing is parsed per
+/// request.
+const HOP_BY_HOP: [HeaderName; 9] = [
     CONNECTION,
+    HeaderName::from_static("http2-settings"),
     HeaderName::from_static("keep-alive"),
     PROXY_AUTHENTICATE,
     PROXY_AUTHORIZATION,
@@ -309,12 +312,14 @@ mod tests {
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert("x-secret-hop", HeaderValue::from_static("1"));
         h.insert("upgrade", HeaderValue::from_static("h2c"));
+        h.insert("http2-settings", HeaderValue::from_static("AAMAAABk"));
         h.insert("x-forwarded-for", HeaderValue::from_static("198.51.100.1"));
         h.insert("x-keep", HeaderValue::from_static("yes"));
         strip_hop_by_hop(&mut h);
         append_forwarded(&mut h, Some("127.0.0.1".parse().unwrap()));
         assert!(h.get(CONNECTION).is_none() && h.get("keep-alive").is_none());
         assert!(h.get("x-secret-hop").is_none() && h.get("upgrade").is_none());
+        assert!(h.get("http2-settings").is_none());
         assert_eq!(h["x-keep"], "yes");
         assert_eq!(h["x-forwarded-for"], "198.51.100.1, 127.0.0.1");
         assert_eq!(h["forwarded"], "for=127.0.0.1;proto=http");

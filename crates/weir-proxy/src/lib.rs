@@ -8,7 +8,8 @@
 //!
 //! The path of one request: axum accepts it (the peer address recorded) → the screen
 //! refuses what HTTP does not allow a proxy to pass on (a missing, doubled or invalid
-//! `Host`: `400`; `CONNECT`: `501`) → `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
+//! `Host`: `400`; `CONNECT` and protocol upgrades such as WebSocket: `501`; an `h2c`
+//! offer is ignored) → `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
 //! domain `proxy` → the limiter, all-or-nothing) → reject / queue / degrade, or an
 //! in-flight slot → [`Forward`] (upstream chosen, hop-by-hop headers stripped, `Forwarded`
 //! appended, bodies streamed) → the response, with `RateLimit` headers.

@@ -138,6 +138,13 @@ pub struct Proxy {
     pub task: tokio::task::JoinHandle<Result<(), weir_proxy::ProxyError>>,
 }
 
+/// A proxy without limits in front of a recording backend answering `app`.
+pub async fn open_proxy() -> (Backend, Proxy) {
+    let b = backend("app", Duration::ZERO).await;
+    let p = proxy(settings(upstream(&b), "domain: proxy\n")).await;
+    (b, p)
+}
+
 pub async fn proxy(settings: ProxySettings) -> Proxy {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api = TcpListener::bind("127.0.0.1:0").await.unwrap();
