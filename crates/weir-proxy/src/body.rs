@@ -1,12 +1,20 @@
-//! The client's request body as [`Forward`](crate::Forward) streams it upstream, bounded
-//! by an idle timeout (the longest wait for its next frame), its failures told apart as
-//! the client's.
+//! The two bodies [`Forward`](crate::Forward) streams, each bounded by an idle timeout
+//! (the longest wait for its next frame), their failures told apart by whose fault they
+//! are. One wrapper, [`Watched`], times the body and reports to a [`Watcher`]:
 //!
-//! [`ClientBody`]: a framing error (bad chunked encoding, a short body) or a stall is the
-//! client's fault: it is recorded in a [`ClientWatch`] so `Forward` answers `400` / `408`
-//! instead of blaming the upstream, and the upstream request is abandoned. The watch also
-//! tells `Forward` whether the request is waiting on the client (its response-head timer
-//! does not run then) and when the body makes progress (the timer starts again).
+//! - [`ClientBody`], the client's request body on its way upstream: a framing error (bad
+//!   chunked encoding, a short body) or a stall is the client's fault. It is recorded in a
+//!   [`ClientWatch`] so `Forward` answers `400` / `408` instead of blaming the upstream,
+//!   and the upstream request is abandoned. The watch also tells `Forward` whether the
+//!   request is waiting on the client (its response-head timer does not run then) and
+//!   when the body makes progress (the timer starts again).
+//! - [`UpstreamBody`], the upstream's response body on its way to the client: a stall (or
+//!   a failure) is the upstream's fault. The body ends in an error, so the client's
+//!   connection closes mid-response (a cut response, never a complete-looking one), with a
+//!   WARN naming the upstream.
+//!
+//! The timer runs only while the body waits for its source, never while the other side
+//! is slow to take what it already has: a slow reader is not a stalled writer.
 //!
 //! Not a size limit: bodies stream through unbuffered, whatever their length.
 
@@ -18,11 +26,19 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use hyper::body::{Bytes, Frame, SizeHint};
+use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use tokio::sync::Notify;
 use tokio::time::Sleep;
 
-/// A body failure the proxy itself raises.
+use crate::upstream::Upstream;
+
+/// The client's request body, watched by a [`ClientWatch`].
+pub(crate) type ClientBody = Watched<Body, Arc<ClientWatch>>;
+
+/// The upstream's response body, cut when it stalls.
+pub(crate) type UpstreamBody = Watched<Incoming, Upstream>;
+
+/// Why a watched body failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum BodyError {
@@ -32,6 +48,100 @@ pub(crate) enum BodyError {
     /// The inner body failed (its message kept).
     #[error("{0}")]
     Failed(axum::Error),
+}
+
+/// Told what a [`Watched`] body does.
+pub(crate) trait Watcher {
+    /// A frame came, or the end.
+    fn advanced(&self) {}
+    /// The body waits for its source's next frame.
+    fn waiting(&self) {}
+    /// The body failed, for good.
+    fn failed(&self, error: &BodyError);
+}
+
+/// A body with an idle timeout, reporting to `W`.
+#[derive(Debug)]
+pub(crate) struct Watched<B, W> {
+    inner: B,
+    idle: Duration,
+    /// Armed when the body first has nothing to give, disarmed by each frame.
+    sleep: Option<Pin<Box<Sleep>>>,
+    watcher: W,
+    failed: bool,
+}
+
+impl<B, W> Watched<B, W> {
+    /// `inner`, failing when it gives nothing for `idle`.
+    pub(crate) fn new(inner: B, idle: Duration, watcher: W) -> Self {
+        Self {
+            inner,
+            idle,
+            sleep: None,
+            watcher,
+            failed: false,
+        }
+    }
+}
+
+impl<B, W: Watcher> Watched<B, W> {
+    fn fail(&mut self, error: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        self.failed = true;
+        self.watcher.failed(&error);
+        Poll::Ready(Some(Err(error)))
+    }
+}
+
+impl<B, W> hyper::body::Body for Watched<B, W>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<axum::BoxError>,
+    W: Watcher + Unpin,
+{
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        if this.failed {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.sleep = None;
+                this.watcher.advanced();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => this.fail(BodyError::Failed(axum::Error::new(e))),
+            Poll::Ready(None) => {
+                this.sleep = None;
+                this.watcher.advanced();
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                this.watcher.waiting();
+                let idle = this.idle;
+                let sleep = this
+                    .sleep
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return this.fail(BodyError::Stalled(idle));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.failed || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// How the client's request body failed.
@@ -69,113 +179,44 @@ impl ClientWatch {
     pub(crate) async fn progressed(&self) {
         self.progress.notified().await;
     }
+}
 
-    fn record(&self, fault: ClientFault) {
-        if let Ok(mut slot) = self.fault.lock() {
-            slot.get_or_insert(fault);
-        }
-        self.waiting.store(false, Ordering::Release);
-    }
-
+impl Watcher for Arc<ClientWatch> {
     fn advanced(&self) {
         self.waiting.store(false, Ordering::Release);
         // A stored permit if no one waits yet: the progress is not lost.
         self.progress.notify_one();
     }
-}
 
-/// An idle timer: armed when a body first has nothing to give, disarmed by each frame.
-#[derive(Debug)]
-struct IdleTimer {
-    idle: Duration,
-    sleep: Option<Pin<Box<Sleep>>>,
-}
-
-impl IdleTimer {
-    fn new(idle: Duration) -> Self {
-        Self { idle, sleep: None }
+    fn waiting(&self) {
+        self.waiting.store(true, Ordering::Release);
     }
 
-    /// Whether the body has now waited `idle` for its next frame (arming the timer on
-    /// the first wait).
-    fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
-        let idle = self.idle;
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
-        sleep.as_mut().poll(cx).is_ready()
-    }
-
-    fn reset(&mut self) {
-        self.sleep = None;
-    }
-}
-
-/// The client's request body, watched (see the module docs).
-#[derive(Debug)]
-pub(crate) struct ClientBody {
-    inner: Body,
-    timer: IdleTimer,
-    watch: Arc<ClientWatch>,
-    failed: bool,
-}
-
-impl ClientBody {
-    pub(crate) fn new(inner: Body, idle: Duration, watch: Arc<ClientWatch>) -> Self {
-        Self {
-            inner,
-            timer: IdleTimer::new(idle),
-            watch,
-            failed: false,
+    fn failed(&self, error: &BodyError) {
+        let fault = match error {
+            BodyError::Stalled(idle) => ClientFault::Stalled(*idle),
+            BodyError::Failed(e) => ClientFault::Malformed(e.to_string()),
+        };
+        if let Ok(mut slot) = self.fault.lock() {
+            slot.get_or_insert(fault);
         }
+        self.waiting.store(false, Ordering::Release);
     }
 }
 
-impl hyper::body::Body for ClientBody {
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let this = &mut *self;
-        if this.failed {
-            return Poll::Ready(None);
+impl Watcher for Upstream {
+    fn failed(&self, error: &BodyError) {
+        match error {
+            BodyError::Stalled(idle) => tracing::warn!(
+                upstream = %self,
+                idle_ms = idle.as_millis(),
+                "upstream stalled mid-response; the client's response is cut"
+            ),
+            BodyError::Failed(e) => tracing::warn!(
+                upstream = %self,
+                error = %e,
+                "upstream response body failed; the client's response is cut"
+            ),
         }
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                this.timer.reset();
-                this.watch.advanced();
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                this.failed = true;
-                this.watch.record(ClientFault::Malformed(e.to_string()));
-                Poll::Ready(Some(Err(BodyError::Failed(e))))
-            }
-            Poll::Ready(None) => {
-                this.timer.reset();
-                this.watch.advanced();
-                Poll::Ready(None)
-            }
-            Poll::Pending => {
-                this.watch.waiting.store(true, Ordering::Release);
-                if this.timer.poll_expired(cx) {
-                    this.failed = true;
-                    this.watch.record(ClientFault::Stalled(this.timer.idle));
-                    return Poll::Ready(Some(Err(BodyError::Stalled(this.timer.idle))));
-                }
-                Poll::Pending
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.failed || self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

@@ -5,7 +5,9 @@
 //! pooled keep-alive connections.
 //!
 //! Whose fault a failure is decides the answer. The upstream's: unreachable or closed is a
-//! `502`, no response head within the upstream timeout a `504`, each with a WARN naming it.
+//! `502`, no response head within the upstream timeout a `504`, each with a WARN naming it;
+//! a response body that then sends nothing for the upstream body timeout is cut (the
+//! client's connection closes mid-body: [`UpstreamBody`]), with a WARN too.
 //! The client's (its request body, watched by [`ClientBody`]): broken framing is a `400`,
 //! a body that stalls past the client body timeout a `408`, logged at DEBUG and never
 //! counted against the upstream. The upstream's clock does not run while the request waits
@@ -29,7 +31,7 @@ use hyper_util::client::legacy::{Client, Error as LegacyError};
 use hyper_util::rt::TokioExecutor;
 use weir_tower::{peer_addr, BoxFuture, ClientIp, Degraded};
 
-use crate::body::{ClientBody, ClientFault, ClientWatch};
+use crate::body::{ClientBody, ClientFault, ClientWatch, UpstreamBody};
 use crate::classify::{classify_headers, Class};
 use crate::reply::{error, error_and_close};
 use crate::upstream::Upstream;
@@ -75,11 +77,12 @@ pub struct Forward {
     routes: Arc<Routes>,
     timeout: Duration,
     client_body_timeout: Duration,
+    upstream_body_timeout: Duration,
     trust: Arc<ClientIp>,
 }
 
-/// The client body timeout when none is set: 30 s.
-const CLIENT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The body timeouts when none is set: 30 s each.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Forward {
     /// Forwards by `routes`, waiting at most `timeout` for an upstream's response head.
@@ -97,7 +100,8 @@ impl Forward {
             client,
             routes: Arc::new(routes),
             timeout,
-            client_body_timeout: CLIENT_BODY_TIMEOUT,
+            client_body_timeout: BODY_TIMEOUT,
+            upstream_body_timeout: BODY_TIMEOUT,
             trust: Arc::new(trust),
         }
     }
@@ -106,6 +110,13 @@ impl Forward {
     /// set).
     pub fn client_body_timeout(mut self, idle: Duration) -> Self {
         self.client_body_timeout = idle;
+        self
+    }
+
+    /// The longest an upstream's response body may send nothing once its head has come
+    /// (then the client's response is cut; 30 s unless set).
+    pub fn upstream_body_timeout(mut self, idle: Duration) -> Self {
+        self.upstream_body_timeout = idle;
         self
     }
 
@@ -139,6 +150,7 @@ impl tower::Service<Request<Body>> for Forward {
         let client = self.client.clone();
         let timeout = self.timeout;
         let client_body_timeout = self.client_body_timeout;
+        let upstream_body_timeout = self.upstream_body_timeout;
         let trust = Arc::clone(&self.trust);
         Box::pin(async move {
             let peer = peer_addr(request.extensions()).map(|a| a.ip());
@@ -168,7 +180,8 @@ impl tower::Service<Request<Body>> for Forward {
                 Some(Ok(response)) => {
                     let (mut parts, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
-                    Ok(Response::from_parts(parts, Body::new(incoming)))
+                    let body = UpstreamBody::new(incoming, upstream_body_timeout, upstream);
+                    Ok(Response::from_parts(parts, Body::new(body)))
                 }
                 Some(Err(e)) => Ok(match watch.fault() {
                     Some(fault) => client_fault(&fault, peer),

@@ -16,7 +16,9 @@
 //!
 //! Whose fault a failure is decides the answer, the log and the metric. The upstream's
 //! (unreachable, closed, no response head within [`ProxySettings::upstream_timeout`]) is a
-//! `502` / `504` with a WARN naming it. The client's (broken chunked framing or a short
+//! `502` / `504` with a WARN naming it; a response body that stalls for
+//! [`ProxySettings::upstream_body_timeout`] is cut (the client's connection closes before
+//! the body ends), with a WARN too. The client's (broken chunked framing or a short
 //! body: `400`; a body that sends nothing for [`ProxySettings::client_body_timeout`]:
 //! `408`, the connection closed after either) is logged at DEBUG and counted as a client
 //! error; the upstream's clock does not run while the proxy waits on the client.

@@ -98,7 +98,8 @@ pub async fn run(
         settings.upstream_timeout,
         settings.client_ip.clone(),
     )
-    .client_body_timeout(settings.client_body_timeout);
+    .client_body_timeout(settings.client_body_timeout)
+    .upstream_body_timeout(settings.upstream_body_timeout);
     let proxy = Router::new()
         .fallback_service(layer.layer(forward))
         .layer(middleware::from_fn(screen::refuse))

@@ -40,6 +40,10 @@ pub struct ProxySettings {
     /// The longest a client's request body may send nothing before the request is
     /// answered `408` (default 30 s).
     pub client_body_timeout: Duration,
+    /// The longest an upstream's response body may send nothing, once its head has come,
+    /// before the client's response is cut and the upstream named in a WARN (default
+    /// 30 s).
+    pub upstream_body_timeout: Duration,
     /// How long shutdown waits for in-flight requests (default 30 s).
     pub shutdown_grace: Duration,
     /// For logs only: the address the proxy listens on.
@@ -69,6 +73,7 @@ impl ProxySettings {
             in_flight: None,
             upstream_timeout: Duration::from_secs(30),
             client_body_timeout: Duration::from_secs(30),
+            upstream_body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
             listen: None,
         }

@@ -1,7 +1,7 @@
 //! The proxy tests' parts: a recording backend (counts requests in flight, records arrival
-//! times on the system clock, optionally slow), a proxy started on 127.0.0.1:0 with
-//! inline rules, and a small HTTP client; a raw-socket client (`raw`) and log capture
-//! (`logs`). Every server stops when its test's runtime ends.
+//! times on the system clock, optionally slow, or stalling mid-response), a proxy started
+//! on 127.0.0.1:0 with inline rules, and a small HTTP client; a raw-socket client
+//! (`raw`) and log capture (`logs`). Every server stops when its test's runtime ends.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers
 
@@ -75,6 +75,40 @@ impl Record {
 }
 
 pub async fn backend(name: &'static str, delay: Duration) -> Backend {
+    serve_backend(name, delay, Ending::Complete).await
+}
+
+/// A backend that records like [`backend`], answers 200 and sends `name` as the first
+/// part of its body, then nothing more, never ending the body (until the test ends).
+pub async fn stalling_backend(name: &'static str) -> Backend {
+    serve_backend(name, Duration::ZERO, Ending::Stall).await
+}
+
+#[derive(Clone, Copy)]
+enum Ending {
+    Complete,
+    Stall,
+}
+
+/// A response body: one data frame, then pending for ever.
+struct Stall(Option<Bytes>);
+
+impl hyper::body::Body for Stall {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        match self.0.take() {
+            Some(data) => std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(data)))),
+            None => std::task::Poll::Pending,
+        }
+    }
+}
+
+async fn serve_backend(name: &'static str, delay: Duration, ending: Ending) -> Backend {
     let record = Arc::new(Record::default());
     let clock = SystemClock::new();
     let handler_record = Arc::clone(&record);
@@ -101,11 +135,15 @@ pub async fn backend(name: &'static str, delay: Duration) -> Backend {
             } else {
                 format!("{name}:{}", String::from_utf8_lossy(&body))
             };
+            let body = match ending {
+                Ending::Complete => Body::from(text),
+                Ending::Stall => Body::new(Stall(Some(Bytes::from(text)))),
+            };
             Response::builder()
                 .header("x-backend", name)
                 .header("connection", "keep-alive")
                 .header("keep-alive", "timeout=5")
-                .body(Body::from(text))
+                .body(body)
                 .unwrap()
         }
     });
