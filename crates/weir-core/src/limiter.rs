@@ -83,11 +83,12 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         &self.clock
     }
 
-    /// Applies `op` to the record of (`rule`, `key`): the store sees the key scoped by the
-    /// rule, so two rules never share a record.
+    /// Applies `op` to the record of (`rule`, `key`) ([`Store::apply_scoped`]), so two
+    /// rules never share a record.
     async fn run(&self, key: &Key, rule: &Rule, op: Op<'_>) -> Result<Outcome, CheckError> {
-        let key = key.scoped(rule.scope());
-        self.store.apply(&key, rule, op, self.clock.now_ns()).await
+        self.store
+            .apply_scoped(key, rule, op, self.clock.now_ns())
+            .await
     }
 
     /// Checks a request of `cost` units and consumes them if allowed. `cost == 0` is a peek.
@@ -112,12 +113,8 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         limits: &[(Key, Rule)],
         cost: u64,
     ) -> Result<Decisions, CheckError> {
-        let scoped: Vec<(Key, Rule)> = limits
-            .iter()
-            .map(|(key, rule)| (key.scoped(rule.scope()), *rule))
-            .collect();
         self.store
-            .check_all(&scoped, cost, self.clock.now_ns())
+            .check_all_scoped(limits, cost, self.clock.now_ns())
             .await
     }
 

@@ -198,8 +198,19 @@ impl Rule {
             algorithm,
             lockout: None,
             on_failure: FailurePolicy::LocalFallback,
-            scope: Scope::Parameters,
+            scope: Scope::Parameters(0),
         }
+        .rescoped()
+    }
+
+    /// Recomputes an unnamed rule's scope after its parameters changed (a copy made by
+    /// [`share`](Self::share) keeps its rule's scope: it stands for the same rule).
+    fn rescoped(mut self) -> Self {
+        if let Scope::Parameters(_) = self.scope {
+            self.scope =
+                Scope::Parameters(stable_hash("weir-rule", &(self.algorithm, self.lockout)));
+        }
+        self
     }
 
     /// At most `limit` per fixed `window`, windows aligned to the Unix epoch.
@@ -277,7 +288,7 @@ impl Rule {
             });
         };
         tb.initial = at_most("initial_tokens", initial, tb.capacity)?;
-        Ok(self)
+        Ok(self.rescoped())
     }
 
     /// A leaky bucket meter of `capacity` that drains `rate` units per `per`.
@@ -332,7 +343,7 @@ impl Rule {
     /// Adds a lockout: once a check is denied, the key is blocked (see [`Lockout`]).
     pub fn with_lockout(mut self, lockout: Lockout) -> Self {
         self.lockout = Some(lockout);
-        self
+        self.rescoped()
     }
 
     /// Sets what happens when the store cannot decide (default: local fallback).
@@ -368,10 +379,10 @@ impl Rule {
     /// 64-bit hash of its name, or of its algorithm, parameters and lockout when unnamed
     /// (the failure policy plays no part: it changes no state). The same on every
     /// instance.
+    #[inline]
     pub fn scope(&self) -> u64 {
         match self.scope {
-            Scope::Named(name) => name,
-            Scope::Parameters => stable_hash("weir-rule", &(self.algorithm, self.lockout)),
+            Scope::Named(scope) | Scope::Parameters(scope) => scope,
         }
     }
 

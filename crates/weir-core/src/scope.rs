@@ -14,10 +14,11 @@ use std::hash::{Hash, Hasher};
 /// What identifies a rule's records besides the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Scope {
-    /// By the rule's parameters (algorithm and lockout): changing them starts every key
-    /// fresh, and two rules with other parameters never meet.
-    Parameters,
-    /// By a name: the rule may change (a new limit or window, even another algorithm) and
+    /// By the rule's parameters (algorithm and lockout; the hash, computed when the rule is
+    /// built): changing them starts every key fresh, and two rules with other parameters
+    /// never meet.
+    Parameters(u64),
+    /// By a name (its hash): the rule may change (a new limit or window, even another algorithm) and
     /// its keys keep their state as each algorithm documents.
     Named(u64),
 }

@@ -136,7 +136,7 @@ fn unsupported(op: &Op<'_>, rule: &Rule) -> CheckError {
 }
 
 /// Rejects what can never succeed, before anything changes.
-fn validate(rule: &Rule, op: &Op<'_>) -> Result<(), CheckError> {
+pub(crate) fn validate(rule: &Rule, op: &Op<'_>) -> Result<(), CheckError> {
     let is_concurrency = matches!(rule.algorithm, Algorithm::Concurrency(_));
     match op {
         Op::Check { cost } if *cost > 0 && is_concurrency => Err(unsupported(op, rule)),

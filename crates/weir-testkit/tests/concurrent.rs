@@ -47,7 +47,8 @@ fn allowed(o: Result<Outcome, weir_core::CheckError>) -> bool {
 fn contention_on_one_key_admits_exactly_what_the_model_admits() {
     for rule in rules() {
         let store = MemoryStore::default();
-        let key = Key::new("hot").unwrap();
+        // 8 bytes: GCRA takes the memory store's lock-free path.
+        let key = Key::new("hot-key!").unwrap();
         let mut model = Model::new();
         for phase in 0..4u64 {
             let now = T0_NS + phase * 400_000_000;
@@ -82,5 +83,66 @@ fn contention_on_one_key_admits_exactly_what_the_model_admits() {
                 rule.algorithm().name()
             );
         }
+    }
+}
+
+/// The memory store's lock-free path under contention while records move to the general
+/// path and back: threads check 64 eight-byte keys under GCRA while another inspects and
+/// penalises some of them (which moves them), at a frozen instant. Every key admits
+/// exactly its burst, whichever path decided each check: no admission is lost or doubled
+/// by a move, a claim or an eviction.
+#[test]
+fn lock_free_checks_racing_moves_admit_exactly_the_burst() {
+    const KEYS: u64 = 64;
+    const BURST: u64 = 50;
+    let rule = Rule::gcra(1, Duration::from_secs(3600), BURST).unwrap();
+    let store = MemoryStore::default();
+    let now = T0_NS;
+    let barrier = Barrier::new(THREADS + 1);
+    let admitted: Vec<u64> = std::thread::scope(|scope| {
+        let checkers: Vec<_> = (0..THREADS as u64)
+            .map(|t| {
+                let (store, barrier) = (&store, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    let mut admitted = vec![0u64; usize::try_from(KEYS).unwrap()];
+                    for i in 0..KEYS * BURST {
+                        let k = (i * 7 + t * 13) % KEYS;
+                        let check = Op::Check { cost: 1 };
+                        if allowed(store.apply_now(&Key::from(k), &rule, check, now)) {
+                            admitted[usize::try_from(k).unwrap()] += 1;
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mover = {
+            let (store, barrier) = (&store, &barrier);
+            scope.spawn(move || {
+                barrier.wait();
+                for i in 0..KEYS * 20 {
+                    let key = Key::from((i * 5) % KEYS);
+                    // A penalty of 0 and an inspect change nothing but move the record.
+                    let op = if i % 2 == 0 {
+                        Op::Inspect
+                    } else {
+                        Op::Penalty { n: 0 }
+                    };
+                    store.apply_now(&key, &rule, op, now).unwrap();
+                }
+            })
+        };
+        mover.join().unwrap();
+        let mut total = vec![0u64; usize::try_from(KEYS).unwrap()];
+        for h in checkers {
+            for (sum, n) in total.iter_mut().zip(h.join().unwrap()) {
+                *sum += n;
+            }
+        }
+        total
+    });
+    for (k, n) in admitted.iter().enumerate() {
+        assert_eq!(*n, BURST, "key {k} admitted {n}, its burst is {BURST}");
     }
 }

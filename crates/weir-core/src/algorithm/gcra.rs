@@ -52,6 +52,13 @@ impl Gcra {
         self.burst
     }
 
+    /// Whether a check of cost 1 would pass now on a key whose TAT is `tat_ns` (the key is
+    /// not limited; the memory store may evict it).
+    #[inline]
+    pub(crate) fn allows_one_more(&self, tat_ns: u64, now_ns: u64) -> bool {
+        tat_ns.max(now_ns).saturating_add(self.interval_ns) - now_ns <= self.tolerance_ns
+    }
+
     fn remaining(&self, tat_ns: u64, now_ns: u64) -> u64 {
         self.tolerance_ns
             .saturating_sub(tat_ns.saturating_sub(now_ns))

@@ -70,6 +70,38 @@ pub trait Store: Send + Sync + 'static {
         now_ns: u64,
     ) -> impl Future<Output = Result<Decisions, CheckError>> + Send;
 
+    /// Applies `op` to the record of (`rule`, `key`), atomically: the record a
+    /// [`Limiter`](crate::Limiter) uses, so that two rules on one key never share one
+    /// (see [`Rule::named`]). Stores that keep records by bytes (Redis, memcached) use the
+    /// default, the key scoped by [`Rule::scope`] (`<16 hex digits>:<key>`); the memory
+    /// store keeps the scope beside the key.
+    fn apply_scoped(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> impl Future<Output = Result<Outcome, CheckError>> + Send {
+        let key = key.scoped(rule.scope());
+        let rule = *rule;
+        async move { self.apply(&key, &rule, op, now_ns).await }
+    }
+
+    /// [`check_all`](Self::check_all) on the records of each (rule, key), as
+    /// [`apply_scoped`](Self::apply_scoped).
+    fn check_all_scoped(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> impl Future<Output = Result<Decisions, CheckError>> + Send {
+        let scoped: Vec<(Key, Rule)> = limits
+            .iter()
+            .map(|(key, rule)| (key.scoped(rule.scope()), *rule))
+            .collect();
+        async move { self.check_all(&scoped, cost, now_ns).await }
+    }
+
     /// Whether the store answers (Redis `PING`, memcached `version`). Health probes and
     /// readiness checks call it; the memory store always answers.
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {

@@ -1,16 +1,26 @@
-//! The embedded in-memory store: the default, and the fastest way to a decision. Records live
-//! in a fixed number of shards, each a mutex over a hash map keyed by a 64-bit keyed hash of
-//! the key. A decision locks one shard for the length of one pure step (tens of
-//! nanoseconds), never across an await.
+//! The embedded in-memory store: the default, and the fastest way to a decision. Two paths,
+//! one set of records (a (scope, key) is in exactly one of them):
 //!
-//! Memory is bounded: at most `capacity` records, whatever keys clients send. Records expire
-//! when equivalent to fresh and are swept when a shard fills up (or by
-//! [`MemoryStore::sweep`]). When a shard is still full, a new key **evicts** a record that
-//! is not limited, least recently used first (a CLOCK queue per rule: a record used since
-//! the hand last passed gets a second chance), so a flood of one-off keys cannot lock new
-//! clients out. What eviction costs: a key that was evicted starts fresh, so it may get at
-//! most one fresh window (its full allowance once more); it was not limited, so nobody who
-//! was being held back is let go.
+//! - **Lock-free** (`compact.rs`): a GCRA check of an 8-byte key (`Key::from(u64)`) under a
+//!   rule without a lockout is one 16-byte slot, `[key | TAT]`, decided by compare-and-swap
+//!   without a lock: a hot key does not serialise, a denial is a plain read. One table per
+//!   scope (rule), up to eight, each sized for the rule's share of the capacity.
+//! - **General** (`general.rs`): everything else, in shards, each a mutex over a table of
+//!   full records found by their full (scope, key), held for one pure step, never across an
+//!   await. An operation there on a key the lock-free table holds (a penalty, a block, an
+//!   inspect, another algorithm) first moves the record over.
+//!
+//! Both run the same pure step (`Gcra::check` is `step::apply`'s GCRA), so they decide as
+//! every other store does; the conformance suite and the governor differential check it.
+//!
+//! Memory is bounded, whatever keys clients send: the general path holds at most
+//! `capacity` records, and each lock-free table a fixed number of slots (16 bytes × 1.25 per
+//! record of the rule's share, reserved at the rule's first check). Records expire when
+//! equivalent to fresh and are swept when a shard fills up (or by [`MemoryStore::sweep`]).
+//! When there is no room, a new key **evicts** a record that is not limited, least recently
+//! used first, so a flood of one-off keys cannot lock new clients out. What eviction costs:
+//! a key that was evicted starts fresh, so it may get at most one fresh window (its full
+//! allowance once more); it was not limited, so nobody who was being held back is let go.
 //!
 //! - A limited, blocked or locked-out key (a check now would be denied, or it carries a
 //!   block or lockout strikes), a concurrency or queue record, is **never** evicted:
@@ -20,22 +30,27 @@
 //!   records. A full store makes room from the rule holding the most records. So one
 //!   rule's flood cannot take another rule's capacity. A rule is told apart by its
 //!   parameters (two rules with identical parameters share one share).
-//! - When no record may be evicted, **new keys fail closed** with [`StoreError::Full`]
+//! - When no record may be evicted, **new keys fail closed** with [`StoreError::Full`](crate::StoreError::Full)
 //!   (existing keys keep working) until some expire; [`MemoryStore::stats`] counts both
 //!   evictions and refusals.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, Hasher};
+mod compact;
+mod general;
+
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::error::{CheckError, StoreError};
+use crate::algorithm::GcraState;
+use crate::error::CheckError;
 use crate::key::Key;
-use crate::rule::Rule;
-use crate::state::Record;
-use crate::step::{apply, check_now, Op, Outcome};
+use crate::rule::{Algorithm, Rule};
+use crate::state::{Record, State};
+use crate::step::{apply, check_now, validate, Op, Outcome};
 
 use super::{Decisions, Store};
+use compact::{Claimed, Found, Tables};
+use general::{evictable, Entry, Limits, Table};
 
 /// The default capacity in keys.
 const DEFAULT_CAPACITY: usize = 1 << 20;
@@ -46,13 +61,11 @@ const DEFAULT_SHARDS: usize = 64;
 const SHARD_SHIFT: u32 = 40;
 /// The default share of the capacity one rule may hold, in percent.
 const DEFAULT_RULE_SHARE: u8 = 50;
-/// How many queue slots one eviction looks at before giving up (bounded work under a lock).
-const EVICTION_SCAN: usize = 256;
-/// How many rules a full shard tries to take a record from (the largest first).
-const EVICTION_RULES: usize = 4;
 /// Shards hold at least this many keys each (fewer shards for a small capacity), so that
 /// per-rule shares and eviction have room to work.
 const MIN_KEYS_PER_SHARD: usize = 64;
+/// The scope of records addressed without one ([`Store::apply`]: the key alone).
+const UNSCOPED: u64 = 0;
 
 /// The embedded store. Cheap to clone; clones share the records.
 ///
@@ -70,27 +83,28 @@ pub struct MemoryStore {
 struct Inner {
     shards: Box<[Shard]>,
     shard_mask: u64,
-    per_shard_capacity: usize,
-    /// The most records one rule may hold in one shard.
-    per_shard_rule_cap: usize,
-    capacity: usize,
+    limits: Limits,
     hasher: foldhash::quality::RandomState,
-    evictions: AtomicU64,
-    refusals: AtomicU64,
+    compact: Tables,
+    /// Every key hashes alike (a forced collision, for tests).
+    #[cfg(test)]
+    collide: bool,
 }
 
 /// What the store did to stay within its capacity, since it was built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct MemoryStats {
-    /// Records held now.
+    /// Records held now (both paths).
     pub len: usize,
     /// The capacity in records.
     pub capacity: usize,
     /// Records that were not limited, evicted to make room for new keys.
     pub evictions: u64,
-    /// New keys refused with [`StoreError::Full`]: no record could be evicted.
+    /// New keys refused with [`StoreError::Full`](crate::StoreError::Full): no record could be evicted.
     pub refusals: u64,
+    /// Bytes reserved by the lock-free tables.
+    pub lock_free_bytes: usize,
 }
 
 /// One shard, on its own cache lines so two cores working on two shards do not contend.
@@ -98,86 +112,18 @@ pub struct MemoryStats {
 #[repr(align(128))]
 struct Shard(Mutex<Table>);
 
-#[derive(Debug, Default)]
-struct Table {
-    records: HashMap<u64, Entry, PreHashed>,
-    /// No record in the table expires before this instant, so a sweep before it is useless.
-    next_expiry_ns: u64,
-    /// Per rule (its parameters' hash): how many records it holds, and its CLOCK queue.
-    rules: HashMap<u64, Share, PreHashed>,
-}
-
-/// One key's record and what eviction needs to know of it.
-#[derive(Debug)]
-struct Entry {
-    record: Record,
-    /// The hash of the rule that last used it.
-    rule: u64,
-    /// Not limited, blocked or locked out: eviction would cost at most one fresh window.
-    evictable: bool,
-    /// Used since the CLOCK hand last passed (a second chance).
-    referenced: bool,
-}
-
-/// One rule's records in a shard.
-#[derive(Debug, Default)]
-struct Share {
-    held: usize,
-    /// The rule's keys in the order they came; may hold keys since removed or moved to
-    /// another rule (skipped when met, compacted when the queue grows past twice `held`).
-    queue: VecDeque<u64>,
-}
-
-/// Counts a refused new key and says why.
-fn refused(inner: &Inner) -> StoreError {
-    inner.refusals.fetch_add(1, Ordering::Relaxed);
-    StoreError::Full {
-        capacity: inner.capacity,
+/// The 8 bytes of a key the lock-free path can hold, if `rule` and `op` are its kind: a
+/// check (or peek) under GCRA without a lockout.
+#[inline]
+fn lock_free(key: &Key, rule: &Rule, op: &Op<'_>) -> Option<u64> {
+    if rule.lockout.is_some() || !matches!(op, Op::Check { .. }) {
+        return None;
     }
-}
-
-/// Whether a record may be evicted after an operation that answered `outcome`: only a key
-/// that a check now would still allow, with no block or strikes, and whose state eviction
-/// could not misrepresent (concurrency leases and queued delays are never dropped).
-fn evictable(record: &Record, outcome: &Outcome) -> bool {
-    let plain_state = !matches!(
-        record.state,
-        crate::state::State::Concurrency(_) | crate::state::State::LeakyQueue(_)
-    );
-    let allowing = match outcome {
-        Outcome::Decision(d) => d.allowed && d.remaining > 0,
-        Outcome::Usage(u) => u.remaining > 0,
-        Outcome::Released(_) | Outcome::Done => false,
-    };
-    plain_state && allowing && record.guard.is_none()
-}
-
-/// Keys are hashed once (with a per-store random seed); the maps use that hash as is.
-#[derive(Debug, Clone, Copy, Default)]
-struct PreHashed;
-
-impl BuildHasher for PreHashed {
-    type Hasher = PreHashedHasher;
-    fn build_hasher(&self) -> PreHashedHasher {
-        PreHashedHasher(0)
+    if !matches!(rule.algorithm, Algorithm::Gcra(_)) {
+        return None;
     }
-}
-
-#[derive(Debug)]
-struct PreHashedHasher(u64);
-
-impl Hasher for PreHashedHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
+    let bytes: [u8; 8] = key.as_bytes().try_into().ok()?;
+    Some(u64::from_le_bytes(bytes))
 }
 
 /// Builds a [`MemoryStore`].
@@ -220,16 +166,22 @@ impl MemoryStoreBuilder {
         let per_shard_rule_cap = (per_shard_capacity * usize::from(self.rule_share))
             .div_ceil(100)
             .max(1);
+        let rule_records = (self.capacity * usize::from(self.rule_share)).div_ceil(100);
         MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..shards).map(|_| Shard(Mutex::default())).collect(),
                 shard_mask: u64::try_from(shards - 1).unwrap_or(0),
-                per_shard_capacity,
-                per_shard_rule_cap,
-                capacity: self.capacity,
+                limits: Limits {
+                    per_shard_capacity,
+                    per_shard_rule_cap,
+                    capacity: self.capacity,
+                    evictions: AtomicU64::new(0),
+                    refusals: AtomicU64::new(0),
+                },
                 hasher: foldhash::quality::RandomState::default(),
-                evictions: AtomicU64::new(0),
-                refusals: AtomicU64::new(0),
+                compact: Tables::new(rule_records),
+                #[cfg(test)]
+                collide: false,
             }),
         }
     }
@@ -242,9 +194,14 @@ impl Default for MemoryStore {
 }
 
 impl Inner {
+    /// The hash of (scope, key): both paths find the record by it.
     #[inline]
-    fn hash(&self, key: &Key) -> u64 {
-        self.hasher.hash_one(key.as_bytes())
+    fn hash(&self, scope: u64, key: &Key) -> u64 {
+        #[cfg(test)]
+        if self.collide {
+            return 0x5EED;
+        }
+        self.hasher.hash_one((scope, key.as_bytes()))
     }
 
     /// Which share a rule's records count under (its parameters).
@@ -269,163 +226,64 @@ impl Inner {
                 .unwrap_or_else(PoisonError::into_inner),
         }
     }
-}
 
-impl Table {
-    /// Counts `hash` under `rule` (a new record, or one another rule used last).
-    fn enlist(&mut self, hash: u64, rule: u64) {
-        let share = self.rules.entry(rule).or_default();
-        share.held += 1;
-        share.queue.push_back(hash);
-        if share.queue.len() > 2 * share.held + 16 {
-            let records = &self.records;
-            share
-                .queue
-                .retain(|h| records.get(h).is_some_and(|e| e.rule == rule));
-        }
+    /// The record the lock-free table holds for (scope, key), moved out of it: the general
+    /// path is about to hold it. Called with the key's shard locked.
+    fn take_lock_free(&self, hash: u64, scope: u64, key: &Key) -> Option<Record> {
+        let bytes: [u8; 8] = key.as_bytes().try_into().ok()?;
+        let tat_ns = self
+            .compact
+            .find(scope)?
+            .take(hash, u64::from_le_bytes(bytes))?;
+        Some(Record {
+            expires_ns: tat_ns,
+            state: State::Gcra(GcraState { tat_ns }),
+            guard: None,
+        })
     }
 
-    /// Uncounts a record of `rule` that left (removed, or now used by another rule).
-    fn delist(&mut self, rule: u64) {
-        if let Some(share) = self.rules.get_mut(&rule) {
-            share.held = share.held.saturating_sub(1);
-            if share.held == 0 {
-                self.rules.remove(&rule);
-            }
-        }
-    }
-
-    /// Removes a record.
-    fn remove(&mut self, hash: u64) {
-        if let Some(entry) = self.records.remove(&hash) {
-            self.delist(entry.rule);
-        }
-    }
-
-    /// Updates a held record after an operation.
-    fn touched(&mut self, hash: u64, rule: u64, outcome: &Outcome) {
-        let Some(entry) = self.records.get_mut(&hash) else {
-            return;
-        };
-        entry.evictable = evictable(&entry.record, outcome);
-        entry.referenced = true;
-        let before = entry.rule;
-        if before != rule {
-            entry.rule = rule;
-            self.delist(before);
-            self.enlist(hash, rule);
-        }
-    }
-
-    /// Stores a new record the step left live. Makes room by sweeping expired records, then
-    /// by evicting an unlimited one (see the module docs); else [`StoreError::Full`].
-    fn put(
-        &mut self,
-        hash: u64,
-        entry: Entry,
+    /// The general path, with the key's shard locked.
+    fn apply_general(
+        &self,
+        table: &mut Table,
+        (hash, scope, key): (u64, u64, &Key),
+        rule: &Rule,
+        op: &Op<'_>,
         now_ns: u64,
-        inner: &Inner,
-    ) -> Result<(), StoreError> {
-        if !entry.record.is_live(now_ns) {
-            self.remove(hash);
-            return Ok(());
-        }
-        if let Some(held) = self.records.get_mut(&hash) {
-            // check_all writes back a key it read: keep its place and counts.
-            let rule = entry.rule;
-            let evictable = entry.evictable;
-            held.record = entry.record;
-            held.evictable = evictable;
-            held.referenced = true;
-            let before = held.rule;
-            if before != rule {
-                held.rule = rule;
-                self.delist(before);
-                self.enlist(hash, rule);
-            }
-            return Ok(());
-        }
-        let rule = entry.rule;
-        let own = self.rules.get(&rule).map_or(0, |s| s.held);
-        if own >= inner.per_shard_rule_cap {
-            self.sweep(now_ns);
-        }
-        if self.rules.get(&rule).map_or(0, |s| s.held) >= inner.per_shard_rule_cap {
-            // Over its share: the rule makes room among its own records only.
-            if !self.evict_from(rule, inner) {
-                return Err(refused(inner));
-            }
-        } else if self.records.len() >= inner.per_shard_capacity {
-            self.sweep(now_ns);
-            if self.records.len() >= inner.per_shard_capacity {
-                // Room comes from the rules holding the most records first.
-                let mut by_size: Vec<(usize, u64)> =
-                    self.rules.iter().map(|(r, s)| (s.held, *r)).collect();
-                by_size.sort_unstable_by(|a, b| b.cmp(a));
-                let freed = by_size
-                    .into_iter()
-                    .take(EVICTION_RULES)
-                    .any(|(_, victim)| self.evict_from(victim, inner));
-                if !freed {
-                    return Err(refused(inner));
-                }
-            }
-        }
-        self.next_expiry_ns = self.next_expiry_ns.min(entry.record.expires_ns);
-        self.records.insert(hash, entry);
-        self.enlist(hash, rule);
-        Ok(())
-    }
-
-    /// Evicts `rule`'s least recently used unlimited record (CLOCK), looking at no more
-    /// than [`EVICTION_SCAN`] queue slots; `false` if none may go.
-    fn evict_from(&mut self, rule: u64, inner: &Inner) -> bool {
-        let Some(share) = self.rules.get_mut(&rule) else {
-            return false;
-        };
-        let slots = share.queue.len().min(EVICTION_SCAN);
-        for _ in 0..slots {
-            let Some(hash) = share.queue.pop_front() else {
-                break;
-            };
-            let Some(entry) = self.records.get_mut(&hash).filter(|e| e.rule == rule) else {
-                continue; // stale: removed, or used by another rule since
-            };
-            if !entry.evictable || entry.referenced {
-                entry.referenced = false;
-                share.queue.push_back(hash);
-                continue;
-            }
-            self.records.remove(&hash);
-            share.held = share.held.saturating_sub(1);
-            inner.evictions.fetch_add(1, Ordering::Relaxed);
-            return true;
-        }
-        false
-    }
-
-    /// Drops every record equivalent to fresh. Returns how many went.
-    fn sweep(&mut self, now_ns: u64) -> usize {
-        if now_ns < self.next_expiry_ns {
-            return 0;
-        }
-        let before = self.records.len();
-        let mut next = u64::MAX;
-        let mut gone: Vec<u64> = Vec::new();
-        self.records.retain(|_, e| {
-            let live = e.record.is_live(now_ns);
-            if live {
-                next = next.min(e.record.expires_ns);
+    ) -> Result<Outcome, CheckError> {
+        let rule_hash = self.rule_hash(rule);
+        if let Some(entry) = table.get_mut(hash, scope, key) {
+            let record = &mut entry.record;
+            let held_live = record.is_live(now_ns);
+            let outcome = apply(rule, record, op, now_ns)?;
+            if op.keeps(held_live, record, now_ns) {
+                table.touched(hash, scope, key, rule_hash, &outcome);
             } else {
-                gone.push(e.rule);
+                table.remove(hash, scope, key);
             }
-            live
-        });
-        for rule in gone {
-            self.delist(rule);
+            return Ok(outcome);
         }
-        self.next_expiry_ns = next;
-        before - self.records.len()
+        // An operation that cannot succeed must fail before a record moves (it would be
+        // lost with the error).
+        validate(rule, op)?;
+        let moved = self.take_lock_free(hash, scope, key);
+        let held_live = moved.as_ref().is_some_and(|r| r.is_live(now_ns));
+        let mut record = moved.unwrap_or_else(|| Record::fresh(rule, now_ns));
+        let outcome = apply(rule, &mut record, op, now_ns)?;
+        if !op.keeps(held_live, &record, now_ns) {
+            return Ok(outcome);
+        }
+        let entry = Entry {
+            hash,
+            scope,
+            key: key.clone(),
+            evictable: evictable(&record, &outcome),
+            record,
+            rule: rule_hash,
+            referenced: false,
+        };
+        table.put(entry, now_ns, &self.limits, held_live)?;
+        Ok(outcome)
     }
 }
 
@@ -439,7 +297,8 @@ impl MemoryStore {
         }
     }
 
-    /// Applies `op` now, synchronously. [`Store::apply`] is this, wrapped in a ready future.
+    /// Applies `op` now, synchronously, to the record of `key` alone. [`Store::apply`] is
+    /// this, wrapped in a ready future.
     #[inline]
     pub fn apply_now(
         &self,
@@ -448,34 +307,58 @@ impl MemoryStore {
         op: Op<'_>,
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
+        self.apply_in(UNSCOPED, key, rule, op, now_ns)
+    }
+
+    /// Applies `op` now, synchronously, to the record of (`rule`, `key`): what a
+    /// [`Limiter`](crate::Limiter) asks ([`Store::apply_scoped`]).
+    #[inline]
+    pub fn apply_scoped_now(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> Result<Outcome, CheckError> {
+        self.apply_in(rule.scope(), key, rule, op, now_ns)
+    }
+
+    #[inline]
+    fn apply_in(
+        &self,
+        scope: u64,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> Result<Outcome, CheckError> {
         let inner = &*self.inner;
-        let hash = inner.hash(key);
-        let rule_hash = inner.rule_hash(rule);
-        let mut table = inner.lock(inner.shard_index(hash));
-        if let Some(entry) = table.records.get_mut(&hash) {
-            let record = &mut entry.record;
-            let held_live = record.is_live(now_ns);
-            let outcome = apply(rule, record, &op, now_ns)?;
-            if op.keeps(held_live, record, now_ns) {
-                table.touched(hash, rule_hash, &outcome);
-            } else {
-                table.remove(hash);
+        let hash = inner.hash(scope, key);
+        if let (Some(word), Algorithm::Gcra(gcra), Op::Check { cost }) =
+            (lock_free(key, rule, &op), &rule.algorithm, op)
+        {
+            if let Some(table) = inner.compact.table(scope) {
+                validate(rule, &op)?;
+                if let Found::Decided(d) = table.check(hash, word, gcra, cost, now_ns) {
+                    return Ok(Outcome::Decision(d));
+                }
+                // Not there: the insert path. The stripe lock orders inserts of one key.
+                let _stripe = table.stripe(hash);
+                if let Found::Decided(d) = table.check(hash, word, gcra, cost, now_ns) {
+                    return Ok(Outcome::Decision(d));
+                }
+                let mut shard = inner.lock(inner.shard_index(hash));
+                if cost > 0 && shard.get(hash, scope, key).is_none() {
+                    if let Claimed::Decided(d) = table.claim(hash, word, gcra, cost, now_ns) {
+                        return Ok(Outcome::Decision(d));
+                    }
+                }
+                // Held by the general path, a peek, or no slot could be had.
+                return inner.apply_general(&mut shard, (hash, scope, key), rule, &op, now_ns);
             }
-            return Ok(outcome);
         }
-        let mut record = Record::fresh(rule, now_ns);
-        let outcome = apply(rule, &mut record, &op, now_ns)?;
-        if !op.creates_record() {
-            return Ok(outcome);
-        }
-        let entry = Entry {
-            evictable: evictable(&record, &outcome),
-            record,
-            rule: rule_hash,
-            referenced: false,
-        };
-        table.put(hash, entry, now_ns, inner)?;
-        Ok(outcome)
+        let mut shard = inner.lock(inner.shard_index(hash));
+        inner.apply_general(&mut shard, (hash, scope, key), rule, &op, now_ns)
     }
 
     /// [`Store::check_all`], synchronously: locks the shards involved in index order (so
@@ -487,9 +370,36 @@ impl MemoryStore {
         cost: u64,
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
+        self.check_all_in(limits, |_| UNSCOPED, cost, now_ns)
+    }
+
+    /// [`check_all_now`](Self::check_all_now) on the records of each (rule, key): what a
+    /// [`Limiter`](crate::Limiter) asks ([`Store::check_all_scoped`]).
+    pub fn check_all_scoped_now(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decisions, CheckError> {
+        self.check_all_in(limits, Rule::scope, cost, now_ns)
+    }
+
+    fn check_all_in(
+        &self,
+        limits: &[(Key, Rule)],
+        scope_of: impl Fn(&Rule) -> u64,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decisions, CheckError> {
         let inner = &*self.inner;
-        let hashes: Vec<u64> = limits.iter().map(|(k, _)| inner.hash(k)).collect();
-        let mut shard_ids: Vec<usize> = hashes.iter().map(|h| inner.shard_index(*h)).collect();
+        let ids: Vec<(u64, u64)> = limits
+            .iter()
+            .map(|(k, r)| {
+                let scope = scope_of(r);
+                (inner.hash(scope, k), scope)
+            })
+            .collect();
+        let mut shard_ids: Vec<usize> = ids.iter().map(|(h, _)| inner.shard_index(*h)).collect();
         shard_ids.sort_unstable();
         shard_ids.dedup();
         let mut tables: Vec<(usize, MutexGuard<'_, Table>)> =
@@ -499,27 +409,53 @@ impl MemoryStore {
             tables.iter().position(|(i, _)| *i == id)
         };
 
-        let mut work: Vec<(u64, Record, u64)> = Vec::with_capacity(limits.len());
-        // For each limit, the index of its key's working copy (a key may repeat).
+        // Records the lock-free path held move to the general one first (whatever the
+        // outcome, they stay there: a move must not lose them).
+        for ((key, rule), &(hash, scope)) in limits.iter().zip(&ids) {
+            let Some(t) = table_of(&mut tables, hash) else {
+                continue;
+            };
+            if tables[t].1.get(hash, scope, key).is_none() {
+                if let Some(record) = inner.take_lock_free(hash, scope, key) {
+                    let entry = Entry {
+                        hash,
+                        scope,
+                        key: key.clone(),
+                        evictable: false,
+                        record,
+                        rule: inner.rule_hash(rule),
+                        referenced: true,
+                    };
+                    tables[t].1.put(entry, now_ns, &inner.limits, true)?;
+                }
+            }
+        }
+
+        // (hash, scope, key, working copy, rule hash), one per distinct record.
+        let mut work: Vec<(u64, u64, &Key, Record, u64)> = Vec::with_capacity(limits.len());
+        // For each limit, the index of its record's working copy (a record may repeat).
         let mut slots = Vec::with_capacity(limits.len());
         let mut each = Vec::with_capacity(limits.len());
-        for ((_, rule), &hash) in limits.iter().zip(&hashes) {
-            let slot = match work.iter().position(|(h, _, _)| *h == hash) {
+        for ((key, rule), &(hash, scope)) in limits.iter().zip(&ids) {
+            let found = work
+                .iter()
+                .position(|(h, s, k, _, _)| *h == hash && *s == scope && *k == key);
+            let slot = match found {
                 Some(slot) => slot,
                 None => {
                     let copy = table_of(&mut tables, hash)
-                        .and_then(|t| tables[t].1.records.get(&hash).map(|e| e.record.clone()))
+                        .and_then(|t| tables[t].1.get(hash, scope, key).map(|e| e.record.clone()))
                         .filter(|r| r.is_live(now_ns))
                         .unwrap_or_else(|| Record::fresh(rule, now_ns));
-                    work.push((hash, copy, inner.rule_hash(rule)));
+                    work.push((hash, scope, key, copy, inner.rule_hash(rule)));
                     work.len() - 1
                 }
             };
             slots.push(slot);
-            each.push(check_now(rule, &mut work[slot].1, cost, now_ns)?);
+            each.push(check_now(rule, &mut work[slot].3, cost, now_ns)?);
         }
         let allowed = each.iter().all(|d| d.allowed);
-        for (slot, (hash, record, rule_hash)) in work.into_iter().enumerate() {
+        for (slot, (hash, scope, key, record, rule_hash)) in work.into_iter().enumerate() {
             let mut outcomes = slots.iter().zip(&each).filter(|(s, _)| **s == slot);
             let denied_here = outcomes.clone().any(|(_, d)| !d.allowed);
             let entry_evictable = outcomes.all(|(_, d)| evictable(&record, &Outcome::Decision(*d)));
@@ -527,12 +463,15 @@ impl MemoryStore {
             if cost > 0 && (allowed || denied_here) {
                 if let Some(t) = table_of(&mut tables, hash) {
                     let entry = Entry {
+                        hash,
+                        scope,
+                        key: key.clone(),
                         record,
                         rule: rule_hash,
                         evictable: entry_evictable,
                         referenced: true,
                     };
-                    tables[t].1.put(hash, entry, now_ns, inner)?;
+                    tables[t].1.put(entry, now_ns, &inner.limits, false)?;
                 }
             }
         }
@@ -543,16 +482,18 @@ impl MemoryStore {
     /// and then (the server does) to return memory after a burst of one-off keys; shards
     /// also sweep themselves when they fill up.
     pub fn sweep(&self, now_ns: u64) -> usize {
-        (0..self.inner.shards.len())
+        let general: usize = (0..self.inner.shards.len())
             .map(|i| self.inner.lock(i).sweep(now_ns))
-            .sum()
+            .sum();
+        general + self.inner.compact.sweep(now_ns)
     }
 
     /// Records held now (live or not yet swept).
     pub fn len(&self) -> usize {
-        (0..self.inner.shards.len())
-            .map(|i| self.inner.lock(i).records.len())
-            .sum()
+        let general: usize = (0..self.inner.shards.len())
+            .map(|i| self.inner.lock(i).len())
+            .sum();
+        general + self.inner.compact.held()
     }
 
     /// Whether no record is held.
@@ -562,17 +503,25 @@ impl MemoryStore {
 
     /// The most records held at once.
     pub fn capacity(&self) -> usize {
-        self.inner.capacity
+        self.inner.limits.capacity
     }
 
     /// Records held, capacity, and what was evicted or refused to stay within it.
     pub fn stats(&self) -> MemoryStats {
         MemoryStats {
             len: self.len(),
-            capacity: self.inner.capacity,
-            evictions: self.inner.evictions.load(Ordering::Relaxed),
-            refusals: self.inner.refusals.load(Ordering::Relaxed),
+            capacity: self.inner.limits.capacity,
+            evictions: self.inner.limits.evictions.load(Ordering::Relaxed)
+                + self.inner.compact.evictions(),
+            refusals: self.inner.limits.refusals.load(Ordering::Relaxed),
+            lock_free_bytes: self.inner.compact.bytes(),
         }
+    }
+
+    /// Live records on the lock-free path (for tests and benches).
+    #[doc(hidden)]
+    pub fn lock_free_len(&self, now_ns: u64) -> usize {
+        self.inner.compact.live(now_ns)
     }
 }
 
@@ -595,11 +544,31 @@ impl Store for MemoryStore {
     ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
         std::future::ready(self.check_all_now(limits, cost, now_ns))
     }
+
+    fn apply_scoped(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
+        std::future::ready(self.apply_scoped_now(key, rule, op, now_ns))
+    }
+
+    fn check_all_scoped(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
+        std::future::ready(self.check_all_scoped_now(limits, cost, now_ns))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::StoreError;
     use std::time::Duration;
 
     const SEC: u64 = 1_000_000_000;
@@ -609,6 +578,38 @@ mod tests {
             Outcome::Decision(d) => Ok(d.allowed),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Issue 11: two keys whose hashes collide used to share one record.
+    #[test]
+    fn keys_whose_hashes_collide_never_share_a_record() {
+        let mut store = MemoryStore::builder().capacity(1000).build();
+        Arc::get_mut(&mut store.inner).unwrap().collide = true;
+        // Burst 1: after its first check a key is limited, so never evicted; a merged
+        // record would deny some key's first check.
+        let rule = Rule::gcra(1, Duration::from_secs(3600), 1).unwrap();
+        // Eight-byte keys (the lock-free path: all in one bucket pair, then overflowing to
+        // the general path) and text keys (the general path), all of one hash.
+        let keys: Vec<Key> = (0..20u64)
+            .map(Key::from)
+            .chain((0..20).map(|i| Key::new(format!("user-{i}")).unwrap()))
+            .collect();
+        for round in 0..3 {
+            for key in &keys {
+                let allowed = check(&store, key, &rule, SEC).unwrap();
+                assert_eq!(allowed, round == 0, "{key:?} round {round}");
+            }
+        }
+        // Scoped records of one key under two rules are apart too.
+        let other = Rule::gcra(1, Duration::from_secs(3600), 2).unwrap();
+        let key = &keys[0];
+        let scoped =
+            |rule: &Rule| match store.apply_scoped_now(key, rule, Op::Check { cost: 1 }, SEC) {
+                Ok(Outcome::Decision(d)) => d.allowed,
+                other => panic!("{other:?}"),
+            };
+        assert!(scoped(&rule) && !scoped(&rule));
+        assert!(scoped(&other) && scoped(&other) && !scoped(&other));
     }
 
     #[test]

@@ -1,0 +1,358 @@
+//! The memory store's lock-free path: GCRA records of 8-byte keys (`Key::from(u64)`, a
+//! packed IPv4 address and port, …) for rules without a lockout, one 16-byte slot each:
+//! `[key | TAT]`, read with one 16-byte atomic load and changed with one 16-byte
+//! compare-and-swap. A hot key does not serialise on a lock, and a denial is a plain read.
+//! Everything else (other algorithms, other key lengths, guards, penalties, inspect, …)
+//! takes the general path (`general.rs`), which first moves a key it finds here over to
+//! itself, so a (scope, key) lives in one place at a time.
+//!
+//! Where this sits in a decision: `MemoryStore::apply_scoped` → [`Tables::table`] for the
+//! rule's scope → [`Table::check`]; `Absent` sends the caller to the insert path (under a
+//! stripe lock, after asking the general table), which claims a slot with
+//! [`Table::claim`].
+//!
+//! - The decision is [`Gcra::check`], the algorithm's one Rust copy, run on the slot's TAT:
+//!   the same step the general path and every store run (the conformance suite compares).
+//! - A slot's key is part of the value the CAS compares, so an update can never land on
+//!   another key's slot, whatever was evicted or claimed meanwhile.
+//! - A slot is free when its TAT is not after now (equivalent to fresh: GCRA reads
+//!   `max(TAT, now)`); TAT 0 marks a slot vacated by a move to the general table, which no
+//!   key reuses without the insert path's checks.
+//! - Each key may sit in two buckets of four slots (one cache line each); when both are
+//!   full of live records, the least recently used record that is not limited (its next
+//!   check would pass) is evicted; if every one is limited, the key goes to the general
+//!   table, which has its own capacity and refusal rules.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+
+use portable_atomic::AtomicU128;
+
+use crate::algorithm::{Gcra, GcraState, Meter};
+use crate::decision::Decision;
+
+/// Slots per bucket: four 16-byte slots fill one 64-byte cache line.
+const SLOTS: usize = 4;
+/// Locks that serialise the insert path, by key hash (a key always takes the same one).
+const STRIPES: usize = 256;
+/// The most scopes (rules) given a table; further ones take the general path.
+pub(super) const MAX_TABLES: usize = 8;
+/// Slots per record of capacity: room so that two-choice buckets rarely overflow.
+const SLOTS_PER_RECORD_NUM: usize = 5;
+const SLOTS_PER_RECORD_DEN: usize = 4;
+
+#[derive(Default)]
+#[repr(C, align(64))]
+struct Bucket([AtomicU128; SLOTS]);
+
+/// A slot's value: the key in the low half, the TAT in the high half.
+#[inline]
+fn pack(key: u64, tat_ns: u64) -> u128 {
+    (u128::from(tat_ns) << 64) | u128::from(key)
+}
+
+#[inline]
+fn unpack(v: u128) -> (u64, u64) {
+    let [k0, k1, k2, k3, k4, k5, k6, k7, t0, t1, t2, t3, t4, t5, t6, t7] = v.to_le_bytes();
+    (
+        u64::from_le_bytes([k0, k1, k2, k3, k4, k5, k6, k7]),
+        u64::from_le_bytes([t0, t1, t2, t3, t4, t5, t6, t7]),
+    )
+}
+
+/// One scope's table.
+pub(super) struct Table {
+    buckets: Box<[Bucket]>,
+    stripes: Box<[Mutex<()>]>,
+    evictions: AtomicU64,
+}
+
+/// What [`Table::check`] found.
+pub(super) enum Found {
+    /// The key's record was here: the decision, already applied.
+    Decided(Decision),
+    /// Not here (or vacated): take the insert path.
+    Absent,
+}
+
+/// What [`Table::claim`] did.
+pub(super) enum Claimed {
+    /// A slot holds the key now: the decision, already applied.
+    Decided(Decision),
+    /// Both buckets hold limited records only: the general table must take the key.
+    Full,
+}
+
+impl Table {
+    fn new(records: usize) -> Self {
+        let slots = records.saturating_mul(SLOTS_PER_RECORD_NUM) / SLOTS_PER_RECORD_DEN;
+        let buckets = slots.div_ceil(SLOTS).max(2);
+        Self {
+            buckets: std::iter::repeat_with(Bucket::default)
+                .take(buckets)
+                .collect(),
+            stripes: std::iter::repeat_with(|| Mutex::new(()))
+                .take(STRIPES)
+                .collect(),
+            evictions: AtomicU64::new(0),
+        }
+    }
+
+    /// The key's two buckets (distinct when there are two or more).
+    #[inline]
+    fn buckets_of(&self, hash: u64) -> [&Bucket; 2] {
+        let n = self.buckets.len();
+        let reduce = |h: u64| {
+            let i = (u128::from(h) * (n as u128)) >> 64;
+            usize::try_from(i).unwrap_or(0)
+        };
+        let first = reduce(hash);
+        let mut second = reduce(hash.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15);
+        if second == first {
+            second = (first + 1) % n;
+        }
+        [&self.buckets[first], &self.buckets[second]]
+    }
+
+    /// The lock of the key's insert path.
+    pub(super) fn stripe(&self, hash: u64) -> MutexGuard<'_, ()> {
+        let i = usize::try_from(hash % STRIPES as u64).unwrap_or(0);
+        self.stripes[i]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Decides a check of `cost` (0: a peek) on the key's record if it is here.
+    #[inline]
+    pub(super) fn check(&self, hash: u64, key: u64, gcra: &Gcra, cost: u64, now_ns: u64) -> Found {
+        'retry: loop {
+            for bucket in self.buckets_of(hash) {
+                for slot in &bucket.0 {
+                    let seen = slot.load(Ordering::Acquire);
+                    let (k, tat_ns) = unpack(seen);
+                    if k != key || tat_ns == 0 {
+                        continue;
+                    }
+                    let mut state = GcraState { tat_ns };
+                    let decision = gcra.check(&mut state, now_ns, cost);
+                    if state.tat_ns == tat_ns {
+                        return Found::Decided(decision); // a denial or a peek: a read
+                    }
+                    let next = pack(key, state.tat_ns);
+                    if slot
+                        .compare_exchange(seen, next, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        return Found::Decided(decision);
+                    }
+                    // Changed meanwhile (another check, an eviction, a move): look again.
+                    continue 'retry;
+                }
+            }
+            return Found::Absent;
+        }
+    }
+
+    /// Takes the key's record out (to the general table): its TAT, if it holds one, and
+    /// the slot is vacated. Run under the general table's lock for the key.
+    pub(super) fn take(&self, hash: u64, key: u64) -> Option<u64> {
+        'retry: loop {
+            for bucket in self.buckets_of(hash) {
+                for slot in &bucket.0 {
+                    let seen = slot.load(Ordering::Acquire);
+                    let (k, tat_ns) = unpack(seen);
+                    if k != key || tat_ns == 0 {
+                        continue;
+                    }
+                    if slot
+                        .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        return Some(tat_ns);
+                    }
+                    continue 'retry;
+                }
+            }
+            return None;
+        }
+    }
+
+    /// Places a key that is not here (the caller holds its stripe lock and made sure the
+    /// general table does not hold it) and decides its check. A free slot first; else the
+    /// least recently used record whose next check would pass is evicted.
+    pub(super) fn claim(
+        &self,
+        hash: u64,
+        key: u64,
+        gcra: &Gcra,
+        cost: u64,
+        now_ns: u64,
+    ) -> Claimed {
+        let mut state = GcraState::default();
+        let decision = gcra.check(&mut state, now_ns, cost);
+        if state.tat_ns <= now_ns {
+            // A peek, or a denial of a fresh key (cost above the burst is refused before):
+            // nothing to keep.
+            return Claimed::Decided(decision);
+        }
+        let next = pack(key, state.tat_ns);
+        loop {
+            let mut victim: Option<(&AtomicU128, u128, u64)> = None;
+            let mut free: Option<(&AtomicU128, u128)> = None;
+            for bucket in self.buckets_of(hash) {
+                for slot in &bucket.0 {
+                    let seen = slot.load(Ordering::Acquire);
+                    let (_, tat_ns) = unpack(seen);
+                    if tat_ns <= now_ns {
+                        free = free.or(Some((slot, seen)));
+                    } else if gcra.allows_one_more(tat_ns, now_ns)
+                        && victim.is_none_or(|(_, _, oldest)| tat_ns < oldest)
+                    {
+                        victim = Some((slot, seen, tat_ns));
+                    }
+                }
+            }
+            let (slot, seen, evicting) = match (free, victim) {
+                (Some((slot, seen)), _) => (slot, seen, false),
+                (None, Some((slot, seen, _))) => (slot, seen, true),
+                (None, None) => return Claimed::Full,
+            };
+            if slot
+                .compare_exchange(seen, next, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                if evicting {
+                    self.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+                return Claimed::Decided(decision);
+            }
+            // Another key took it, or its record changed: choose again.
+        }
+    }
+
+    /// Live records (TAT after `now_ns`).
+    fn live(&self, now_ns: u64) -> usize {
+        self.slots().filter(|(_, tat)| *tat > now_ns).count()
+    }
+
+    /// Records held (not vacated; some may have expired and not been swept).
+    fn held(&self) -> usize {
+        self.slots().filter(|(_, tat)| *tat != 0).count()
+    }
+
+    /// Vacates every expired slot. Returns how many.
+    fn sweep(&self, now_ns: u64) -> usize {
+        let mut gone = 0;
+        for slot in self.buckets.iter().flat_map(|b| &b.0) {
+            let seen = slot.load(Ordering::Acquire);
+            let (_, tat_ns) = unpack(seen);
+            if tat_ns != 0
+                && tat_ns <= now_ns
+                && slot
+                    .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                gone += 1;
+            }
+        }
+        gone
+    }
+
+    fn slots(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.buckets
+            .iter()
+            .flat_map(|b| &b.0)
+            .map(|s| unpack(s.load(Ordering::Acquire)))
+    }
+
+    /// Bytes the table takes.
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.buckets)
+    }
+}
+
+/// The tables of a store, one per scope (rule), made at a scope's first check.
+pub(super) struct Tables {
+    scopes: [AtomicU64; MAX_TABLES],
+    tables: [OnceLock<Table>; MAX_TABLES],
+    /// Serialises making a table.
+    making: Mutex<()>,
+    /// Records each table is sized for.
+    records: usize,
+}
+
+impl Tables {
+    pub(super) fn new(records: usize) -> Self {
+        Self {
+            scopes: Default::default(),
+            tables: Default::default(),
+            making: Mutex::new(()),
+            records,
+        }
+    }
+
+    /// The scope's table, if it has one.
+    #[inline]
+    pub(super) fn find(&self, scope: u64) -> Option<&Table> {
+        for (table, s) in self.tables.iter().zip(&self.scopes) {
+            let table = table.get()?;
+            if s.load(Ordering::Relaxed) == scope {
+                return Some(table);
+            }
+        }
+        None
+    }
+
+    /// The scope's table, made if there is room for one more.
+    #[inline]
+    pub(super) fn table(&self, scope: u64) -> Option<&Table> {
+        self.find(scope).or_else(|| self.make(scope))
+    }
+
+    #[cold]
+    fn make(&self, scope: u64) -> Option<&Table> {
+        let _making = self.making.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(table) = self.find(scope) {
+            return Some(table);
+        }
+        let i = self.tables.iter().position(|t| t.get().is_none())?;
+        // The scope is written before the table is published (OnceLock releases it).
+        self.scopes[i].store(scope, Ordering::Relaxed);
+        Some(self.tables[i].get_or_init(|| Table::new(self.records)))
+    }
+
+    fn each(&self) -> impl Iterator<Item = &Table> {
+        self.tables.iter().map_while(OnceLock::get)
+    }
+
+    pub(super) fn live(&self, now_ns: u64) -> usize {
+        self.each().map(|t| t.live(now_ns)).sum()
+    }
+
+    pub(super) fn held(&self) -> usize {
+        self.each().map(Table::held).sum()
+    }
+
+    pub(super) fn sweep(&self, now_ns: u64) -> usize {
+        self.each().map(|t| t.sweep(now_ns)).sum()
+    }
+
+    pub(super) fn evictions(&self) -> u64 {
+        self.each()
+            .map(|t| t.evictions.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.each().map(Table::bytes).sum()
+    }
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tables")
+            .field("tables", &self.each().count())
+            .field("records_each", &self.records)
+            .finish()
+    }
+}
