@@ -141,6 +141,18 @@ pub(crate) struct ProxyArgs {
           value_parser = parse_duration)]
     upstream_timeout: Duration,
 
+    /// The longest pause between two chunks of a client's request body; past it the
+    /// request is refused with 408 (the client's fault, never blamed on the upstream)
+    #[arg(long, value_name = "DURATION", env = "WEIR_CLIENT_BODY_TIMEOUT", default_value = "30s",
+          value_parser = parse_duration)]
+    client_body_timeout: Duration,
+
+    /// The longest pause between two chunks of the upstream's response body, once its head
+    /// arrived; past it the client's response is cut and a WARN names the upstream
+    #[arg(long, value_name = "DURATION", env = "WEIR_UPSTREAM_BODY_TIMEOUT", default_value = "30s",
+          value_parser = parse_duration)]
+    upstream_body_timeout: Duration,
+
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -187,6 +199,8 @@ impl ProxyArgs {
             max_wait: self.in_flight_wait,
         });
         settings.upstream_timeout = self.upstream_timeout;
+        settings.client_body_timeout = self.client_body_timeout;
+        settings.upstream_body_timeout = self.upstream_body_timeout;
         settings.listen = Some(self.listen);
         Ok(settings)
     }

@@ -40,10 +40,12 @@ mod upstream;
 
 pub use classify::{classify, classify_headers, Class, ClassError, DEFAULT_CLASS, KNOWN_CRAWLERS};
 pub use forward::{Forward, Routes};
-pub use limits::{normalise_path, ProxyLimits, ProxyRuleError, DOMAIN};
+pub use limits::{ProxyLimits, ProxyRuleError, DOMAIN};
 pub use serve::{run, ProxyError};
 pub use settings::ProxySettings;
 pub use upstream::{Upstream, UpstreamError};
+/// The path as backends resolve it (one copy, shared with the tower layer's path conditions).
+pub use weir_tower::normalise_path;
 
 /// The proxy's example rules (`config/proxy.yaml`), run when no `--config` is given.
 pub const EXAMPLE_RULES: &str = include_str!("../../../config/proxy.yaml");

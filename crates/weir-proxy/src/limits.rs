@@ -30,7 +30,9 @@ use http::request::Parts;
 use weir_config::{Descriptor, Limit, Matched, RuleSet};
 use weir_core::{Clock, FailurePolicy, Key, Rule};
 use weir_server::{deny_all, enforced, App, Outcome};
-use weir_tower::{Applied, BoxFuture, ClientIp, Evaluation, LimitError, Limits, OnLimit};
+use weir_tower::{
+    normalise_path, Applied, BoxFuture, ClientIp, Evaluation, LimitError, Limits, OnLimit,
+};
 
 use crate::classify::{classify, Class};
 
@@ -257,53 +259,6 @@ impl ProxyLimits {
             on_limit: OnLimit::Reject,
             queue_key: None,
         }
-    }
-}
-
-/// A request path as backends resolve it: empty and `.` segments dropped, `..` going up
-/// one segment (never above the root), `%2e` / `%2E` read as `.` in those segments; a
-/// trailing slash is kept. Always starts with `/`.
-///
-/// ```
-/// use weir_proxy::normalise_path;
-/// assert_eq!(normalise_path("/x/./././y"), "/x/y");
-/// assert_eq!(normalise_path("//a/b/../c/"), "/a/c/");
-/// assert_eq!(normalise_path("/a/%2e%2E/../b"), "/b");
-/// assert_eq!(normalise_path(""), "/");
-/// ```
-pub fn normalise_path(path: &str) -> String {
-    let mut segments: Vec<&str> = Vec::new();
-    for segment in path.split('/') {
-        match dot_segment(segment) {
-            Some(1) => {}
-            Some(_) => {
-                segments.pop();
-            }
-            None if segment.is_empty() => {}
-            None => segments.push(segment),
-        }
-    }
-    let mut out = String::with_capacity(path.len().max(1));
-    for segment in &segments {
-        out.push('/');
-        out.push_str(segment);
-    }
-    if out.is_empty() || (path.ends_with('/') && !segments.is_empty()) {
-        out.push('/');
-    }
-    out
-}
-
-/// `Some(1)` for a `.` segment, `Some(2)` for `..` (either dot may be spelt `%2e`).
-fn dot_segment(segment: &str) -> Option<u8> {
-    // At most six bytes can spell one (`%2e%2e`).
-    if segment.is_empty() || segment.len() > 6 {
-        return None;
-    }
-    match segment.to_ascii_lowercase().replace("%2e", ".").as_str() {
-        "." => Some(1),
-        ".." => Some(2),
-        _ => None,
     }
 }
 
