@@ -1,9 +1,10 @@
-//! `weir serve` as a command: its own options (the listeners, the request timeout; the
-//! engine's are in `engine_args.rs`, shared with `weir proxy`), and the glue that turns them
-//! into `weir_server::Settings` and runs the server until SIGTERM or SIGINT. The server
-//! itself is the `weir-server` crate.
+//! `weir serve` as a command: its own options (the listeners and their bounds, the request
+//! timeout; the engine's are in `engine_args.rs`, shared with `weir proxy`), and the glue
+//! that turns them into `weir_server::Settings` and runs the server until SIGTERM or
+//! SIGINT. The server itself is the `weir-server` crate.
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -36,10 +37,22 @@ pub(crate) struct ServeArgs {
     )]
     grpc: SocketAddr,
 
-    /// The longest one request may take
+    /// The longest one request may take (an HTTP body still arriving then is a 408)
     #[arg(long, value_name = "DURATION", env = "WEIR_REQUEST_TIMEOUT", default_value = "5s",
           value_parser = parse_duration)]
     request_timeout: Duration,
+
+    /// The most connections each listener (HTTP, gRPC) keeps open at once; at the cap a new
+    /// connection is closed as soon as it is accepted, and the open ones keep being served
+    #[arg(long, value_name = "N", env = "WEIR_MAX_CONNECTIONS",
+          default_value_t = Settings::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: NonZeroUsize,
+
+    /// How long a gRPC connection may go without a request in flight before it is closed
+    /// (HTTP/2 GOAWAY; Envoy reconnects on its next request)
+    #[arg(long, value_name = "DURATION", env = "WEIR_GRPC_IDLE_TIMEOUT", default_value = "5m",
+          value_parser = parse_duration)]
+    grpc_idle_timeout: Duration,
 
     #[command(flatten)]
     engine: EngineArgs,
@@ -50,6 +63,8 @@ impl ServeArgs {
     fn settings(&self) -> anyhow::Result<Settings> {
         let mut settings = self.engine.settings()?;
         settings.request_timeout = self.request_timeout;
+        settings.max_connections = self.max_connections;
+        settings.grpc_idle_timeout = self.grpc_idle_timeout;
         Ok(settings)
     }
 }

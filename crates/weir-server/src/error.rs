@@ -20,9 +20,9 @@ pub enum ServerError {
     /// The HTTP listener failed.
     #[error("http server: {0}")]
     Http(std::io::Error),
-    /// The gRPC server failed.
+    /// The gRPC listener failed.
     #[error("grpc server: {0}")]
-    Grpc(tonic::transport::Error),
+    Grpc(std::io::Error),
 }
 
 impl From<ConfigError> for ServerError {

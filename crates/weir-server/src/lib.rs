@@ -34,11 +34,17 @@
 //! ## Limits
 //!
 //! Request bodies and gRPC messages are at most [`Settings::max_body_bytes`] (64 KiB); a
-//! request takes at most [`Settings::request_timeout`] (5 s). Descriptor counts, entry
+//! request takes at most [`Settings::request_timeout`] (5 s; a body still arriving then is
+//! a `408`), and its headers at most [`Settings::max_header_bytes`] (16 KiB, `431`). Each
+//! listener keeps at most [`Settings::max_connections`] open (4096; one past it is closed
+//! at once); an HTTP connection is closed after [`Settings::header_read_timeout`] without a
+//! whole request head (10 s), a gRPC one after [`Settings::grpc_idle_timeout`] without a
+//! request (5 min) or when it does not answer HTTP/2 pings. Descriptor counts, entry
 //! counts, key, value and domain lengths and hits are bounded by `weir_config::limits`
 //! (64 descriptors, 16 entries, 256-byte keys, 1 KiB values, 256-byte domains, hits up to
 //! 10⁹). Anything over a limit is a 400 / `INVALID_ARGUMENT` that names it.
 
+mod accept;
 mod admin_token;
 mod app;
 mod capacity;
@@ -49,6 +55,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod grpc;
+mod grpc_listener;
 mod headers;
 mod heavy_hitters;
 mod http;
@@ -73,7 +80,7 @@ pub use error::ServerError;
 pub use grpc::RlsService;
 pub use headers::{rate_limit_headers, HeaderStyle};
 pub use heavy_hitters::{HeavyHitter, TopDenied};
-pub use http::{router, serve_http, Peer};
+pub use http::{router, serve_http, serve_http_with, HttpLimits, Peer};
 pub use metrics::{InFlight, Metrics, Outcome, RuleCounters};
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;

@@ -1,5 +1,6 @@
 //! Running a server: [`run`] builds the [`App`] and [`serve`] drives it on two bound
-//! listeners (HTTP and gRPC) until `shutdown` completes, then stops accepting, lets
+//! listeners (HTTP: `http/listener.rs`, gRPC: `grpc_listener.rs`, each within its
+//! connection cap and idle bounds) until `shutdown` completes, then stops accepting, lets
 //! in-flight requests finish (up to `shutdown_grace`) and returns. Background work rides
 //! along: the memory store sweep and the rule watcher.
 
@@ -9,12 +10,11 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tonic::transport::server::TcpIncoming;
 use weir_core::Clock;
 
 use crate::app::App;
 use crate::error::ServerError;
-use crate::grpc::RlsService;
+use crate::grpc_listener::serve_grpc;
 use crate::settings::Settings;
 use crate::{http, reload};
 
@@ -66,26 +66,14 @@ pub async fn serve(
     );
 
     let router = http::router(app.clone());
-    let mut http_task = tokio::spawn(http::serve_http(
+    let mut http_task = tokio::spawn(http::serve_http_with(
         http,
         router,
-        settings.header_read_timeout,
+        http::HttpLimits::of(&settings),
         http::Peer::Unrecorded,
         stopped(stop_rx.clone()),
     ));
-    let grpc_server = tonic::transport::Server::builder()
-        .timeout(settings.request_timeout)
-        .layer(tower::util::MapResponseLayer::new(
-            crate::grpc::malformed_is_invalid_argument,
-        ))
-        .add_service(RlsService::server(app.clone()))
-        // tonic applies its nodelay setting only to listeners it binds itself: set it here, or
-        // Nagle's algorithm holds back small responses.
-        .serve_with_incoming_shutdown(
-            TcpIncoming::from(grpc).with_nodelay(Some(true)),
-            stopped(stop_rx),
-        );
-    let mut grpc_task = tokio::spawn(grpc_server);
+    let mut grpc_task = tokio::spawn(serve_grpc(grpc, app.clone(), stopped(stop_rx)));
 
     let early = tokio::select! {
         () = shutdown => None,
@@ -97,7 +85,7 @@ pub async fn serve(
         r = &mut grpc_task => Some(match r {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(ServerError::Grpc(e)),
-            Err(join) => Err(ServerError::Http(std::io::Error::other(join.to_string()))),
+            Err(join) => Err(ServerError::Grpc(std::io::Error::other(join.to_string()))),
         }),
     };
     tracing::info!("weir serve: shutting down, finishing in-flight requests");

@@ -1,6 +1,7 @@
 //! Everything `weir serve` can be told, with the documented defaults. The CLI fills this
 //! from flags and `WEIR_*` variables; tests build it directly (and inject a `ManualClock`).
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -58,6 +59,27 @@ pub struct Settings {
     pub header_read_timeout: Duration,
     /// The largest HTTP request body or gRPC message accepted (default 64 KiB).
     pub max_body_bytes: usize,
+    /// The largest total of an HTTP request's header names and values (default 16 KiB):
+    /// past it the answer is `431` (JSON). hyper reads a request head (request line and
+    /// headers) of at most twice this and answers a longer one `431` itself, unparsed. Also
+    /// the gRPC listener's HTTP/2 header list limit.
+    pub max_header_bytes: usize,
+    /// The most connections each listener (HTTP, gRPC) keeps open at once (default 4096).
+    /// At the cap a new connection is closed as soon as it is accepted (the client sees the
+    /// connection close at once and can go elsewhere; nothing waits in the kernel's backlog),
+    /// and the open ones keep being served.
+    pub max_connections: NonZeroUsize,
+    /// How long a gRPC connection may go without a request in flight before it is closed
+    /// (HTTP/2 GOAWAY; default 5 min). The HTTP listener's idle bound is
+    /// `header_read_timeout`.
+    pub grpc_idle_timeout: Duration,
+    /// How often the gRPC listener pings a connection it has heard nothing from (HTTP/2
+    /// PING; default 60 s); a peer that does not answer within `grpc_keepalive_timeout`
+    /// (default 20 s) is dropped. A connection closing when idle gets that long too to
+    /// finish its goodbye.
+    pub grpc_keepalive_interval: Duration,
+    /// See `grpc_keepalive_interval`.
+    pub grpc_keepalive_timeout: Duration,
     /// How long shutdown waits for in-flight requests (default 30 s).
     pub shutdown_grace: Duration,
     /// How many keys the top-denied sketch tracks (default 256).
@@ -90,6 +112,11 @@ impl Default for Settings {
             request_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
             max_body_bytes: 64 * 1024,
+            max_header_bytes: 16 * 1024,
+            max_connections: Settings::DEFAULT_MAX_CONNECTIONS,
+            grpc_idle_timeout: Duration::from_secs(300),
+            grpc_keepalive_interval: Duration::from_secs(60),
+            grpc_keepalive_timeout: Duration::from_secs(20),
             shutdown_grace: Duration::from_secs(30),
             top_denied_capacity: 256,
             validate: None,
@@ -98,6 +125,12 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The default of [`Settings::max_connections`]: 4096 per listener.
+    pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = match NonZeroUsize::new(4096) {
+        Some(n) => n,
+        None => NonZeroUsize::MIN,
+    };
+
     /// Settings with rules from `path` (a file or a directory).
     pub fn with_rules(mut self, path: impl Into<PathBuf>) -> Self {
         self.rules = RuleSource::Path(path.into());

@@ -1,16 +1,22 @@
-//! Where an HTTP request enters: the accept loop that hands each connection to hyper's
-//! HTTP/1 server with the axum router as its service.
+//! Where an HTTP request enters: each connection the shared accept loop (`accept.rs`)
+//! takes is served by hyper's HTTP/1 server with the axum router as its service.
 //!
-//! It exists for one bound that `axum::serve` does not set: a client must finish sending
-//! its request headers within `header_read_timeout`, or the connection is closed (a
-//! slowloris client cannot hold a connection and a task forever). hyper enforces it with a
-//! tokio timer. The clock starts whenever the connection waits for a request's headers,
-//! so an idle keep-alive connection is closed after the same time. A slow body is bounded
-//! by the router's request timeout instead. On shutdown the loop stops accepting and every
-//! connection finishes its in-flight request, then closes.
+//! It exists for bounds that `axum::serve` does not set ([`HttpLimits`]):
+//! - a client must finish sending its request headers within `header_read_timeout`, or the
+//!   connection is closed (a slowloris client cannot hold a connection and a task forever).
+//!   hyper enforces it with a tokio timer. The clock starts whenever the connection waits
+//!   for a request's headers, so an idle keep-alive connection is closed after the same
+//!   time. A slow body is bounded by the router's request timeout instead (`408`);
+//! - at most `max_connections` open at once (a connection past the cap is closed at once);
+//! - hyper reads a request head of at most `max_head_bytes` (`431` past it, from hyper
+//!   itself); the router's own header limit answers below that in JSON.
+//!
+//! On shutdown the loop stops accepting and every connection finishes its in-flight
+//! request, then closes.
 
 use std::future::Future;
 use std::io;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -19,10 +25,12 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tower::ServiceExt as _;
+
+use crate::accept::{accept_loop, drive};
+use crate::settings::Settings;
 
 /// What the listener records of each connection on its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,9 +43,60 @@ pub enum Peer {
     Recorded,
 }
 
+/// The bounds of one HTTP listener.
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_server::{HttpLimits, Settings};
+///
+/// let settings = Settings::default();
+/// let limits = HttpLimits::of(&settings); // what `weir serve` applies
+/// assert_eq!(limits.max_connections.map(|n| n.get()), Some(4096));
+/// let bare = HttpLimits::new(Duration::from_secs(10)); // what `serve_http` applies
+/// assert_eq!(bare.max_connections, None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HttpLimits {
+    /// How long a client may take to send a request's headers, and how long an idle
+    /// keep-alive connection stays open.
+    pub header_read_timeout: Duration,
+    /// The most connections open at once; one past it is closed as soon as it is accepted.
+    /// `None`: no cap.
+    pub max_connections: Option<NonZeroUsize>,
+    /// The longest request head (request line and headers) hyper reads before answering
+    /// `431` (at least 8 KiB). `None`: hyper's default (about 400 KiB).
+    pub max_head_bytes: Option<usize>,
+}
+
+impl HttpLimits {
+    /// Only the header-read timeout: no connection cap, hyper's head size.
+    pub fn new(header_read_timeout: Duration) -> Self {
+        Self {
+            header_read_timeout,
+            max_connections: None,
+            max_head_bytes: None,
+        }
+    }
+
+    /// The bounds `settings` asks for: its header-read timeout, its connection cap, and a
+    /// head of at most twice its header limit (so that the router, not hyper, answers a
+    /// request whose headers are just past the limit).
+    pub fn of(settings: &Settings) -> Self {
+        Self {
+            header_read_timeout: settings.header_read_timeout,
+            max_connections: Some(settings.max_connections),
+            max_head_bytes: Some(settings.max_header_bytes.saturating_mul(2)),
+        }
+    }
+}
+
+/// hyper refuses a smaller read buffer (it panics).
+const MIN_HEAD_BYTES: usize = 8 * 1024;
+
 /// Serves `router` on `listener` until `shutdown` completes, then waits for the open
-/// connections to finish their in-flight requests. `weir serve` and `weir proxy` both
-/// accept connections here.
+/// connections to finish their in-flight requests, with only the header-read timeout as a
+/// bound (no connection cap: see [`serve_http_with`] and [`HttpLimits::of`]).
 pub async fn serve_http(
     listener: TcpListener,
     router: Router,
@@ -45,57 +104,58 @@ pub async fn serve_http(
     peer_info: Peer,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let graceful = GracefulShutdown::new();
+    serve_http_with(
+        listener,
+        router,
+        HttpLimits::new(header_read_timeout),
+        peer_info,
+        shutdown,
+    )
+    .await
+}
+
+/// Serves `router` on `listener` within `limits` until `shutdown` completes, then waits
+/// for the open connections to finish their in-flight requests. `weir serve` and
+/// `weir proxy` both accept connections here.
+pub async fn serve_http_with(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    peer_info: Peer,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    accept_failed(&error).await;
-                    continue;
-                }
-            },
-        };
-        // Small answers go out at once (as axum::serve's callers usually ask).
-        let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone().map_request(
-            move |request: Request<Incoming>| {
-                let mut request = request.map(Body::new);
-                if peer_info == Peer::Recorded {
-                    request.extensions_mut().insert(peer);
-                }
-                request
-            },
-        ));
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%peer, %error, "HTTP connection closed with an error");
-            }
-        });
+        .header_read_timeout(limits.header_read_timeout);
+    if let Some(max) = limits.max_head_bytes {
+        builder.max_buf_size(max.max(MIN_HEAD_BYTES));
     }
-    drop(listener);
-    graceful.shutdown().await;
-    Ok(())
-}
-
-/// An accept error is about one connection (the client went away) or about the process
-/// (out of file descriptors): neither stops the server; the second waits a moment so the
-/// loop does not spin while nothing can be accepted.
-async fn accept_failed(error: &io::Error) {
-    use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
-    if matches!(
-        error.kind(),
-        ConnectionAborted | ConnectionRefused | ConnectionReset
-    ) {
-        return;
-    }
-    tracing::warn!(%error, "accepting an HTTP connection failed; retrying in 100 ms");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    accept_loop(
+        listener,
+        "HTTP",
+        limits.max_connections,
+        shutdown,
+        move |stream, peer, stop| {
+            let service = TowerToHyperService::new(router.clone().map_request(
+                move |request: Request<Incoming>| {
+                    let mut request = request.map(Body::new);
+                    if peer_info == Peer::Recorded {
+                        request.extensions_mut().insert(peer);
+                    }
+                    request
+                },
+            ));
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            // HTTP/1's idle bound is the header-read timeout, which hyper enforces.
+            drive(
+                connection,
+                stop,
+                std::future::pending(),
+                Duration::ZERO,
+                peer,
+            )
+        },
+    )
+    .await
 }

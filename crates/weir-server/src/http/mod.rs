@@ -3,8 +3,9 @@
 //! admin API under `/admin`. Every route shares one body size limit and one request
 //! timeout; every error is a status code with a message that says what was wrong.
 //!
-//! `router.rs` assembles the routes; one file per group of routes; `listener.rs` accepts
-//! connections (with the header-read timeout).
+//! `router.rs` assembles the routes; one file per group of routes; `listener.rs` serves
+//! the connections the shared accept loop takes (header-read timeout, connection cap,
+//! head size).
 
 mod admin;
 pub(crate) mod body;
@@ -16,5 +17,5 @@ mod listener;
 mod ops;
 mod router;
 
-pub use listener::{serve_http, Peer};
+pub use listener::{serve_http, serve_http_with, HttpLimits, Peer};
 pub use router::router;

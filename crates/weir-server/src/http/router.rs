@@ -1,6 +1,6 @@
-//! The HTTP routes and what every route shares: the body size limit, the request timeout
-//! (`408` for a body that does not arrive in time, `503` for an answer that does not), and
-//! JSON 404 and 405 answers. The admin routes are mounted only when a token is configured; without
+//! The HTTP routes and what every route shares: the header and body size limits (`431`,
+//! `413`), the request timeout (`408` for a body that does not arrive in time, `503` for an
+//! answer that does not), and JSON 404 and 405 answers. The admin routes are mounted only when a token is configured; without
 //! one, `/admin/...` is a plain 404. The decision routes only when `decision_api` is on
 //! (always for `weir serve`; for `weir proxy`'s API listener only when asked).
 
@@ -39,7 +39,7 @@ pub fn router(app: App) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
-        .layer(middleware::from_fn_with_state(app.clone(), timeout))
+        .layer(middleware::from_fn_with_state(app.clone(), bounded))
         .with_state(app)
 }
 
@@ -47,11 +47,27 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such endpoint")
 }
 
-/// Bounds every request by `request_timeout` (a slow store never hangs a client), and
-/// counts it in flight meanwhile. Out of time while the body is still arriving, the client
-/// was slow: `408` (and the connection closes, its body half read); otherwise the server
-/// was: `503`.
-async fn timeout(State(app): State<App>, mut request: Request, next: Next) -> Response {
+/// Refuses headers past `max_header_bytes` (`431`), then bounds the request by
+/// `request_timeout` (a slow store never hangs a client), and counts it in flight
+/// meanwhile. Out of time while the body is still arriving, the client was slow: `408`
+/// (and the connection closes, its body half read); otherwise the server was: `503`.
+async fn bounded(State(app): State<App>, mut request: Request, next: Next) -> Response {
+    let max_header_bytes = app.settings().max_header_bytes;
+    let header_bytes: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len().saturating_add(value.len()))
+        .fold(0, usize::saturating_add);
+    if header_bytes > max_header_bytes {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!(
+                "the request headers are {header_bytes} bytes, above the limit of \
+                 {max_header_bytes}"
+            ),
+        )
+        .into_response();
+    }
     let _in_flight = app.metrics().http_request_started();
     let limit = app.settings().request_timeout;
     let body = (!request.body().is_end_stream()).then(BodyRead::default);

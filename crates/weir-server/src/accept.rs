@@ -1,0 +1,230 @@
+//! The accept loop both listeners run (HTTP in `http/listener.rs`, gRPC in
+//! `grpc_listener.rs`, and `weir proxy`'s through the first): it accepts connections up to
+//! a cap, hands each to its protocol on a task of its own, and on shutdown stops accepting
+//! and waits for every connection to close gracefully. Not here: what a connection speaks
+//! (hyper's HTTP/1 or HTTP/2 server, set up by the caller) and what a request means.
+//!
+//! - **Connection cap.** At most `max_connections` open at once; at the cap a new
+//!   connection is closed as soon as it is accepted (one WARN each time the cap is reached,
+//!   not one per refusal), so file descriptors stay available for the open connections,
+//!   `/healthz` and the store. Closing at once, rather than leaving clients in the kernel's
+//!   backlog, tells a client straight away to go elsewhere.
+//! - **Graceful close** ([`drive`]): on shutdown, or once a connection has been idle long
+//!   enough ([`Activity::idle_for`]), it is asked to close (HTTP/2: GOAWAY, the requests in
+//!   flight finish; HTTP/1: after the request in flight). An idle connection that does not
+//!   finish closing within a grace period is dropped.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::server::graceful::GracefulConnection;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify, Semaphore};
+
+/// Tells a connection's task that the server is stopping.
+#[derive(Debug)]
+pub(crate) struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// Completes once the server stops.
+    async fn requested(&mut self) {
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Accepts connections on `listener` (the `name` is for logs) until `shutdown` completes,
+/// runs `serve`'s future for each on a task of its own, then waits until every one has
+/// finished (each gets a [`Stop`] that fires at shutdown).
+pub(crate) async fn accept_loop<F, C>(
+    listener: TcpListener,
+    name: &'static str,
+    max_connections: Option<NonZeroUsize>,
+    shutdown: impl Future<Output = ()>,
+    mut serve: F,
+) -> io::Result<()>
+where
+    F: FnMut(TcpStream, SocketAddr, Stop) -> C,
+    C: Future<Output = ()> + Send + 'static,
+{
+    let permits =
+        max_connections.map(|max| Arc::new(Semaphore::new(max.get().min(Semaphore::MAX_PERMITS))));
+    let (stop, _) = watch::channel(false);
+    let mut refusals = Refusals::default();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    accept_failed(&error).await;
+                    continue;
+                }
+            },
+        };
+        let permit = match &permits {
+            None => None,
+            Some(permits) => match Arc::clone(permits).try_acquire_owned() {
+                Ok(permit) => {
+                    refusals.room(name, permits.available_permits(), max_connections);
+                    Some(permit)
+                }
+                Err(_) => {
+                    refusals.refused(name, max_connections);
+                    tracing::debug!(listener = name, %peer, "connection closed: at the cap");
+                    drop(stream);
+                    continue;
+                }
+            },
+        };
+        // Small answers go out at once (as axum::serve's callers usually ask).
+        let _ = stream.set_nodelay(true);
+        let connection = serve(stream, peer, Stop(stop.subscribe()));
+        tokio::spawn(async move {
+            connection.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    stop.closed().await;
+    Ok(())
+}
+
+/// The connections closed at the cap, logged once per time the cap is reached: a WARN when
+/// it is, an INFO with the count once a tenth of the cap is free again (not on every
+/// connection that closes, or a listener kept at its cap would log each one).
+#[derive(Debug, Default)]
+struct Refusals {
+    at_cap: bool,
+    count: u64,
+}
+
+impl Refusals {
+    fn refused(&mut self, name: &'static str, max: Option<NonZeroUsize>) {
+        self.count = self.count.saturating_add(1);
+        if !self.at_cap {
+            self.at_cap = true;
+            tracing::warn!(
+                listener = name,
+                max_connections = max.map_or(0, NonZeroUsize::get),
+                "connection cap reached: closing new connections until some close"
+            );
+        }
+    }
+
+    fn room(&mut self, name: &'static str, free: usize, max: Option<NonZeroUsize>) {
+        if self.at_cap && free >= max.map_or(0, NonZeroUsize::get) / 10 {
+            self.at_cap = false;
+            tracing::info!(
+                listener = name,
+                refused = std::mem::take(&mut self.count),
+                "connections below the cap again"
+            );
+        }
+    }
+}
+
+/// An accept error is about one connection (the client went away) or about the process
+/// (out of file descriptors): neither stops the server; the second waits a moment so the
+/// loop does not spin while nothing can be accepted.
+async fn accept_failed(error: &io::Error) {
+    use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::warn!(%error, "accepting a connection failed; retrying in 100 ms");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Serves `connection` until it ends. On `stop` it is asked to close gracefully and
+/// awaited; once `idle` completes, likewise, but dropped if it has not closed within
+/// `grace` (a peer that never acknowledges the goodbye cannot keep it open).
+pub(crate) async fn drive<C>(
+    connection: C,
+    mut stop: Stop,
+    idle: impl Future<Output = ()>,
+    grace: Duration,
+    peer: SocketAddr,
+) where
+    C: GracefulConnection,
+    C::Error: std::fmt::Display,
+{
+    let mut connection = pin!(connection);
+    let bound = tokio::select! {
+        result = connection.as_mut() => return closed(result, peer),
+        () = stop.requested() => None,
+        () = idle => Some(grace),
+    };
+    connection.as_mut().graceful_shutdown();
+    match bound {
+        None => closed(connection.await, peer),
+        Some(grace) => match tokio::time::timeout(grace, connection).await {
+            Ok(result) => closed(result, peer),
+            Err(_) => tracing::debug!(%peer, "idle connection dropped: it did not close in time"),
+        },
+    }
+}
+
+fn closed<E: std::fmt::Display>(result: Result<(), E>, peer: SocketAddr) {
+    if let Err(error) = result {
+        tracing::debug!(%peer, %error, "connection closed with an error");
+    }
+}
+
+/// How busy one connection is: its requests in flight, and a signal when it turns busy or
+/// idle. A request holds an [`InFlight`] from its start until its answer is ready.
+#[derive(Debug, Default)]
+pub(crate) struct Activity {
+    in_flight: AtomicUsize,
+    changed: Notify,
+}
+
+impl Activity {
+    /// Counts a request in flight until the guard is dropped.
+    pub(crate) fn start(self: &Arc<Self>) -> InFlight {
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.changed.notify_waiters();
+        }
+        InFlight(Arc::clone(self))
+    }
+
+    /// Completes once the connection has had no request in flight for `idle` (counted from
+    /// the end of its last request, or from now if it has had none).
+    pub(crate) async fn idle_for(&self, idle: Duration) {
+        loop {
+            let mut changed = pin!(self.changed.notified());
+            // Registered before the count is read, so no change in between is missed.
+            changed.as_mut().enable();
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                tokio::select! {
+                    () = tokio::time::sleep(idle) => return,
+                    () = changed => {}
+                }
+            } else {
+                changed.await;
+            }
+        }
+    }
+}
+
+/// A request in flight on a connection (see [`Activity`]).
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.changed.notify_waiters();
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Where a gRPC request enters: each connection the shared accept loop (`accept.rs`) takes
+//! is served by hyper's HTTP/2 server with the RLS service (`grpc.rs`) behind tonic's
+//! router. Not `tonic::transport::Server`, which closes no connection for being idle and
+//! caps none: an idle or abandoned connection held a file descriptor for ever.
+//!
+//! - at most `max_connections` open at once (a connection past the cap is closed at once);
+//! - a connection with no request in flight for `grpc_idle_timeout` is closed (GOAWAY),
+//!   given `grpc_keepalive_timeout` to finish closing, then dropped;
+//! - HTTP/2 keep-alive: a connection the server has heard nothing from for
+//!   `grpc_keepalive_interval` is pinged, and dropped if the ping is not answered within
+//!   `grpc_keepalive_timeout` (a peer that vanished is noticed);
+//! - at most [`MAX_CONCURRENT_STREAMS`] requests in flight per connection, a header list
+//!   of at most `max_header_bytes`, and each request bounded by `request_timeout`
+//!   (`CANCELLED`, as tonic's own timeout answered).
+//!
+//! On shutdown the loop stops accepting and every connection finishes its in-flight
+//! requests (GOAWAY), then closes.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tonic::service::Routes;
+use tower::ServiceExt as _;
+
+use crate::accept::{accept_loop, drive, Activity};
+use crate::app::App;
+use crate::grpc::{malformed_is_invalid_argument, RlsService};
+
+/// Requests in flight on one connection at most (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`,
+/// hyper's default): Envoy opens another connection past it.
+pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 200;
+
+/// Serves the RLS service of `app` on `listener` until `shutdown` completes, then waits
+/// for the open connections to finish their in-flight requests.
+pub(crate) async fn serve_grpc(
+    listener: TcpListener,
+    app: App,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let settings = app.settings().clone();
+    let routes = Routes::new(RlsService::server(app)).prepare();
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(settings.grpc_keepalive_interval)
+        .keep_alive_timeout(settings.grpc_keepalive_timeout)
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(u32::try_from(settings.max_header_bytes).unwrap_or(u32::MAX));
+    let limit = settings.request_timeout;
+    accept_loop(
+        listener,
+        "gRPC",
+        Some(settings.max_connections),
+        shutdown,
+        move |stream, peer, stop| {
+            let activity = Arc::new(Activity::default());
+            let requests = Arc::clone(&activity);
+            let routes = routes.clone();
+            let service = tower::service_fn(move |request: Request<Incoming>| {
+                let in_flight = requests.start();
+                let call = routes.clone().oneshot(request);
+                async move {
+                    let response = match tokio::time::timeout(limit, call).await {
+                        Ok(Ok(response)) => malformed_is_invalid_argument(response),
+                        Ok(Err(never)) => match never {},
+                        Err(_) => tonic::Status::cancelled(format!(
+                            "request took longer than {} ms",
+                            limit.as_millis()
+                        ))
+                        .into_http(),
+                    };
+                    drop(in_flight);
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let connection =
+                builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+            let idle = settings.grpc_idle_timeout;
+            let grace = settings.grpc_keepalive_timeout;
+            async move {
+                drive(connection, stop, activity.idle_for(idle), grace, peer).await;
+            }
+        },
+    )
+    .await
+}
