@@ -19,11 +19,12 @@
 //!   `max(TAT, now)`); TAT 0 marks a slot vacated by a move to the general table, which no
 //!   key reuses without the insert path's checks.
 //! - Each key may sit in two buckets of four slots (one cache line each); when both are
-//!   full of live records, the least recently used record that is not limited (its next
-//!   check would pass) is evicted; if every one is limited, the key goes to the general
-//!   table, which has its own capacity and refusal rules.
+//!   full of live records, the key goes to the general table; once the table holds as many
+//!   records as it is sized for, the least recently used record that is not limited (its
+//!   next check would pass) is evicted instead, and if every one is limited the key goes
+//!   to the general table, which has its own capacity and refusal rules.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use portable_atomic::AtomicU128;
@@ -65,6 +66,10 @@ pub(super) struct Table {
     buckets: Box<[Bucket]>,
     stripes: Box<[Mutex<()>]>,
     evictions: AtomicU64,
+    /// Slots holding a record (live or expired, not vacated): eviction starts at `records`.
+    held: AtomicUsize,
+    /// The records the table is sized for (the rule's share of the capacity).
+    records: usize,
 }
 
 /// What [`Table::check`] found.
@@ -95,6 +100,8 @@ impl Table {
                 .take(STRIPES)
                 .collect(),
             evictions: AtomicU64::new(0),
+            held: AtomicUsize::new(0),
+            records,
         }
     }
 
@@ -168,6 +175,7 @@ impl Table {
                         .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire)
                         .is_ok()
                     {
+                        self.held.fetch_sub(1, Ordering::Relaxed);
                         return Some(tat_ns);
                     }
                     continue 'retry;
@@ -197,25 +205,38 @@ impl Table {
         }
         let next = pack(key, state.tat_ns);
         loop {
+            // The free slot of the bucket with the most free slots (two-choice balancing),
+            // and the least recently used record that is not limited.
+            let mut free: Option<(&AtomicU128, u128, usize)> = None;
             let mut victim: Option<(&AtomicU128, u128, u64)> = None;
-            let mut free: Option<(&AtomicU128, u128)> = None;
             for bucket in self.buckets_of(hash) {
+                let mut first_free = None;
+                let mut frees = 0;
                 for slot in &bucket.0 {
                     let seen = slot.load(Ordering::Acquire);
                     let (_, tat_ns) = unpack(seen);
                     if tat_ns <= now_ns {
-                        free = free.or(Some((slot, seen)));
+                        frees += 1;
+                        first_free = first_free.or(Some((slot, seen)));
                     } else if gcra.allows_one_more(tat_ns, now_ns)
                         && victim.is_none_or(|(_, _, oldest)| tat_ns < oldest)
                     {
                         victim = Some((slot, seen, tat_ns));
                     }
                 }
+                if let Some((slot, seen)) = first_free {
+                    if free.is_none_or(|(_, _, most)| frees > most) {
+                        free = Some((slot, seen, frees));
+                    }
+                }
             }
+            // Evict only when the table holds what it is sized for; before that a key
+            // whose two buckets are full goes to the general path.
+            let full = self.held.load(Ordering::Relaxed) >= self.records;
             let (slot, seen, evicting) = match (free, victim) {
-                (Some((slot, seen)), _) => (slot, seen, false),
-                (None, Some((slot, seen, _))) => (slot, seen, true),
-                (None, None) => return Claimed::Full,
+                (Some((slot, seen, _)), _) => (slot, seen, false),
+                (None, Some((slot, seen, _))) if full => (slot, seen, true),
+                _ => return Claimed::Full,
             };
             if slot
                 .compare_exchange(seen, next, Ordering::AcqRel, Ordering::Acquire)
@@ -223,6 +244,8 @@ impl Table {
             {
                 if evicting {
                     self.evictions.fetch_add(1, Ordering::Relaxed);
+                } else if unpack(seen).1 == 0 {
+                    self.held.fetch_add(1, Ordering::Relaxed);
                 }
                 return Claimed::Decided(decision);
             }
@@ -236,7 +259,7 @@ impl Table {
     }
 
     /// Records held (not vacated; some may have expired and not been swept).
-    fn held(&self) -> usize {
+    fn occupied(&self) -> usize {
         self.slots().filter(|(_, tat)| *tat != 0).count()
     }
 
@@ -252,6 +275,7 @@ impl Table {
                     .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
+                self.held.fetch_sub(1, Ordering::Relaxed);
                 gone += 1;
             }
         }
@@ -330,7 +354,7 @@ impl Tables {
     }
 
     pub(super) fn held(&self) -> usize {
-        self.each().map(Table::held).sum()
+        self.each().map(Table::occupied).sum()
     }
 
     pub(super) fn sweep(&self, now_ns: u64) -> usize {

@@ -671,6 +671,38 @@ mod tests {
         assert_eq!(stats.refusals, 0);
     }
 
+    /// The same flood on the lock-free path (GCRA, 8-byte keys): unlimited records are
+    /// evicted once the table is full, limited ones never, and new clients keep passing.
+    #[test]
+    fn a_flood_of_one_off_keys_on_the_lock_free_path_leaves_room_for_new_clients() {
+        let store = MemoryStore::builder().capacity(1000).shards(4).build();
+        let rule = Rule::gcra(2, Duration::from_secs(3600), 2).unwrap();
+        let limited = Key::from(u64::MAX);
+        assert!(check(&store, &limited, &rule, SEC).unwrap());
+        assert!(check(&store, &limited, &rule, SEC).unwrap());
+        assert!(!check(&store, &limited, &rule, SEC).unwrap());
+        for i in 0..20_000u64 {
+            assert!(
+                check(&store, &Key::from(i), &rule, SEC).unwrap(),
+                "flood key {i}"
+            );
+            if i % 100 == 0 {
+                let fresh = Key::from(1 << 40 | i);
+                assert!(check(&store, &fresh, &rule, SEC).unwrap(), "client key {i}");
+            }
+        }
+        assert!(
+            !check(&store, &limited, &rule, SEC).unwrap(),
+            "the limited key was never evicted"
+        );
+        let stats = store.stats();
+        // The lock-free table holds the rule's share (500) and the general path the
+        // overflow, within its capacity.
+        assert!(stats.len <= 1000 + 700, "{stats:?}");
+        assert!(stats.evictions > 15_000, "{stats:?}");
+        assert_eq!(stats.refusals, 0);
+    }
+
     #[test]
     fn one_rules_flood_of_limited_keys_leaves_the_other_rules_capacity() {
         let store = MemoryStore::builder().capacity(100).shards(1).build();
