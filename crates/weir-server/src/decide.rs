@@ -8,7 +8,9 @@
 //! - a descriptor no rule matches, and any descriptor of an unknown domain, is `OK`;
 //! - an `unlimited` rule is `OK` without touching the store, and a `requests_per_unit: 0`
 //!   rule is `OVER_LIMIT` without touching it;
-//! - hits above a rule's limit are `OVER_LIMIT` (they can never pass);
+//! - hits above a rule's limit are `OVER_LIMIT` (they can never pass: the status says so,
+//!   `never_allowed`, and its retry-after is the key's reset, or the rule's window when the
+//!   key has nothing to reset, never 0);
 //! - a shadow rule's denial is reported `OK`; under the global shadow mode the descriptor
 //!   keeps `OVER_LIMIT` and only the overall code becomes `OK`;
 //! - `quota_mode`: a quota descriptor is checked, charged and reported like any other
@@ -207,12 +209,12 @@ impl Engine {
             rate_limit: m.rate_limit,
             shadow: m.shadow,
         };
-        let decision = match m.limit {
+        let (decision, never_allowed) = match m.limit {
             Limit::Rule(rule) => {
                 self.check(&m.key, &rule, m.hits(request_hits), &m.rule_id)
                     .await?
             }
-            Limit::Deny { window } => deny_all(window, self.limiter.clock().now_ns()),
+            Limit::Deny { window } => (deny_all(window, self.limiter.clock().now_ns()), false),
             // Unlimited (and any kind added later that checks nothing): allowed, no store.
             _ => {
                 return Ok(Status {
@@ -220,6 +222,7 @@ impl Engine {
                     matched: Some(matched),
                     decision: None,
                     shadow_denied: false,
+                    never_allowed: false,
                 })
             }
         };
@@ -229,6 +232,7 @@ impl Engine {
                 matched: Some(matched),
                 decision: Some(decision),
                 shadow_denied: false,
+                never_allowed: false,
             });
         }
         self.top_denied.record(&m.key, &m.rule_id);
@@ -246,53 +250,66 @@ impl Engine {
             matched: Some(matched),
             decision: Some(decision),
             shadow_denied,
+            never_allowed,
         })
     }
 
-    /// One limiter check, timed, with the errors that are decisions turned into them.
+    /// One limiter check, timed, with the errors that are decisions turned into them; and
+    /// whether the hits are above the rule's capacity (never allowed).
     async fn check(
         &self,
         key: &Key,
         rule: &Rule,
         hits: u64,
         rule_id: &str,
-    ) -> Result<Decision, DecideError> {
+    ) -> Result<(Decision, bool), DecideError> {
         let clock = self.limiter.clock();
         let start_ns = clock.now_ns();
         let result = self.limiter.check(key, rule, hits).await;
         let took_ns = clock.now_ns().saturating_sub(start_ns);
         self.metrics.store_call(Duration::from_nanos(took_ns));
-        match result {
-            Ok(decision) => Ok(decision),
+        let decision = match result {
+            Ok(decision) => decision,
             Err(CheckError::CostAboveCapacity { .. }) => {
                 // More hits than the limit can ever allow: over the limit, as in ratelimit.
+                // No wait makes them pass; the retry-after is for protocols that cannot say
+                // "never" (Envoy's): the key's reset, as ratelimit's for a fixed window, or
+                // the whole window when nothing is used, never "retry now".
                 let now = self.limiter.peek(key, rule).await.ok();
                 let reset_after = now.map_or(rule.window(), |d| d.reset_after);
-                Ok(Decision {
+                let retry_after = if reset_after.is_zero() {
+                    rule.window()
+                } else {
+                    reset_after
+                };
+                let decision = Decision {
                     allowed: false,
                     limit: rule.limit(),
                     remaining: now.map_or(0, |d| d.remaining),
                     reset_after,
-                    retry_after: reset_after,
+                    retry_after,
                     delay: Duration::ZERO,
-                })
+                };
+                return Ok((decision, true));
             }
             Err(CheckError::Store(error @ StoreError::Full { capacity })) => {
                 self.metrics.store_error("full");
                 self.capacity.refused(clock.now_ns(), capacity, rule_id);
                 match rule.failure_policy() {
-                    FailurePolicy::FailOpen => Ok(Decision {
+                    FailurePolicy::FailOpen => Decision {
                         allowed: true,
                         limit: rule.limit(),
                         remaining: 0,
                         reset_after: Duration::ZERO,
                         retry_after: Duration::ZERO,
                         delay: Duration::ZERO,
-                    }),
+                    },
                     // Nothing to fall back to from the embedded store: closed.
-                    _ => Err(DecideError::Unavailable(format!(
-                        "{error}; rule {rule_id} fails closed for new keys until some expire"
-                    ))),
+                    _ => {
+                        return Err(DecideError::Unavailable(format!(
+                            "{error}; rule {rule_id} fails closed for new keys until some expire"
+                        )))
+                    }
                 }
             }
             Err(CheckError::Store(error)) => {
@@ -302,20 +319,23 @@ impl Engine {
                         _ => "error",
                     });
                 }
-                Err(DecideError::Unavailable(error.to_string()))
+                return Err(DecideError::Unavailable(error.to_string()));
             }
-            Err(CheckError::Unsupported { op, algorithm }) => Err(DecideError::Rule {
-                rule: rule_id.to_string(),
-                reason: if algorithm == "concurrency" {
-                    "a concurrency rule counts leases, not requests: acquire and release \
-                     them over HTTP (POST /v1/acquire, POST /v1/release)"
-                        .to_string()
-                } else {
-                    format!("{op} is not supported by the {algorithm} algorithm")
-                },
-            }),
-            Err(other) => Err(DecideError::Invalid(other.to_string())),
-        }
+            Err(CheckError::Unsupported { op, algorithm }) => {
+                return Err(DecideError::Rule {
+                    rule: rule_id.to_string(),
+                    reason: if algorithm == "concurrency" {
+                        "a concurrency rule counts leases, not requests: acquire and release \
+                         them over HTTP (POST /v1/acquire, POST /v1/release)"
+                            .to_string()
+                    } else {
+                        format!("{op} is not supported by the {algorithm} algorithm")
+                    },
+                })
+            }
+            Err(other) => return Err(DecideError::Invalid(other.to_string())),
+        };
+        Ok((decision, false))
     }
 }
 

@@ -79,6 +79,7 @@ mod tests {
                 delay: Duration::ZERO,
             }),
             shadow_denied: false,
+            never_allowed: false,
         }
     }
 

@@ -68,6 +68,10 @@ pub struct Status {
     /// Whether the limiter denied it but the denial was not enforced (shadow mode, global
     /// shadow mode, or outside the enforcement percentage).
     pub shadow_denied: bool,
+    /// Whether the hits asked for are above the rule's capacity: denied, and no wait makes
+    /// them pass (the HTTP API sends no `Retry-After` for it; Envoy's protocol cannot say
+    /// it, so `OverLimit` with the decision's retry-after, never 0).
+    pub never_allowed: bool,
 }
 
 impl Status {
@@ -78,6 +82,7 @@ impl Status {
             matched: None,
             decision: None,
             shadow_denied: false,
+            never_allowed: false,
         }
     }
 

@@ -8,7 +8,8 @@
 //!
 //! answers `200` (or `429` when over the limit) with the overall code and each descriptor's
 //! decision, and the rate-limit headers (`RateLimit-Policy`, `RateLimit`, `Retry-After` on
-//! 429). Unknown fields, wrong types, negative or absurd hits are a 400 that names them.
+//! 429). Hits above a rule's capacity can never pass: that descriptor says
+//! `"never_allowed": true` (no `retry_after_ms`) and the 429 has no `Retry-After`. Unknown fields, wrong types, negative or absurd hits are a 400 that names them.
 //! The body must be sent as `Content-Type: application/json` (`415` otherwise): a web page
 //! can POST `text/plain` or a form cross-site without asking, JSON it cannot.
 
@@ -128,6 +129,9 @@ struct DescriptorAnswer<'a> {
     /// Denied by the limiter but not enforced (shadow mode or roll-out).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     shadow_denied: bool,
+    /// The hits are above the rule's capacity: no retry can pass (no `retry_after_ms`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    never_allowed: bool,
 }
 
 fn millis(d: std::time::Duration) -> u64 {
@@ -144,9 +148,12 @@ fn answer(status: &Status) -> DescriptorAnswer<'_> {
         limit: d.map(|d| d.limit),
         remaining: d.map(|d| d.remaining),
         reset_after_ms: d.map(|d| millis(d.reset_after)),
-        retry_after_ms: d.map(|d| millis(d.retry_after)),
+        retry_after_ms: d
+            .filter(|_| !status.never_allowed)
+            .map(|d| millis(d.retry_after)),
         delay_ms: d.map(|d| millis(d.delay)).filter(|&ms| ms > 0),
         shadow_denied: status.shadow_denied,
+        never_allowed: status.never_allowed,
     }
 }
 
@@ -170,7 +177,13 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response {
             headers.insert(HeaderName::from_static(name), value);
         }
     }
-    if over {
+    // A request one enforced descriptor can never allow gets no Retry-After: a client
+    // honouring it would only be refused again, in a loop.
+    let never = verdict
+        .statuses
+        .iter()
+        .any(|s| s.never_allowed && s.code == Code::OverLimit);
+    if over && !never {
         if let Some((_, d)) = verdict.tightest() {
             headers.insert(
                 axum::http::header::RETRY_AFTER,
