@@ -153,6 +153,13 @@ pub(crate) struct ProxyArgs {
           value_parser = parse_duration)]
     upstream_body_timeout: Duration,
 
+    /// The most connections each listener (the proxy's and --api) keeps open at once; at
+    /// the cap a new connection is closed as soon as it is accepted, and the open ones keep
+    /// being served
+    #[arg(long, value_name = "N", env = "WEIR_MAX_CONNECTIONS",
+          default_value_t = weir_server::Settings::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: std::num::NonZeroUsize,
+
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -201,6 +208,7 @@ impl ProxyArgs {
         settings.upstream_timeout = self.upstream_timeout;
         settings.client_body_timeout = self.client_body_timeout;
         settings.upstream_body_timeout = self.upstream_body_timeout;
+        settings.server.max_connections = self.max_connections;
         settings.listen = Some(self.listen);
         Ok(settings)
     }

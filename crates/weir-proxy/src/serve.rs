@@ -15,7 +15,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::Layer;
-use weir_server::{serve_http, spawn_background, App, Peer, ServerError};
+use weir_server::{serve_http_with, spawn_background, App, HttpLimits, Peer, ServerError};
 use weir_tower::{OnLimit, RateLimitLayer};
 
 use crate::forward::{Forward, Routes};
@@ -116,18 +116,20 @@ pub async fn run(
         "weir proxy: listening"
     );
     let (stop_tx, stop_rx) = watch::channel(false);
-    let header_read_timeout = settings.server.header_read_timeout;
-    let mut proxy_task = tokio::spawn(serve_http(
+    // Both listeners bounded as weir serve's: a connection cap each, a header-read
+    // timeout, a request-head limit (431).
+    let limits = HttpLimits::of(&settings.server);
+    let mut proxy_task = tokio::spawn(serve_http_with(
         listener,
         proxy,
-        header_read_timeout,
+        limits,
         Peer::Recorded,
         stopped(stop_rx.clone()),
     ));
-    let mut api_task = tokio::spawn(serve_http(
+    let mut api_task = tokio::spawn(serve_http_with(
         api,
         weir_server::router(app.clone()),
-        header_read_timeout,
+        limits,
         Peer::Unrecorded,
         stopped(stop_rx),
     ));

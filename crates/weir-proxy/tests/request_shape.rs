@@ -99,3 +99,64 @@ upgrade: h2c\r\nhttp2-settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n",
     let seen = b.record.last_headers.lock().unwrap().clone().unwrap();
     assert!(seen.get("upgrade").is_none() && seen.get("http2-settings").is_none());
 }
+
+/// The proxy's listener is bounded as weir serve's: past `max_connections`, a new
+/// connection is closed at once (idle sockets used to exhaust file descriptors); open ones
+/// keep being served, and a freed slot is used again.
+#[tokio::test]
+async fn the_listener_caps_its_connections() {
+    use tokio::io::AsyncReadExt;
+
+    let b = common::backend("app", std::time::Duration::ZERO).await;
+    let mut s = common::settings(common::upstream(&b), "domain: proxy\n");
+    s.server.max_connections = std::num::NonZeroUsize::new(2).unwrap();
+    let p = common::proxy(s).await;
+
+    // Two connections hold the two slots (a request head not yet finished).
+    let mut first = common::raw::open(p.addr, b"GET / HTTP/1.1\r\nhost: a\r\n").await;
+    let _second = common::raw::open(p.addr, b"GET / HTTP/1.1\r\nhost: a\r\n").await;
+    // A third is closed as soon as it is accepted (EOF, or a reset), within a bound.
+    let mut refused = false;
+    for _ in 0..100 {
+        let mut third = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+        let mut byte = [0u8; 1];
+        match tokio::time::timeout(std::time::Duration::from_secs(2), third.read(&mut byte)).await {
+            Ok(Ok(0) | Err(_)) => {
+                refused = true;
+                break;
+            }
+            // Not yet counted (the first two were still being accepted): try again.
+            _ => tokio::task::yield_now().await,
+        }
+    }
+    assert!(refused, "a connection past the cap was served");
+    // An open one is still served.
+    use tokio::io::AsyncWriteExt;
+    first.write_all(b"connection: close\r\n\r\n").await.unwrap();
+    let answer = common::raw::read_answer(&mut first).await;
+    assert_eq!((answer.status, answer.body.as_str()), (200, "app"));
+    drop(first);
+    // Its slot is used again.
+    let mut served = false;
+    for _ in 0..200 {
+        let Ok(mut again) = tokio::net::TcpStream::connect(p.addr).await else {
+            continue;
+        };
+        let request = b"GET / HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n";
+        if again.write_all(request).await.is_err() {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            again.read_to_end(&mut bytes),
+        )
+        .await;
+        if matches!(read, Ok(Ok(_))) && bytes.starts_with(b"HTTP/1.1 200") {
+            served = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(served, "a freed slot was not used again");
+}
