@@ -31,6 +31,8 @@
 mod body;
 mod classify;
 mod forward;
+#[doc(hidden)]
+pub mod fuzzing;
 mod limits;
 mod reply;
 mod screen;

@@ -54,3 +54,49 @@ proptest! {
         prop_assert_eq!(normalise_path(&padded), once);
     }
 }
+
+fn head_line() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("Host: a.example".to_string()),
+        Just("Host: a.example\r\nHost: b.example".to_string()),
+        Just("Host: u@h".to_string()),
+        Just("Connection: Upgrade\r\nUpgrade: websocket".to_string()),
+        Just("Upgrade: h2c".to_string()),
+        "X-Forwarded-For: [0-9a-f:., ]{0,60}",
+        "Forwarded: [ -~]{0,60}",
+        "[A-Za-z-]{1,12}: [ -~]{0,40}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Arbitrary bytes as a request head: no panic.
+    #[test]
+    fn any_bytes_as_a_request_head(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let _ = weir_proxy::fuzzing::request_head(&bytes);
+    }
+
+    /// Request-shaped heads: a head that parses is refused or gets a bounded path.
+    #[test]
+    fn request_shaped_heads(
+        method in prop_oneof![
+            Just("GET".to_string()),
+            Just("CONNECT".to_string()),
+            Just("POST".to_string()),
+            "[A-Z]{1,8}",
+        ],
+        path in "/\\PC{0,200}",
+        version in prop_oneof![Just("1.0".to_string()), Just("1.1".to_string())],
+        lines in proptest::collection::vec(head_line(), 0..6),
+    ) {
+        let head = format!("{method} {path} HTTP/{version}\r\n{}\r\n\r\n", lines.join("\r\n"));
+        if let Some(h) = weir_proxy::fuzzing::request_head(head.as_bytes()) {
+            prop_assert!(h.path.len() <= MAX_VALUE_LEN);
+            prop_assert!(h.path.starts_with('/'));
+            if method == "CONNECT" {
+                prop_assert!(h.refused);
+            }
+        }
+    }
+}
