@@ -13,7 +13,8 @@
 //!   `Key::from(u64)` per check, as a caller holding a u64 must; `weir-prebuilt-key` indexes
 //!   a `Vec<Key>` built beforehand (store cost without the key allocation; 1 and 10k keys
 //!   only); `naive-mutex-hashmap` is one `Mutex<HashMap<u64, u64>>` running GCRA inline.
-//! - `parts`: single-thread costs of the pieces of one Weir check (clock, key, step).
+//! - `parts`: single-thread costs of the pieces of one Weir check (clock, key, step); the
+//!   clock beside governor's, `Instant` anchored to the epoch and `SystemTime`.
 //!
 //! Each library reads its own default clock once per check: governor its quanta clock,
 //! Weir `SystemClock::now_ns()`. Timing is `iter_custom`: every thread does `iters` checks
@@ -306,10 +307,25 @@ fn keyed(c: &mut Criterion) {
 fn parts(c: &mut Criterion) {
     let mut group = c.benchmark_group("parts");
     group.throughput(Throughput::Elements(1));
+    // The clock, against governor's and the two standard clocks SystemClock could read
+    // instead: the monotonic clock anchored to the wall clock (its reference, and what it
+    // read before) and the wall clock itself.
     let clock = SystemClock::new();
     group.bench_function("weir_clock_now_ns", |b| b.iter(|| clock.now_ns()));
     let quanta = governor::clock::DefaultClock::default();
     group.bench_function("governor_clock_now", |b| b.iter(|| quanta.now()));
+    let (anchor, anchor_unix_ns) = (Instant::now(), clock.now_ns());
+    group.bench_function("instant_anchored_now_ns", |b| {
+        b.iter(|| anchor_unix_ns + anchor.elapsed().as_nanos() as u64)
+    });
+    group.bench_function("system_time_now_ns", |b| {
+        b.iter(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
+    });
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     group.bench_function("xorshift_below_1m", |b| {
         b.iter(|| rng.below(black_box(1_000_000)))

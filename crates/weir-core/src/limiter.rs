@@ -1,6 +1,12 @@
 //! The library's front door: a [`Limiter`] reads `now` from its [`Clock`] once per call and
 //! asks its [`Store`] to apply one step. Everything a user does to a key goes through here;
-//! adapters (tower layer, server, proxy) build keys and rules and call it.
+//! adapters (tower layer, server, proxy) build keys and rules and call it. The verbs are
+//! async; over a store that decides without waiting ([`SyncStore`], the memory store) they
+//! have synchronous twins, in `limiter/sync.rs`.
+
+mod sync;
+
+pub use sync::SyncStore;
 
 use std::time::Duration;
 
@@ -54,9 +60,26 @@ impl Default for Limiter {
 
 /// The decision of an operation that returns one. Any other outcome is a store bug, and
 /// an error (never a decision that could read as allowed).
+#[inline]
 fn decision(outcome: Outcome) -> Result<Decision, CheckError> {
     match outcome {
         Outcome::Decision(d) => Ok(d),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// The usage an inspect returns.
+fn usage(outcome: Outcome) -> Result<Usage, CheckError> {
+    match outcome {
+        Outcome::Usage(u) => Ok(u),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// Whether a release let go of a live lease.
+fn released(outcome: Outcome) -> Result<bool, CheckError> {
+    match outcome {
+        Outcome::Released(released) => Ok(released),
         other => Err(unexpected(other)),
     }
 }
@@ -162,10 +185,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
 
     /// Reports the key's usage, block and strikes without changing anything.
     pub async fn inspect(&self, key: &Key, rule: &Rule) -> Result<Usage, CheckError> {
-        match self.run(key, rule, Op::Inspect).await? {
-            Outcome::Usage(u) => Ok(u),
-            other => Err(unexpected(other)),
-        }
+        self.run(key, rule, Op::Inspect).await.and_then(usage)
     }
 
     /// Takes a concurrency lease on `key` for `holder`, living `ttl` unless released first.
@@ -185,10 +205,9 @@ impl<S: Store, C: Clock> Limiter<S, C> {
 
     /// Releases one hold of `holder`'s lease. Returns whether it held a live lease.
     pub async fn release(&self, key: &Key, rule: &Rule, holder: &str) -> Result<bool, CheckError> {
-        match self.run(key, rule, Op::Release { holder }).await? {
-            Outcome::Released(released) => Ok(released),
-            other => Err(unexpected(other)),
-        }
+        self.run(key, rule, Op::Release { holder })
+            .await
+            .and_then(released)
     }
 
     /// Waits until a request of `cost` is allowed, then consumes it; gives up (returning the
@@ -205,22 +224,42 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         let deadline_ns = self.clock.now_ns().saturating_add(duration_ns(max_wait));
         loop {
             let d = self.check(key, rule, cost).await?;
-            let now_ns = self.clock.now_ns();
-            if d.allowed {
-                if !d.delay.is_zero() {
-                    let go_ns = now_ns.saturating_add(duration_ns(d.delay));
+            match after(&d, self.clock.now_ns(), deadline_ns) {
+                Then::Return => return Ok(d),
+                Then::ReturnAt(go_ns) => {
                     self.clock.sleep_until(go_ns).await;
+                    return Ok(d);
                 }
-                return Ok(d);
+                Then::RetryAt(retry_ns) => self.clock.sleep_until(retry_ns).await,
             }
-            // At least 1 µs, so a zero retry_after can never become a busy loop.
-            let retry_ns = now_ns.saturating_add(duration_ns(d.retry_after).max(1_000));
-            if retry_ns > deadline_ns {
-                return Ok(d);
-            }
-            self.clock.sleep_until(retry_ns).await;
         }
     }
+}
+
+/// What a wait does after a check.
+enum Then {
+    /// Return the decision: allowed at once, or denied for longer than the wait may last.
+    Return,
+    /// Sleep until then (the leaky-bucket queue's delay), then return the allowed decision.
+    ReturnAt(u64),
+    /// Sleep until then (the denial's `retry_after`), then check again.
+    RetryAt(u64),
+}
+
+/// What a wait giving up at `deadline_ns` does after decision `d`, read at `now_ns`.
+fn after(d: &Decision, now_ns: u64, deadline_ns: u64) -> Then {
+    if d.allowed && d.delay.is_zero() {
+        return Then::Return;
+    }
+    if d.allowed {
+        return Then::ReturnAt(now_ns.saturating_add(duration_ns(d.delay)));
+    }
+    // At least 1 µs, so a zero retry_after can never become a busy loop.
+    let retry_ns = now_ns.saturating_add(duration_ns(d.retry_after).max(1_000));
+    if retry_ns > deadline_ns {
+        return Then::Return;
+    }
+    Then::RetryAt(retry_ns)
 }
 
 #[cfg(test)]

@@ -1,92 +1,22 @@
-//! Time sources. The only file in Weir that reads the machine's clock.
-//!
-//! Every decision takes `now` as integer nanoseconds since the Unix epoch (`u64`, good until
-//! the year 2554). Algorithms never read a clock: the [`Limiter`](crate::Limiter) asks a
-//! [`Clock`] once per call and passes the number down, so tests and simulations drive time by
-//! hand with [`ManualClock`].
+//! [`ManualClock`]: a clock that moves only when told to, for tests and simulations. It
+//! never reads the machine's clock; its sleeps wake when the time is moved past them.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use super::{Clock, Sleep};
 use crate::time::duration_ns;
-
-/// A boxed future returned by [`Clock::sleep_until`].
-pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
-
-/// A source of time for decisions.
-///
-/// `now_ns` must never go backwards for one clock. Windows (fixed window, sliding counter
-/// buckets) are aligned to the Unix epoch, so `now_ns` counts from it.
-pub trait Clock: Send + Sync + 'static {
-    /// Nanoseconds since the Unix epoch.
-    fn now_ns(&self) -> u64;
-
-    /// A future that completes once `now_ns() >= deadline_ns`. Used by
-    /// [`Limiter::wait`](crate::Limiter::wait); it never busy-loops.
-    fn sleep_until(&self, deadline_ns: u64) -> Sleep;
-}
-
-/// The production clock: monotonic (`std::time::Instant`) and anchored once to the wall clock,
-/// so it counts from the Unix epoch but a wall-clock step (NTP, an operator) never moves it.
-///
-/// `sleep_until` uses tokio's timer (feature `tokio`, on by default) and must run inside a
-/// tokio runtime; without the feature it completes at once.
-#[derive(Debug, Clone)]
-pub struct SystemClock {
-    anchor: Instant,
-    anchor_unix_ns: u64,
-}
-
-impl SystemClock {
-    /// A clock anchored to the wall clock at this moment.
-    #[allow(clippy::disallowed_methods)] // the one place that reads the machine's clock
-    pub fn new() -> Self {
-        let anchor_unix_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(duration_ns)
-            .unwrap_or(0);
-        Self {
-            anchor: Instant::now(),
-            anchor_unix_ns,
-        }
-    }
-}
-
-impl Default for SystemClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Clock for SystemClock {
-    #[inline]
-    fn now_ns(&self) -> u64 {
-        self.anchor_unix_ns
-            .saturating_add(duration_ns(self.anchor.elapsed()))
-    }
-
-    fn sleep_until(&self, deadline_ns: u64) -> Sleep {
-        let wait = Duration::from_nanos(deadline_ns.saturating_sub(self.now_ns()));
-        #[cfg(feature = "tokio")]
-        {
-            Box::pin(tokio::time::sleep(wait))
-        }
-        #[cfg(not(feature = "tokio"))]
-        {
-            let _ = wait;
-            Box::pin(std::future::ready(()))
-        }
-    }
-}
 
 /// A clock that moves only when told to. Clones share the same time.
 ///
-/// Pending [`sleep_until`](Clock::sleep_until) futures wake when [`advance`](Self::advance) or
-/// [`set_ns`](Self::set_ns) carries the time past their deadline.
+/// Pending [`sleep_until`](Clock::sleep_until) futures (and threads blocked in
+/// [`sleep_until_blocking`](Clock::sleep_until_blocking)) wake when
+/// [`advance`](Self::advance) or [`set_ns`](Self::set_ns) carries the time past their
+/// deadline.
 ///
 /// ```
 /// use std::time::Duration;
@@ -139,7 +69,7 @@ impl ManualClock {
         self.wake_due(now);
     }
 
-    /// How many `sleep_until` futures are waiting for time to move.
+    /// How many `sleep_until` futures (or blocked threads) are waiting for time to move.
     pub fn sleepers(&self) -> usize {
         self.inner.sleepers.lock().map(|s| s.len()).unwrap_or(0)
     }
@@ -215,27 +145,9 @@ impl Future for ManualSleep {
     }
 }
 
-impl<C: Clock> Clock for Arc<C> {
-    fn now_ns(&self) -> u64 {
-        (**self).now_ns()
-    }
-    fn sleep_until(&self, deadline_ns: u64) -> Sleep {
-        (**self).sleep_until(deadline_ns)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn system_clock_counts_from_the_epoch_and_never_goes_back() {
-        let clock = SystemClock::new();
-        let a = clock.now_ns();
-        let b = clock.now_ns();
-        assert!(a > 1_600_000_000_000_000_000, "{a} is not after 2020");
-        assert!(b >= a);
-    }
 
     #[test]
     fn manual_clock_ignores_a_step_back() {
@@ -256,5 +168,24 @@ mod tests {
         assert!(!sleeper.is_finished());
         clock.advance(Duration::from_nanos(1));
         sleeper.await.unwrap();
+    }
+
+    #[test]
+    fn a_blocked_thread_wakes_when_time_passes_the_deadline() {
+        let clock = ManualClock::new(0);
+        let sleeper = std::thread::spawn({
+            let clock = clock.clone();
+            move || {
+                clock.sleep_until_blocking(100);
+                clock.now_ns()
+            }
+        });
+        while clock.sleepers() == 0 {
+            std::thread::yield_now();
+        }
+        clock.advance(Duration::from_nanos(99));
+        assert!(!sleeper.is_finished());
+        clock.advance(Duration::from_nanos(1));
+        assert_eq!(sleeper.join().unwrap(), 100);
     }
 }
