@@ -114,7 +114,7 @@ async fn serve_backend(name: &'static str, delay: Duration, ending: Ending) -> B
     let handler_record = Arc::clone(&record);
     let app = Router::new().fallback(move |request: Request| {
         let record = Arc::clone(&handler_record);
-        let clock = clock.clone();
+        let clock = clock;
         async move {
             record.arrivals_ns.lock().unwrap().push(clock.now_ns());
             *record.last_headers.lock().unwrap() = Some(request.headers().clone());
