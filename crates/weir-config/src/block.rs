@@ -244,7 +244,8 @@ fn algorithm_rule(
     };
     let span = |param: &'static str, node: &Option<Spanned<String>>| {
         let node = node.as_ref().ok_or_else(|| missing(param))?;
-        duration::parse(&node.value).map_err(|e| at.field(param, Some(node)).error(e))
+        duration::parse_duration(&node.value)
+            .map_err(|e| at.field(param, Some(node)).error(e.to_string()))
     };
     let built = match algorithm {
         "fixed_window" => {
@@ -326,9 +327,9 @@ fn rule_error_field(error: &RuleError) -> &'static str {
 fn lockout(raw: &RawLockout, at: &Place) -> Result<Lockout, ConfigError> {
     let span = |name: &str, node: &Spanned<String>| {
         let place = at.field(name, Some(node));
-        duration::parse(&node.value)
+        duration::parse_duration(&node.value)
             .map(|d| (d, place.clone()))
-            .map_err(|e| place.error(e))
+            .map_err(|e| place.error(e.to_string()))
     };
     let duration_node = raw
         .duration

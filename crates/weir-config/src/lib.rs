@@ -58,6 +58,7 @@ mod tree;
 mod unit;
 mod yaml;
 
+pub use duration::{parse_duration, DurationError};
 pub use error::{ConfigError, MatchError};
 pub use key::{bounded_value, build as descriptor_key};
 pub use request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
