@@ -1,5 +1,5 @@
 //! Weir's [`MemoryStore`] against `governor` 0.10, side by side in one run, mirroring the
-//! scenarios of the shared governor harness (`/work/shared/bench/governor_bench`).
+//! scenarios of the shared governor harness (`../shared/bench/governor_bench`).
 //! Not a test: nothing here asserts a timing. `scripts/bench` runs it and tabulates the
 //! results into `BENCHMARKS.md`.
 //!
