@@ -3,12 +3,11 @@
 //! constructors, whose `RuleError` message is reported at the parameter's path. Called by
 //! `compile.rs` for each node that has a limit.
 
-use std::time::Duration;
-
 use serde_saphyr::Spanned;
 use weir_core::{FailurePolicy, Lockout, Rule, RuleError};
 
-use crate::duration;
+use crate::duration::{self, parse_duration};
+use crate::params::{self, BuildError, Kind, Value};
 use crate::place::{line_of, Place};
 use crate::raw::{RawLockout, RawRateLimit, RawReplace, RawRule};
 use crate::request::{Limit, RateLimitSpec};
@@ -29,8 +28,6 @@ pub(crate) struct Block {
 }
 
 const UNITS: &str = "second, minute, hour, day, week, month or year";
-const ALGORITHMS: &str = "fixed_window, sliding_log, sliding_window, weighted_window, \
-                          token_bucket, leaky_bucket, gcra, leaky_queue or concurrency";
 
 /// A ratelimit `rate_limit` block: a fixed window of `unit × unit_multiplier`.
 pub(crate) fn rate_limit(raw: &RawRateLimit, at: &Place) -> Result<Block, ConfigError> {
@@ -133,9 +130,9 @@ pub(crate) fn rule(raw: &RawRule, at: &Place) -> Result<Block, ConfigError> {
         enforce_percent,
     };
     if raw.unlimited.as_ref().is_some_and(|u| u.value) {
-        if let Some((param, line)) = present_params(raw).first() {
+        if let Some((param, node)) = present_params(raw).first() {
             return Err(at
-                .named(param, *line)
+                .named(param, node.line())
                 .error("does not apply to an unlimited rule"));
         }
         return Ok(block);
@@ -144,7 +141,7 @@ pub(crate) fn rule(raw: &RawRule, at: &Place) -> Result<Block, ConfigError> {
     let algorithm = raw
         .algorithm
         .as_ref()
-        .ok_or_else(|| algorithm_at.error(format!("is required ({ALGORITHMS})")))?;
+        .ok_or_else(|| algorithm_at.error(format!("is required ({})", algorithm_names())))?;
     let mut rule = algorithm_rule(&algorithm.value, raw, at, &algorithm_at)?;
     if let Some(lockout) = &raw.lockout {
         rule = rule.with_lockout(self::lockout(
@@ -169,158 +166,114 @@ pub(crate) fn rule(raw: &RawRule, at: &Place) -> Result<Block, ConfigError> {
     Ok(block)
 }
 
-/// The algorithm parameters present in a `rule` block, in declaration order, with lines.
-fn present_params(raw: &RawRule) -> Vec<(&'static str, Option<u32>)> {
-    fn line<T>(node: &Option<Spanned<T>>) -> Option<Option<u32>> {
-        node.as_ref().map(line_of)
+/// An algorithm parameter's node in a `rule` block, as written.
+enum RawParam<'a> {
+    Count(&'a Spanned<i64>),
+    Duration(&'a Spanned<String>),
+}
+
+impl RawParam<'_> {
+    fn line(&self) -> Option<u32> {
+        match self {
+            Self::Count(node) => line_of(node),
+            Self::Duration(node) => line_of(node),
+        }
     }
-    let all = [
-        ("limit", line(&raw.limit)),
-        ("rate", line(&raw.rate)),
-        ("per", line(&raw.per)),
-        ("burst", line(&raw.burst)),
-        ("window", line(&raw.window)),
-        ("precision", line(&raw.precision)),
-        ("capacity", line(&raw.capacity)),
-        ("initial_tokens", line(&raw.initial_tokens)),
-        ("max_depth", line(&raw.max_depth)),
-        ("max_wait", line(&raw.max_wait)),
-        ("max_leases", line(&raw.max_leases)),
-    ];
-    all.into_iter()
-        .filter_map(|(name, line)| line.map(|l| (name, l)))
+}
+
+/// The node of parameter `name` (a name of the table in `params.rs`), if written.
+fn raw_param<'a>(raw: &'a RawRule, name: &str) -> Option<RawParam<'a>> {
+    let count = |node: &'a Option<Spanned<i64>>| node.as_ref().map(RawParam::Count);
+    let span = |node: &'a Option<Spanned<String>>| node.as_ref().map(RawParam::Duration);
+    match name {
+        "limit" => count(&raw.limit),
+        "rate" => count(&raw.rate),
+        "per" => span(&raw.per),
+        "burst" => count(&raw.burst),
+        "window" => span(&raw.window),
+        "precision" => span(&raw.precision),
+        "capacity" => count(&raw.capacity),
+        "initial_tokens" => count(&raw.initial_tokens),
+        "max_depth" => count(&raw.max_depth),
+        "max_wait" => span(&raw.max_wait),
+        "max_leases" => count(&raw.max_leases),
+        _ => None,
+    }
+}
+
+/// The algorithm parameters present in a `rule` block, in the table's order, with lines.
+fn present_params(raw: &RawRule) -> Vec<(&'static str, RawParam<'_>)> {
+    params::all_names()
+        .into_iter()
+        .filter_map(|name| raw_param(raw, name).map(|node| (name, node)))
         .collect()
 }
 
-/// The parameters each algorithm takes; `None` for an unknown algorithm.
-fn parameters(algorithm: &str) -> Option<&'static [&'static str]> {
-    Some(match algorithm {
-        "fixed_window" | "sliding_log" | "weighted_window" => &["limit", "window"],
-        "sliding_window" => &["limit", "window", "precision"],
-        "token_bucket" => &["capacity", "rate", "per", "initial_tokens"],
-        "leaky_bucket" => &["capacity", "rate", "per"],
-        "gcra" => &["rate", "per", "burst"],
-        "leaky_queue" => &["rate", "per", "max_depth", "max_wait"],
-        "concurrency" => &["max_leases"],
-        _ => return None,
-    })
-}
-
-/// The rule of a `rule` block's algorithm and parameters (lockout and policy come after).
+/// The rule of a `rule` block's algorithm and parameters (lockout and policy come after),
+/// as the parameter table in `params.rs` says.
 fn algorithm_rule(
     algorithm: &str,
     raw: &RawRule,
     at: &Place,
     algorithm_at: &Place,
 ) -> Result<Rule, ConfigError> {
-    let takes = parameters(algorithm).ok_or_else(|| {
+    let table = params::algorithm(algorithm).ok_or_else(|| {
         algorithm_at.error(format!(
-            "unknown algorithm '{algorithm}'; expected {ALGORITHMS}"
+            "unknown algorithm '{algorithm}'; expected {}",
+            algorithm_names()
         ))
     })?;
-    let takes_list = takes.join(", ");
+    let takes_list = table.names();
     let present = present_params(raw);
-    for (param, line) in &present {
-        if !takes.contains(param) {
-            return Err(at.named(param, *line).error(format!(
+    let mut values = Vec::with_capacity(present.len());
+    for (name, node) in &present {
+        let place = at.named(name, node.line());
+        let Some(param) = table.param(name) else {
+            return Err(place.error(format!(
                 "does not apply to {algorithm} (it takes {takes_list})"
             )));
-        }
+        };
+        let value = match (param.kind, node) {
+            (Kind::Count, RawParam::Count(n)) => Value::Count(non_negative(n.value, &place)?),
+            (Kind::Duration, RawParam::Duration(text)) => Value::Duration(
+                parse_duration(&text.value).map_err(|e| place.error(e.to_string()))?,
+            ),
+            // The raw field's type is the table's kind (a test checks): unreachable.
+            _ => return Err(place.error(format!("is not a {:?}", param.kind))),
+        };
+        values.push((*name, value));
     }
     let line_of_param = |param: &str| {
         present
             .iter()
             .find(|(p, _)| *p == param)
-            .and_then(|(_, line)| *line)
+            .and_then(|(_, node)| node.line())
     };
-    let missing = |param: &str| {
-        at.named(param, None).error(format!(
-            "is required for {algorithm} (it takes {takes_list})"
-        ))
-    };
-    let number = |param: &'static str, node: &Option<Spanned<i64>>| -> Result<u64, ConfigError> {
-        let node = node.as_ref().ok_or_else(|| missing(param))?;
-        non_negative(node.value, &at.field(param, Some(node)))
-    };
-    let span = |param: &'static str, node: &Option<Spanned<String>>| {
-        let node = node.as_ref().ok_or_else(|| missing(param))?;
-        duration::parse_duration(&node.value)
-            .map_err(|e| at.field(param, Some(node)).error(e.to_string()))
-    };
-    let built = match algorithm {
-        "fixed_window" => {
-            Rule::fixed_window(number("limit", &raw.limit)?, span("window", &raw.window)?)
-        }
-        "sliding_log" => {
-            Rule::sliding_log(number("limit", &raw.limit)?, span("window", &raw.window)?)
-        }
-        "weighted_window" => {
-            Rule::weighted_window(number("limit", &raw.limit)?, span("window", &raw.window)?)
-        }
-        "sliding_window" => Rule::sliding_window(
-            number("limit", &raw.limit)?,
-            span("window", &raw.window)?,
-            span("precision", &raw.precision)?,
-        ),
-        "token_bucket" => {
-            let initial = match &raw.initial_tokens {
-                None => None,
-                Some(_) => Some(number("initial_tokens", &raw.initial_tokens)?),
-            };
-            Rule::token_bucket(
-                number("capacity", &raw.capacity)?,
-                number("rate", &raw.rate)?,
-                span("per", &raw.per)?,
-            )
-            .and_then(|rule| match initial {
-                Some(n) => rule.with_initial_tokens(n),
-                None => Ok(rule),
-            })
-        }
-        "leaky_bucket" => Rule::leaky_bucket(
-            number("capacity", &raw.capacity)?,
-            number("rate", &raw.rate)?,
-            span("per", &raw.per)?,
-        ),
-        "gcra" => Rule::gcra(
-            number("rate", &raw.rate)?,
-            span("per", &raw.per)?,
-            number("burst", &raw.burst)?,
-        ),
-        "leaky_queue" => {
-            let max_wait = match &raw.max_wait {
-                None => Duration::MAX,
-                Some(_) => span("max_wait", &raw.max_wait)?,
-            };
-            Rule::leaky_queue(
-                number("rate", &raw.rate)?,
-                span("per", &raw.per)?,
-                number("max_depth", &raw.max_depth)?,
-                max_wait,
-            )
-        }
-        _ => Rule::concurrency(number("max_leases", &raw.max_leases)?),
-    };
-    built.map_err(|e| {
-        let param = rule_error_field(&e);
-        at.named(param, line_of_param(param)).error(e.to_string())
-    })
+    table
+        .build(|name| values.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
+        .map_err(|e| match e {
+            BuildError::Missing(param) => at.named(param, None).error(format!(
+                "is required for {algorithm} (it takes {takes_list})"
+            )),
+            BuildError::Rule(e) => {
+                let param = params::rule_error_param(&e).unwrap_or("");
+                at.named(param, line_of_param(param)).error(e.to_string())
+            }
+        })
+}
+
+/// The algorithm names, as errors list them.
+fn algorithm_names() -> String {
+    let names: Vec<&str> = params::ALGORITHMS.iter().map(|a| a.name).collect();
+    match names.split_last() {
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
 }
 
 /// The `rule` field a weir-core `RuleError` is about.
 fn rule_error_field(error: &RuleError) -> &'static str {
-    let param: &'static str = match error {
-        RuleError::Zero { param }
-        | RuleError::TooLarge { param, .. }
-        | RuleError::Inconsistent { param, .. } => param,
-        RuleError::PrecisionDoesNotDivideWindow { .. } => "precision",
-        _ => "",
-    };
-    match param {
-        "period" => "per",
-        "window / precision" => "precision",
-        other => other,
-    }
+    params::rule_error_param(error).unwrap_or("")
 }
 
 /// A rule's `lockout` block.
@@ -389,4 +342,33 @@ fn positive(value: i64, at: &Place) -> Result<u64, ConfigError> {
         .ok()
         .filter(|v| *v > 0)
         .ok_or_else(|| at.error(format!("is {value}, must be greater than zero")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every parameter of the table is a `rule:` field of the table's kind, so the rule
+    /// files take exactly the table's names.
+    #[test]
+    fn every_table_parameter_is_a_rule_field_of_its_kind() {
+        let mut yaml = String::new();
+        for name in params::all_names() {
+            let param = params::ALGORITHMS
+                .iter()
+                .find_map(|a| a.param(name))
+                .unwrap();
+            yaml.push_str(&format!("{name}: {}\n", param.example));
+        }
+        let raw: RawRule = serde_saphyr::from_str(&yaml).unwrap();
+        for param in params::ALGORITHMS.iter().flat_map(|a| a.params) {
+            let kind = match raw_param(&raw, param.name) {
+                Some(RawParam::Count(_)) => Kind::Count,
+                Some(RawParam::Duration(_)) => Kind::Duration,
+                None => panic!("{} is not read from the rule block", param.name),
+            };
+            assert_eq!(kind, param.kind, "{}", param.name);
+        }
+        assert_eq!(present_params(&raw).len(), params::all_names().len());
+    }
 }

@@ -50,6 +50,7 @@ mod error;
 mod key;
 pub mod limits;
 mod matcher;
+pub mod params;
 mod place;
 mod raw;
 mod request;

@@ -1,0 +1,346 @@
+//! The one table of algorithm parameters: for each Weir algorithm, the parameters it takes
+//! (name, required or optional, count or duration) and the `weir_core::Rule` constructor
+//! they feed. Read by the rule files' `rule:` block (`block.rs`), by `weir simulate`'s
+//! `--rule ALGORITHM:PARAM=VALUE,...` specs, and checked against `config/README.md`'s table
+//! by a test. Parsing a value is the front end's job (a YAML integer, a spec's text); this
+//! module names the parameters and builds the rule from their values.
+
+use std::time::Duration;
+
+use weir_core::{Rule, RuleError};
+
+/// What a parameter's value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A whole number, 0 or more (the constructor refuses the zeros it cannot use).
+    Count,
+    /// A duration in [`parse_duration`](crate::parse_duration)'s grammar.
+    Duration,
+}
+
+/// One parameter of one algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Param {
+    /// Its name, the same in rule files and `weir simulate` specs (`initial_tokens`).
+    pub name: &'static str,
+    /// Count or duration.
+    pub kind: Kind,
+    /// Whether a rule must give it.
+    pub required: bool,
+    /// A typical value, for examples (`10`, `1s`).
+    pub example: &'static str,
+}
+
+/// One algorithm: its name, the constructor its parameters feed, and the parameters in
+/// the order the constructor takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlgorithmParams {
+    /// The `algorithm:` name (`token_bucket`).
+    pub name: &'static str,
+    /// The constructor call its parameters feed, as Rust.
+    pub constructor: &'static str,
+    /// Its parameters, required ones first.
+    pub params: &'static [Param],
+}
+
+/// A parameter's value, as a front end read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Value {
+    /// A [`Kind::Count`].
+    Count(u64),
+    /// A [`Kind::Duration`].
+    Duration(Duration),
+}
+
+/// Why [`AlgorithmParams::build`] built no rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A required parameter has no value (or a value of the wrong kind).
+    Missing(&'static str),
+    /// The constructor refused the values; [`rule_error_param`] says which parameter.
+    Rule(RuleError),
+}
+
+const fn required(name: &'static str, kind: Kind, example: &'static str) -> Param {
+    Param {
+        name,
+        kind,
+        required: true,
+        example,
+    }
+}
+
+const fn optional(name: &'static str, kind: Kind, example: &'static str) -> Param {
+    Param {
+        name,
+        kind,
+        required: false,
+        example,
+    }
+}
+
+use Kind::{Count, Duration as Span};
+
+/// Every algorithm, in the order documentation lists them.
+pub const ALGORITHMS: &[AlgorithmParams] = &[
+    AlgorithmParams {
+        name: "fixed_window",
+        constructor: "Rule::fixed_window(limit, window)",
+        params: &[
+            required("limit", Count, "10"),
+            required("window", Span, "1s"),
+        ],
+    },
+    AlgorithmParams {
+        name: "sliding_log",
+        constructor: "Rule::sliding_log(limit, window)",
+        params: &[
+            required("limit", Count, "10"),
+            required("window", Span, "1s"),
+        ],
+    },
+    AlgorithmParams {
+        name: "sliding_window",
+        constructor: "Rule::sliding_window(limit, window, precision)",
+        params: &[
+            required("limit", Count, "100"),
+            required("window", Span, "1m"),
+            required("precision", Span, "1s"),
+        ],
+    },
+    AlgorithmParams {
+        name: "weighted_window",
+        constructor: "Rule::weighted_window(limit, window)",
+        params: &[
+            required("limit", Count, "10"),
+            required("window", Span, "1s"),
+        ],
+    },
+    AlgorithmParams {
+        name: "token_bucket",
+        constructor: "Rule::token_bucket(capacity, rate, per).with_initial_tokens(initial_tokens)",
+        params: &[
+            required("capacity", Count, "10"),
+            required("rate", Count, "10"),
+            required("per", Span, "1s"),
+            optional("initial_tokens", Count, "5"),
+        ],
+    },
+    AlgorithmParams {
+        name: "leaky_bucket",
+        constructor: "Rule::leaky_bucket(capacity, rate, per)",
+        params: &[
+            required("capacity", Count, "10"),
+            required("rate", Count, "10"),
+            required("per", Span, "1s"),
+        ],
+    },
+    AlgorithmParams {
+        name: "gcra",
+        constructor: "Rule::gcra(rate, per, burst)",
+        params: &[
+            required("rate", Count, "10"),
+            required("per", Span, "1s"),
+            required("burst", Count, "10"),
+        ],
+    },
+    AlgorithmParams {
+        name: "leaky_queue",
+        constructor: "Rule::leaky_queue(rate, per, max_depth, max_wait)",
+        params: &[
+            required("rate", Count, "10"),
+            required("per", Span, "1s"),
+            required("max_depth", Count, "20"),
+            optional("max_wait", Span, "2s"),
+        ],
+    },
+    AlgorithmParams {
+        name: "concurrency",
+        constructor: "Rule::concurrency(max_leases)",
+        params: &[required("max_leases", Count, "3")],
+    },
+];
+
+/// The algorithm named `name`, if any.
+///
+/// ```
+/// use weir_config::params::{algorithm, Kind};
+///
+/// let gcra = algorithm("gcra").unwrap();
+/// let names: Vec<_> = gcra.params.iter().map(|p| p.name).collect();
+/// assert_eq!(names, ["rate", "per", "burst"]);
+/// assert_eq!(gcra.param("per").unwrap().kind, Kind::Duration);
+/// assert!(algorithm("gcra2").is_none());
+/// ```
+pub fn algorithm(name: &str) -> Option<&'static AlgorithmParams> {
+    ALGORITHMS.iter().find(|a| a.name == name)
+}
+
+/// Every parameter name any algorithm takes, once each, in table order.
+pub fn all_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for param in ALGORITHMS.iter().flat_map(|a| a.params) {
+        if !names.contains(&param.name) {
+            names.push(param.name);
+        }
+    }
+    names
+}
+
+/// The parameter a weir-core [`RuleError`] is about, by its name in this table (weir-core
+/// says `period` where the table says `per`); `None` when the error names none.
+pub fn rule_error_param(error: &RuleError) -> Option<&'static str> {
+    let param: &'static str = match error {
+        RuleError::Zero { param }
+        | RuleError::TooLarge { param, .. }
+        | RuleError::Inconsistent { param, .. } => param,
+        RuleError::PrecisionDoesNotDivideWindow { .. } => "precision",
+        _ => return None,
+    };
+    Some(match param {
+        "period" => "per",
+        "window / precision" => "precision",
+        other => other,
+    })
+}
+
+impl AlgorithmParams {
+    /// The parameter named `name`, if this algorithm takes it.
+    pub fn param(&self, name: &str) -> Option<&'static Param> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// The names it takes, comma-separated: `rate, per, burst`.
+    pub fn names(&self) -> String {
+        let names: Vec<&str> = self.params.iter().map(|p| p.name).collect();
+        names.join(", ")
+    }
+
+    /// Builds the rule from each parameter's value (`value(name)`, `None` when not given),
+    /// with the constructor [`constructor`](Self::constructor) names. The required
+    /// parameters are looked for in table order, so the first missing one is reported.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir_config::params::{algorithm, BuildError, Value};
+    /// use weir_core::Rule;
+    ///
+    /// let gcra = algorithm("gcra").unwrap();
+    /// let rule = gcra.build(|name| match name {
+    ///     "rate" => Some(Value::Count(10)),
+    ///     "per" => Some(Value::Duration(Duration::from_secs(1))),
+    ///     "burst" => Some(Value::Count(5)),
+    ///     _ => None,
+    /// });
+    /// assert_eq!(rule, Ok(Rule::gcra(10, Duration::from_secs(1), 5)?));
+    /// assert_eq!(gcra.build(|_| None), Err(BuildError::Missing("rate")));
+    /// # Ok::<(), weir_core::RuleError>(())
+    /// ```
+    pub fn build(&self, value: impl Fn(&str) -> Option<Value>) -> Result<Rule, BuildError> {
+        if let Some(missing) = self
+            .params
+            .iter()
+            .find(|p| p.required && value(p.name).is_none())
+        {
+            return Err(BuildError::Missing(missing.name));
+        }
+        let count = |name: &'static str| match value(name) {
+            Some(Value::Count(n)) => Ok(n),
+            _ => Err(BuildError::Missing(name)),
+        };
+        let span = |name: &'static str| match value(name) {
+            Some(Value::Duration(d)) => Ok(d),
+            _ => Err(BuildError::Missing(name)),
+        };
+        let given = |name: &'static str| value(name).is_some();
+        let rule = match self.name {
+            "fixed_window" => Rule::fixed_window(count("limit")?, span("window")?),
+            "sliding_log" => Rule::sliding_log(count("limit")?, span("window")?),
+            "sliding_window" => {
+                Rule::sliding_window(count("limit")?, span("window")?, span("precision")?)
+            }
+            "weighted_window" => Rule::weighted_window(count("limit")?, span("window")?),
+            "token_bucket" => {
+                let initial = match given("initial_tokens") {
+                    true => Some(count("initial_tokens")?),
+                    false => None,
+                };
+                Rule::token_bucket(count("capacity")?, count("rate")?, span("per")?).and_then(
+                    |rule| match initial {
+                        Some(n) => rule.with_initial_tokens(n),
+                        None => Ok(rule),
+                    },
+                )
+            }
+            "leaky_bucket" => Rule::leaky_bucket(count("capacity")?, count("rate")?, span("per")?),
+            "gcra" => Rule::gcra(count("rate")?, span("per")?, count("burst")?),
+            "leaky_queue" => {
+                let max_wait = match given("max_wait") {
+                    true => span("max_wait")?,
+                    false => Duration::MAX,
+                };
+                Rule::leaky_queue(count("rate")?, span("per")?, count("max_depth")?, max_wait)
+            }
+            _ => Rule::concurrency(count("max_leases")?),
+        };
+        rule.map_err(BuildError::Rule)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every algorithm builds from its examples, and the rule is of that algorithm.
+    #[test]
+    fn every_algorithm_builds_from_its_examples() {
+        for algorithm in ALGORITHMS {
+            let rule = algorithm
+                .build(|name| {
+                    let param = algorithm.param(name)?;
+                    Some(match param.kind {
+                        Kind::Count => Value::Count(param.example.parse().unwrap()),
+                        Kind::Duration => {
+                            Value::Duration(crate::parse_duration(param.example).unwrap())
+                        }
+                    })
+                })
+                .unwrap();
+            assert_eq!(rule.algorithm().name(), algorithm.name);
+            assert!(algorithm.constructor.contains(algorithm.name));
+            for param in algorithm.params {
+                assert!(algorithm.constructor.contains(param.name), "{param:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_parameter_is_named_in_table_order() {
+        let bucket = algorithm("token_bucket").unwrap();
+        let only_rate = |name: &str| (name == "rate").then_some(Value::Count(1));
+        assert_eq!(
+            bucket.build(only_rate),
+            Err(BuildError::Missing("capacity"))
+        );
+        let wrong_kind = |_: &str| Some(Value::Count(1));
+        assert_eq!(bucket.build(wrong_kind), Err(BuildError::Missing("per")));
+    }
+
+    #[test]
+    fn core_errors_name_the_tables_parameter() {
+        let gcra = algorithm("gcra").unwrap();
+        let err = gcra
+            .build(|name| match name {
+                "per" => Some(Value::Duration(Duration::ZERO)),
+                _ => Some(Value::Count(1)),
+            })
+            .unwrap_err();
+        let BuildError::Rule(err) = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(rule_error_param(&err), Some("per"));
+    }
+}
