@@ -1,110 +1,29 @@
-//! Durations as people type them (`500ms`, `1.5s`, `2m`) and as the reports print them.
-//! Parsing only: used by the rule specs (`window=1s`), the traffic options (`--every 5s`)
-//! and the traffic file. Exact integer nanoseconds, no floats on the way in.
+//! Durations as people type them and as the reports print them. Parsing is weir-config's
+//! one grammar ([`weir_config::parse_duration`]: `500ms`, `1.5s`, `1m30s`), re-exported for
+//! the rule specs (`window=1s`), the traffic options and file, and every `--*` duration
+//! option; formatting (`format_duration`, which that grammar reads back) is here.
 
-use std::fmt;
 use std::time::Duration;
 
-/// Nanoseconds per unit, longest suffix first so `ms` is not read as `m` + `s`.
-const UNITS: &[(&str, u64)] = &[
-    ("ns", 1),
-    ("us", 1_000),
-    ("µs", 1_000),
-    ("ms", 1_000_000),
-    ("s", 1_000_000_000),
-    ("m", 60_000_000_000),
-    ("h", 3_600_000_000_000),
-    ("d", 86_400_000_000_000),
-];
+pub(crate) use weir_config::{parse_duration, DurationError};
 
 /// Nanoseconds in one second.
 pub(crate) const SECOND_NS: u64 = 1_000_000_000;
 
-/// Why a duration did not parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum DurationError {
-    /// Nothing was given.
-    Empty,
-    /// A number without a unit, e.g. `10`.
-    MissingUnit(String),
-    /// A unit that is not one of `ns us ms s m h d`.
-    UnknownUnit(String),
-    /// The number part is not a decimal number.
-    BadNumber(String),
-    /// More than `u64::MAX` nanoseconds (about 584 years).
-    TooLarge(String),
-}
-
-impl fmt::Display for DurationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Empty => write!(f, "empty duration; write e.g. 1s or 500ms"),
-            Self::MissingUnit(s) => write!(f, "`{s}` has no unit; write e.g. {s}s or {s}ms"),
-            Self::UnknownUnit(s) => write!(
-                f,
-                "`{s}` has an unknown unit; use ns, us, ms, s, m, h or d (e.g. 500ms)"
-            ),
-            Self::BadNumber(s) => write!(f, "`{s}` is not a duration; write e.g. 1s or 1.5s"),
-            Self::TooLarge(s) => write!(f, "`{s}` is too long (the maximum is about 584 years)"),
-        }
-    }
-}
-
-impl std::error::Error for DurationError {}
-
-/// Parses `<number><unit>`: `100ns`, `250us`, `500ms`, `1.5s`, `2m`, `1h`, `1d`.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(DurationError::Empty);
-    }
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    if number.is_empty() {
-        return Err(DurationError::BadNumber(text.to_owned()));
-    }
-    if unit.is_empty() {
-        return Err(DurationError::MissingUnit(text.to_owned()));
-    }
-    let Some(&(_, unit_ns)) = UNITS.iter().find(|(name, _)| *name == unit.trim()) else {
-        return Err(DurationError::UnknownUnit(text.to_owned()));
-    };
-    scaled(number, unit_ns, text).map(Duration::from_nanos)
-}
-
-/// A decimal number of seconds (`0.9`, `12`, `1.25`) as nanoseconds, exactly.
+/// A decimal number of seconds (`0.9`, `12`, `1.25`) as nanoseconds, exactly: the
+/// duration grammar's seconds with the `s` left out. Anything else is read as a duration,
+/// so its error names what is wrong (`1m30` has a number without a unit).
 pub(crate) fn parse_seconds(text: &str) -> Result<u64, DurationError> {
-    scaled(text.trim(), SECOND_NS, text)
-}
-
-/// `number × unit_ns`, where `number` is `digits[.digits]`; fractions finer than 1 ns are
-/// dropped. `whole` is the full text, for errors.
-fn scaled(number: &str, unit_ns: u64, whole: &str) -> Result<u64, DurationError> {
-    let bad = || DurationError::BadNumber(whole.to_owned());
-    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
-    if int.is_empty() && frac.is_empty() {
-        return Err(bad());
-    }
-    if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let too_large = || DurationError::TooLarge(whole.to_owned());
-    let int_ns = if int.is_empty() {
-        0
+    let text = text.trim();
+    let duration = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        parse_duration(&format!("{text}s")).map_err(|e| match e {
+            DurationError::TooLarge(_) => DurationError::TooLarge(text.to_owned()),
+            _ => DurationError::BadNumber(text.to_owned()),
+        })?
     } else {
-        int.parse::<u128>().map_err(|_| too_large())? * u128::from(unit_ns)
+        parse_duration(text)?
     };
-    // At most 18 fraction digits: 10^18 · 8.64·10^13 still fits in a u128.
-    let frac = frac.get(..frac.len().min(18)).unwrap_or("");
-    let frac_ns = if frac.is_empty() {
-        0
-    } else {
-        let digits = u32::try_from(frac.len()).map_err(|_| bad())?;
-        frac.parse::<u128>().map_err(|_| bad())? * u128::from(unit_ns) / 10u128.pow(digits)
-    };
-    u64::try_from(int_ns + frac_ns).map_err(|_| too_large())
+    Ok(nanos(duration))
 }
 
 /// `ns / unit_ns` (a power of ten) as a decimal without trailing zeros: `1.5`, `2`, `0.25`.
@@ -153,52 +72,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_unit_parses() {
-        let cases = [
-            ("100ns", 100),
-            ("250us", 250_000),
-            ("250µs", 250_000),
-            ("500ms", 500_000_000),
-            ("1s", SECOND_NS),
-            ("2m", 120 * SECOND_NS),
-            ("1h", 3_600 * SECOND_NS),
-            ("1d", 86_400 * SECOND_NS),
-            ("1.5s", 1_500_000_000),
-            (".5s", 500_000_000),
-            ("0.9s", 900_000_000),
-            ("0s", 0),
-        ];
-        for (text, ns) in cases {
-            assert_eq!(parse_duration(text), Ok(Duration::from_nanos(ns)), "{text}");
-        }
-    }
-
-    #[test]
-    fn errors_say_what_is_wrong() {
-        assert_eq!(parse_duration(""), Err(DurationError::Empty));
-        assert_eq!(
-            parse_duration("10").unwrap_err().to_string(),
-            "`10` has no unit; write e.g. 10s or 10ms"
-        );
+    fn the_grammar_is_weir_configs() {
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert!(matches!(
-            parse_duration("10sec"),
-            Err(DurationError::UnknownUnit(_))
-        ));
-        assert!(matches!(
-            parse_duration("1.2.3s"),
-            Err(DurationError::BadNumber(_))
-        ));
-        assert!(matches!(
-            parse_duration("s"),
-            Err(DurationError::BadNumber(_))
-        ));
-        assert!(matches!(
-            parse_duration("-1s"),
-            Err(DurationError::BadNumber(_))
-        ));
-        assert!(matches!(
-            parse_duration("300000d"),
-            Err(DurationError::TooLarge(_))
+            parse_duration("10"),
+            Err(DurationError::MissingUnit(_))
         ));
     }
 
@@ -212,6 +91,11 @@ mod tests {
             "below 1 ns is dropped"
         );
         assert!(parse_seconds("1e3").is_err());
+        assert_eq!(
+            parse_seconds("1.2.3"),
+            Err(DurationError::BadNumber("1.2.3".into()))
+        );
+        assert!(parse_seconds("1m30").is_err());
     }
 
     #[test]

@@ -111,8 +111,8 @@ Examples:
     --burst 10 --offset 900ms --every 200ms --duration 2s
 
   # Shaping instead of rejecting, for 5 clients, as CSV
-  weir simulate --rule leaky_queue:rate=10,per=1s,depth=20,max_wait=2s --burst 100 --every 10s \\
-    --keys 5 --duration 30s --format csv
+  weir simulate --rule leaky_queue:rate=10,per=1s,max_depth=20,max_wait=2s \\
+    --burst 100 --every 10s --keys 5 --duration 30s --format csv
 
   # Replay recorded traffic (TIME [KEY] per line) from stdin
   printf '0.9 alice\\n0.9 alice\\n1.2 bob\\n' | weir simulate --rule gcra:rate=1,per=1s,burst=1 --input -"
@@ -128,7 +128,7 @@ pub(crate) const SIMULATE: &str = concat!(
 /// Shown after `weir simulate --help`.
 pub(crate) const SIMULATE_LONG: &str = concat!(
     "\
-Rule specs (--rule ALGORITHM:PARAM=VALUE,...; durations: 100ns 250us 500ms 1.5s 2m 1h 1d):
+Rule specs (--rule ALGORITHM:PARAM=VALUE,...; durations: 100ns 250us 500ms 1.5s 1m30s 1d):
   fixed_window:limit=10,window=1s
       at most `limit` per window; windows start on the clock (t=0 here), so up to 2x
       the limit can pass around a window boundary
@@ -138,15 +138,16 @@ Rule specs (--rule ALGORITHM:PARAM=VALUE,...; durations: 100ns 250us 500ms 1.5s 
       the same counted in `precision`-wide buckets: less memory, slightly lenient
   weighted_window:limit=10,window=1s
       estimates the sliding count from two fixed windows (two counters per key)
-  token_bucket:capacity=10,rate=10,per=1s[,initial=5]
-      bursts of up to `capacity`, refilled at `rate` per `per`; starts full (or `initial`)
+  token_bucket:capacity=10,rate=10,per=1s[,initial_tokens=5]
+      bursts of up to `capacity`, refilled at `rate` per `per`; starts full (or at
+      `initial_tokens`)
   leaky_bucket:capacity=10,rate=10,per=1s
       a level that drains at `rate` per `per`; denies what would overflow `capacity`
   gcra:rate=10,per=1s,burst=10
       `rate` per `per` on average with bursts of up to `burst`; one timestamp per key
-  leaky_queue:rate=10,per=1s,depth=20[,max_wait=2s]
+  leaky_queue:rate=10,per=1s,max_depth=20[,max_wait=2s]
       shapes instead of rejecting: delays requests so they leave at `rate`; denies
-      beyond `depth` waiting or `max_wait` (default: none)
+      beyond `max_depth` waiting or `max_wait` (default: no time bound)
 
 Traffic (the clock is simulated: nothing sleeps; t=0 is 2023-11-15T00:00:00Z):
   --pattern constant --rate 30/s
@@ -178,8 +179,10 @@ mod tests {
     #[test]
     fn the_long_help_shows_every_algorithm() {
         for example in examples() {
-            let head = example.split(",max_wait").next().unwrap_or(example);
-            assert!(SIMULATE_LONG.contains(head), "{example} is not in the help");
+            assert!(
+                SIMULATE_LONG.contains(&example),
+                "{example} is not in the help"
+            );
         }
     }
 

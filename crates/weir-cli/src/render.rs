@@ -246,7 +246,7 @@ mod tests {
     fn report() -> Report {
         let rules: Vec<_> = [
             "fixed_window:limit=10,window=1s",
-            "leaky_queue:rate=10,per=1s,depth=5",
+            "leaky_queue:rate=10,per=1s,max_depth=5",
         ]
         .iter()
         .map(|t| parse_rule(t).unwrap())
@@ -274,7 +274,7 @@ total       12  10/2              5/7 ~200ms
 ";
         assert!(table.ends_with(expected), "{table}");
         assert!(table.starts_with("2 rules: 12 requests over 2s in 1s intervals"));
-        assert!(table.contains("  [2] leaky_queue:rate=10,per=1s,depth=5\n"));
+        assert!(table.contains("  [2] leaky_queue:rate=10,per=1s,max_depth=5\n"));
     }
 
     #[test]
@@ -288,7 +288,7 @@ total       12  10/2              5/7 ~200ms
         );
         assert_eq!(
             lines[6],
-            "total,0,2,\"leaky_queue:rate=10,per=1s,depth=5\",leaky_queue,12,5,7,200"
+            "total,0,2,\"leaky_queue:rate=10,per=1s,max_depth=5\",leaky_queue,12,5,7,200"
         );
     }
 

@@ -325,7 +325,7 @@ mod tests {
 
     #[test]
     fn the_leaky_queue_reports_its_delays() {
-        let rules = specs(&["leaky_queue:rate=10,per=1s,depth=5"]);
+        let rules = specs(&["leaky_queue:rate=10,per=1s,max_depth=5"]);
         let pattern = Pattern::Burst {
             size: 8,
             every: None,

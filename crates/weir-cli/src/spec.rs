@@ -1,81 +1,26 @@
 //! Rule specs: the compact `ALGORITHM:PARAM=VALUE,...` strings `--rule` takes, turned into
-//! validated [`weir_core::Rule`]s. Parsing and naming errors only; the parameters are
-//! checked by `weir-core`'s constructors, whose message is passed on with the spec's
-//! parameter name. Runs before any traffic is generated.
+//! validated [`weir_core::Rule`]s. The algorithms and their parameters are weir-config's
+//! one table (`weir_config::params`, the names rule files use too); durations are its one
+//! grammar. Parsing and naming errors only; the values are checked by `weir-core`'s
+//! constructors, whose message is passed on. Runs before any traffic is generated.
 
 use std::fmt;
-use std::time::Duration;
 
+use weir_config::params::{self, AlgorithmParams, BuildError, Kind, Value};
+use weir_config::DurationError;
 use weir_core::{Algorithm, Rule, RuleError};
 
-use crate::duration::{parse_duration, DurationError};
+use crate::duration::parse_duration;
 
-/// One algorithm's spec grammar.
-struct Grammar {
-    name: &'static str,
-    required: &'static [&'static str],
-    optional: &'static [&'static str],
-    example: &'static str,
+/// The one algorithm `weir simulate` cannot replay: it limits requests in flight.
+const NOT_SIMULATED: &str = "concurrency";
+
+/// Every algorithm `weir simulate` accepts, in the parameter table's order.
+fn simulated() -> impl Iterator<Item = &'static AlgorithmParams> {
+    params::ALGORITHMS
+        .iter()
+        .filter(|a| a.name != NOT_SIMULATED)
 }
-
-/// Every algorithm `weir simulate` accepts, in the order the help lists them.
-const GRAMMARS: &[Grammar] = &[
-    Grammar {
-        name: "fixed_window",
-        required: &["limit", "window"],
-        optional: &[],
-        example: "fixed_window:limit=10,window=1s",
-    },
-    Grammar {
-        name: "sliding_log",
-        required: &["limit", "window"],
-        optional: &[],
-        example: "sliding_log:limit=10,window=1s",
-    },
-    Grammar {
-        name: "sliding_window",
-        required: &["limit", "window", "precision"],
-        optional: &[],
-        example: "sliding_window:limit=100,window=1m,precision=1s",
-    },
-    Grammar {
-        name: "weighted_window",
-        required: &["limit", "window"],
-        optional: &[],
-        example: "weighted_window:limit=10,window=1s",
-    },
-    Grammar {
-        name: "token_bucket",
-        required: &["capacity", "rate", "per"],
-        optional: &["initial"],
-        example: "token_bucket:capacity=10,rate=10,per=1s",
-    },
-    Grammar {
-        name: "leaky_bucket",
-        required: &["capacity", "rate", "per"],
-        optional: &[],
-        example: "leaky_bucket:capacity=10,rate=10,per=1s",
-    },
-    Grammar {
-        name: "gcra",
-        required: &["rate", "per", "burst"],
-        optional: &[],
-        example: "gcra:rate=10,per=1s,burst=10",
-    },
-    Grammar {
-        name: "leaky_queue",
-        required: &["rate", "per", "depth"],
-        optional: &["max_wait"],
-        example: "leaky_queue:rate=10,per=1s,depth=20,max_wait=2s",
-    },
-];
-
-/// Where `weir-core` names a parameter differently from the spec.
-const CORE_NAMES: &[(&str, &str)] = &[
-    ("period", "per"),
-    ("max_depth", "depth"),
-    ("initial_tokens", "initial"),
-];
 
 /// A parsed `--rule`: the text as given and the rule it builds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,28 +89,46 @@ pub(crate) enum SpecError {
         algorithm: &'static str,
         source: RuleError,
     },
+    /// The parameter table refused them for a reason this command does not know yet.
+    Other {
+        algorithm: &'static str,
+        reason: String,
+    },
 }
 
-fn grammar(name: &str) -> Option<&'static Grammar> {
-    GRAMMARS.iter().find(|g| g.name == name)
+fn grammar(name: &str) -> Option<&'static AlgorithmParams> {
+    simulated().find(|a| a.name == name)
 }
 
 fn names() -> String {
-    GRAMMARS
-        .iter()
-        .map(|g| g.name)
-        .collect::<Vec<_>>()
-        .join(", ")
+    simulated().map(|a| a.name).collect::<Vec<_>>().join(", ")
 }
 
-fn takes(g: &Grammar) -> String {
-    let mut params: Vec<String> = g.required.iter().map(|p| (*p).to_owned()).collect();
-    params.extend(g.optional.iter().map(|p| format!("[{p}]")));
+/// An algorithm's example spec: its required parameters at their example values.
+fn example(a: &AlgorithmParams) -> String {
+    let params: Vec<String> = a
+        .params
+        .iter()
+        .filter(|p| p.required)
+        .map(|p| format!("{}={}", p.name, p.example))
+        .collect();
+    format!("{}:{}", a.name, params.join(","))
+}
+
+fn takes(a: &AlgorithmParams) -> String {
+    let params: Vec<String> = a
+        .params
+        .iter()
+        .map(|p| match p.required {
+            true => p.name.to_owned(),
+            false => format!("[{}]", p.name),
+        })
+        .collect();
     format!(
         "{} takes {} (e.g. {})",
-        g.name,
+        a.name,
         params.join(", "),
-        g.example
+        example(a)
     )
 }
 
@@ -213,17 +176,21 @@ impl fmt::Display for SpecError {
                 param,
                 source,
             } => write!(f, "{algorithm}: {param}: {source}"),
+            Self::Other { algorithm, reason } => write!(f, "{algorithm}: {reason}"),
             Self::Rule { algorithm, source } => {
                 write!(f, "{algorithm}: {source}")?;
+                // weir-core's name, when it is not the spec's (`period` for `per`).
                 let core = match source {
                     RuleError::Zero { param }
                     | RuleError::TooLarge { param, .. }
                     | RuleError::Inconsistent { param, .. } => Some(*param),
                     _ => None,
                 };
-                match CORE_NAMES.iter().find(|(c, _)| Some(*c) == core) {
-                    Some((_, spec)) => write!(f, " (`{spec}=` in the spec)"),
-                    None => Ok(()),
+                match (core, params::rule_error_param(source)) {
+                    (Some(core), Some(spec)) if core != spec => {
+                        write!(f, " (`{spec}=` in the spec)")
+                    }
+                    _ => Ok(()),
                 }
             }
         }
@@ -232,45 +199,6 @@ impl fmt::Display for SpecError {
 
 impl std::error::Error for SpecError {}
 
-/// The `PARAM=VALUE` pairs of one spec, checked against its grammar.
-struct Params<'a> {
-    algorithm: &'static str,
-    pairs: Vec<(&'a str, &'a str)>,
-}
-
-impl Params<'_> {
-    fn get(&self, param: &'static str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .find(|(p, _)| *p == param)
-            .map(|(_, v)| *v)
-    }
-
-    fn count(&self, param: &'static str) -> Result<u64, SpecError> {
-        let value = self.get(param).ok_or(SpecError::Missing {
-            algorithm: self.algorithm,
-            param,
-        })?;
-        value.parse().map_err(|_| SpecError::BadNumber {
-            algorithm: self.algorithm,
-            param,
-            value: value.to_owned(),
-        })
-    }
-
-    fn duration(&self, param: &'static str) -> Result<Duration, SpecError> {
-        let value = self.get(param).ok_or(SpecError::Missing {
-            algorithm: self.algorithm,
-            param,
-        })?;
-        parse_duration(value).map_err(|source| SpecError::BadDuration {
-            algorithm: self.algorithm,
-            param,
-            source,
-        })
-    }
-}
-
 /// Parses one `--rule` spec, e.g. `gcra:rate=10,per=1s,burst=10`.
 pub(crate) fn parse_rule(spec: &str) -> Result<RuleSpec, SpecError> {
     let text = spec.trim();
@@ -278,9 +206,9 @@ pub(crate) fn parse_rule(spec: &str) -> Result<RuleSpec, SpecError> {
         return Err(match grammar(text) {
             Some(g) => SpecError::Missing {
                 algorithm: g.name,
-                param: g.required.first().copied().unwrap_or("limit"),
+                param: g.params.first().map_or("limit", |p| p.name),
             },
-            None if text == "concurrency" => SpecError::NotSimulated("concurrency"),
+            None if text == NOT_SIMULATED => SpecError::NotSimulated(NOT_SIMULATED),
             None if text.contains('=') || text.is_empty() => {
                 SpecError::NoAlgorithm(text.to_owned())
             }
@@ -290,14 +218,11 @@ pub(crate) fn parse_rule(spec: &str) -> Result<RuleSpec, SpecError> {
     let name = name.trim();
     let g = match grammar(name) {
         Some(g) => g,
-        None if name == "concurrency" => return Err(SpecError::NotSimulated("concurrency")),
+        None if name == NOT_SIMULATED => return Err(SpecError::NotSimulated(NOT_SIMULATED)),
         None if name.is_empty() => return Err(SpecError::NoAlgorithm(text.to_owned())),
         None => return Err(SpecError::UnknownAlgorithm(name.to_owned())),
     };
-    let mut params = Params {
-        algorithm: g.name,
-        pairs: Vec::new(),
-    };
+    let mut values: Vec<(&'static str, Value)> = Vec::new();
     for item in rest.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let Some((param, value)) = item.split_once('=') else {
             return Err(SpecError::NotAPair {
@@ -306,85 +231,78 @@ pub(crate) fn parse_rule(spec: &str) -> Result<RuleSpec, SpecError> {
             });
         };
         let (param, value) = (param.trim(), value.trim());
-        if !g.required.contains(&param) && !g.optional.contains(&param) {
+        let Some(param) = g.param(param) else {
             return Err(SpecError::UnknownParam {
                 algorithm: g.name,
                 param: param.to_owned(),
             });
-        }
-        if params.pairs.iter().any(|(p, _)| *p == param) {
+        };
+        if values.iter().any(|(p, _)| *p == param.name) {
             return Err(SpecError::Duplicate {
                 algorithm: g.name,
-                param: param.to_owned(),
+                param: param.name.to_owned(),
             });
         }
-        params.pairs.push((param, value));
+        values.push((param.name, self::value(g.name, param, value)?));
     }
-    if let Some(param) = g.required.iter().find(|p| params.get(p).is_none()) {
-        return Err(SpecError::Missing {
-            algorithm: g.name,
-            param,
-        });
-    }
-    let rule = build(&params)?;
+    let rule = g
+        .build(|name| values.iter().find(|(p, _)| *p == name).map(|(_, v)| *v))
+        .map_err(|e| match e {
+            BuildError::Missing(param) => SpecError::Missing {
+                algorithm: g.name,
+                param,
+            },
+            BuildError::Rule(source) => SpecError::Rule {
+                algorithm: g.name,
+                source,
+            },
+            // `BuildError` may grow; say what it was.
+            other => SpecError::Other {
+                algorithm: g.name,
+                reason: format!("{other:?}"),
+            },
+        })?;
     Ok(RuleSpec {
         text: text.to_owned(),
         rule,
     })
 }
 
-/// Builds the rule with `weir-core`'s constructor, which validates the values.
-fn build(p: &Params<'_>) -> Result<Rule, SpecError> {
-    let core = |source| SpecError::Rule {
-        algorithm: p.algorithm,
-        source,
-    };
-    match p.algorithm {
-        "fixed_window" => Rule::fixed_window(p.count("limit")?, p.duration("window")?),
-        "sliding_log" => Rule::sliding_log(p.count("limit")?, p.duration("window")?),
-        "sliding_window" => Rule::sliding_window(
-            p.count("limit")?,
-            p.duration("window")?,
-            p.duration("precision")?,
-        ),
-        "weighted_window" => Rule::weighted_window(p.count("limit")?, p.duration("window")?),
-        "token_bucket" => {
-            let rule =
-                Rule::token_bucket(p.count("capacity")?, p.count("rate")?, p.duration("per")?)
-                    .map_err(core)?;
-            match p.get("initial") {
-                Some(_) => rule.with_initial_tokens(p.count("initial")?),
-                None => Ok(rule),
-            }
-        }
-        "leaky_bucket" => {
-            Rule::leaky_bucket(p.count("capacity")?, p.count("rate")?, p.duration("per")?)
-        }
-        "gcra" => Rule::gcra(p.count("rate")?, p.duration("per")?, p.count("burst")?),
-        _ => {
-            let max_wait = match p.get("max_wait") {
-                Some("none") | None => Duration::MAX,
-                Some(_) => p.duration("max_wait")?,
-            };
-            Rule::leaky_queue(
-                p.count("rate")?,
-                p.duration("per")?,
-                p.count("depth")?,
-                max_wait,
-            )
-        }
+/// One `PARAM=VALUE`'s value, read as the table's kind says.
+fn value(
+    algorithm: &'static str,
+    param: &'static params::Param,
+    text: &str,
+) -> Result<Value, SpecError> {
+    match param.kind {
+        Kind::Count => text
+            .parse()
+            .map(Value::Count)
+            .map_err(|_| SpecError::BadNumber {
+                algorithm,
+                param: param.name,
+                value: text.to_owned(),
+            }),
+        _ => parse_duration(text)
+            .map(Value::Duration)
+            .map_err(|source| SpecError::BadDuration {
+                algorithm,
+                param: param.name,
+                source,
+            }),
     }
-    .map_err(core)
 }
 
 /// One example spec per algorithm (the help must show each).
 #[cfg(test)]
-pub(crate) fn examples() -> impl Iterator<Item = &'static str> {
-    GRAMMARS.iter().map(|g| g.example)
+pub(crate) fn examples() -> impl Iterator<Item = String> {
+    simulated().map(example)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn err(spec: &str) -> String {
@@ -393,8 +311,8 @@ mod tests {
 
     #[test]
     fn every_example_parses_to_its_algorithm() {
-        for (example, g) in examples().zip(GRAMMARS) {
-            let spec = parse_rule(example).unwrap();
+        for (example, g) in examples().zip(simulated()) {
+            let spec = parse_rule(&example).unwrap();
             assert_eq!(spec.algorithm(), g.name);
             assert_eq!(spec.text, example);
         }
@@ -410,7 +328,7 @@ mod tests {
                 Rule::gcra(10, s, 5),
             ),
             (
-                "token_bucket:capacity=10,rate=10,per=1s,initial=5",
+                "token_bucket:capacity=10,rate=10,per=1s,initial_tokens=5",
                 Rule::token_bucket(10, 10, s).and_then(|r| r.with_initial_tokens(5)),
             ),
             (
@@ -418,22 +336,22 @@ mod tests {
                 Rule::sliding_window(100, Duration::from_secs(60), s),
             ),
             (
-                "leaky_queue:rate=10,per=1s,depth=20",
+                "leaky_queue:rate=10,per=1s,max_depth=20",
                 Rule::leaky_queue(10, s, 20, Duration::MAX),
             ),
             (
-                "leaky_queue:rate=10,per=1s,depth=20,max_wait=none",
-                Rule::leaky_queue(10, s, 20, Duration::MAX),
+                "gcra:rate=90,per=1m30s,burst=1",
+                Rule::gcra(90, Duration::from_secs(90), 1),
             ),
             (
-                "leaky_queue:rate=10,per=1s,depth=20,max_wait=250ms",
+                "leaky_queue:rate=10,per=1s,max_depth=20,max_wait=250ms",
                 Rule::leaky_queue(10, s, 20, Duration::from_millis(250)),
             ),
         ];
         for (spec, rule) in cases {
             assert_eq!(parse_rule(spec).unwrap().rule, rule.unwrap(), "{spec}");
         }
-        assert!(parse_rule("leaky_queue:rate=1,per=1s,depth=1")
+        assert!(parse_rule("leaky_queue:rate=1,per=1s,max_depth=1")
             .unwrap()
             .delays());
         assert!(!parse_rule("gcra:rate=1,per=1s,burst=1").unwrap().delays());
@@ -458,7 +376,8 @@ mod tests {
         );
         assert_eq!(
             err("fixed_window:limit=10,window=1"),
-            "fixed_window: window: `1` has no unit; write e.g. 1s or 1ms"
+            "fixed_window: window: invalid duration '1': a number has no unit \
+             (ns, us, ms, s, m, h or d), e.g. 10s or 1m30s"
         );
         assert_eq!(
             err("fixed_window:limit=ten,window=1s"),
@@ -469,12 +388,21 @@ mod tests {
             "fixed_window: limit must be greater than zero"
         );
         assert_eq!(
-            err("leaky_queue:rate=10,per=1s,depth=0"),
-            "leaky_queue: max_depth must be greater than zero (`depth=` in the spec)"
+            err("leaky_queue:rate=10,per=1s,max_depth=0"),
+            "leaky_queue: max_depth must be greater than zero"
         );
         assert_eq!(
-            err("token_bucket:capacity=5,rate=1,per=1s,initial=6"),
-            "token_bucket: initial_tokens is 6, above the maximum of 5 (`initial=` in the spec)"
+            err("token_bucket:capacity=5,rate=1,per=1s,initial_tokens=6"),
+            "token_bucket: initial_tokens is 6, above the maximum of 5"
+        );
+        assert_eq!(
+            err("gcra:rate=1,per=0s,burst=1"),
+            "gcra: period must be greater than zero (`per=` in the spec)"
+        );
+        assert_eq!(
+            err("leaky_queue:rate=10,per=1s,depth=20"),
+            "leaky_queue: unknown parameter `depth`; leaky_queue takes rate, per, max_depth, \
+             [max_wait] (e.g. leaky_queue:rate=10,per=1s,max_depth=20)"
         );
         assert_eq!(
             err("fixed_window:limit=1,limit=2,window=1s"),

@@ -242,7 +242,7 @@ mod tests {
     fn the_chart_has_a_panel_per_rule_and_escapes_text() {
         let rules: Vec<_> = [
             "fixed_window:limit=10,window=1s",
-            "leaky_queue:rate=10,per=1s,depth=5",
+            "leaky_queue:rate=10,per=1s,max_depth=5",
         ]
         .iter()
         .map(|t| parse_rule(t).unwrap())

@@ -257,7 +257,7 @@ pub(crate) fn parse_file(text: &str, keys: usize) -> Result<Traffic, TrafficErro
                 "unexpected `{extra}`; a line is TIME [KEY], e.g. `0.9 alice`"
             )));
         }
-        let at_ns = parse_time(time).map_err(|e| bad(format!("time {e}")))?;
+        let at_ns = parse_time(time).map_err(|e| bad(format!("time: {e}")))?;
         let key = match key {
             None => {
                 unkeyed += 1;
@@ -406,7 +406,8 @@ mod tests {
     fn traffic_file_errors_name_the_line() {
         assert_eq!(
             parse_file("0.1\nsoon\n", 1).unwrap_err().to_string(),
-            "line 2: time `soon` is not a duration; write e.g. 1s or 1.5s"
+            "line 2: time: invalid duration 'soon': expected numbers with units, \
+             e.g. 250ms, 1.5s or 1h2m3.5s (no sign, no spaces)"
         );
         assert_eq!(
             parse_file("0.1 a b\n", 1).unwrap_err().to_string(),

@@ -152,7 +152,7 @@ fn svg_names_every_rule_and_is_well_formed() {
     let output = weir_line(
         &format!(
             "simulate --rule {FIXED} --rule {LOG} --rule {GCRA} \
-             --rule leaky_queue:rate=10,per=1s,depth=20,max_wait=2s \
+             --rule leaky_queue:rate=10,per=1s,max_depth=20,max_wait=2s \
              --rate 15/s --duration 5s --format json --svg"
         ),
         &[path.to_str().unwrap()],
@@ -243,7 +243,7 @@ fn help_answers_with_examples() {
     for needle in [
         "Examples:",
         "Rule specs",
-        "leaky_queue:rate=10,per=1s,depth=20",
+        "leaky_queue:rate=10,per=1s,max_depth=20",
         "--pattern file --input FILE",
         "e.g. --rate 30/s",
     ] {
