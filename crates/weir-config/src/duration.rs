@@ -42,7 +42,7 @@ pub enum DurationError {
     /// A number without a unit, e.g. `10` or the `30` of `1m30`.
     #[error("invalid duration '{0}': a number has no unit ({UNIT_LIST}), e.g. 10s or 1m30s")]
     MissingUnit(String),
-    /// A unit that is not one of [`UNITS`].
+    /// A unit that is not `ns`, `us` (`µs`, `μs`), `ms`, `s`, `m`, `h` or `d`.
     #[error("invalid duration '{text}': unknown unit '{unit}'; expected {UNIT_LIST}, e.g. 250ms or 1m30s")]
     UnknownUnit {
         /// The whole text.

@@ -17,6 +17,11 @@
 //!   choosing any Weir algorithm, a cost, a lockout, a failure policy, shadow mode and an
 //!   enforcement percentage.
 //!
+//! Two tables are shared with the rest of Weir: [`params`], each algorithm's parameters
+//! (name, required or optional, count or duration, the `Rule` constructor they feed), read
+//! by the `rule:` block and by `weir simulate --rule`; and [`parse_duration`], the one
+//! duration grammar (`250ms`, `1.5s`, `1m30s`) of rule files and every command-line option.
+//!
 //! The path of one decision through this crate: the server receives `(domain, descriptors)`
 //! → [`RuleSet::matches`] checks the request [`limits`], finds the domain, walks
 //! each descriptor's entries down the tree ([`Matched`] or `None` per descriptor), applies
