@@ -34,7 +34,7 @@ pub struct Param {
 
 /// One algorithm: its name, the constructor its parameters feed, and the parameters in
 /// the order the constructor takes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct AlgorithmParams {
     /// The `algorithm:` name (`token_bucket`).
     pub name: &'static str,
@@ -42,6 +42,106 @@ pub struct AlgorithmParams {
     pub constructor: &'static str,
     /// Its parameters, required ones first.
     pub params: &'static [Param],
+    /// That constructor, called with the parameters' values.
+    rule: fn(&Args<'_>) -> Result<Rule, BuildError>,
+}
+
+/// The values [`AlgorithmParams::build`] was given, read by kind.
+struct Args<'a> {
+    value: &'a dyn Fn(&str) -> Option<Value>,
+}
+
+impl Args<'_> {
+    fn count(&self, name: &'static str) -> Result<u64, BuildError> {
+        match (self.value)(name) {
+            Some(Value::Count(n)) => Ok(n),
+            _ => Err(BuildError::Missing(name)),
+        }
+    }
+
+    fn duration(&self, name: &'static str) -> Result<Duration, BuildError> {
+        match (self.value)(name) {
+            Some(Value::Duration(d)) => Ok(d),
+            _ => Err(BuildError::Missing(name)),
+        }
+    }
+
+    /// An optional parameter's value, `None` when not given.
+    fn optional<T>(
+        &self,
+        name: &'static str,
+        read: impl Fn(&Self, &'static str) -> Result<T, BuildError>,
+    ) -> Result<Option<T>, BuildError> {
+        match (self.value)(name) {
+            None => Ok(None),
+            Some(_) => read(self, name).map(Some),
+        }
+    }
+}
+
+fn fixed_window(a: &Args<'_>) -> Result<Rule, BuildError> {
+    Ok(Rule::fixed_window(
+        a.count("limit")?,
+        a.duration("window")?,
+    )?)
+}
+
+fn sliding_log(a: &Args<'_>) -> Result<Rule, BuildError> {
+    Ok(Rule::sliding_log(a.count("limit")?, a.duration("window")?)?)
+}
+
+fn sliding_window(a: &Args<'_>) -> Result<Rule, BuildError> {
+    let (limit, window) = (a.count("limit")?, a.duration("window")?);
+    Ok(Rule::sliding_window(
+        limit,
+        window,
+        a.duration("precision")?,
+    )?)
+}
+
+fn weighted_window(a: &Args<'_>) -> Result<Rule, BuildError> {
+    Ok(Rule::weighted_window(
+        a.count("limit")?,
+        a.duration("window")?,
+    )?)
+}
+
+fn token_bucket(a: &Args<'_>) -> Result<Rule, BuildError> {
+    let initial = a.optional("initial_tokens", Args::count)?;
+    let rule = Rule::token_bucket(a.count("capacity")?, a.count("rate")?, a.duration("per")?)?;
+    Ok(match initial {
+        Some(n) => rule.with_initial_tokens(n)?,
+        None => rule,
+    })
+}
+
+fn leaky_bucket(a: &Args<'_>) -> Result<Rule, BuildError> {
+    let (capacity, rate) = (a.count("capacity")?, a.count("rate")?);
+    Ok(Rule::leaky_bucket(capacity, rate, a.duration("per")?)?)
+}
+
+fn gcra(a: &Args<'_>) -> Result<Rule, BuildError> {
+    Ok(Rule::gcra(
+        a.count("rate")?,
+        a.duration("per")?,
+        a.count("burst")?,
+    )?)
+}
+
+/// Without `max_wait`, a request waits as long as its place in the queue says.
+fn leaky_queue(a: &Args<'_>) -> Result<Rule, BuildError> {
+    let max_wait = a.optional("max_wait", Args::duration)?;
+    let (rate, per, depth) = (a.count("rate")?, a.duration("per")?, a.count("max_depth")?);
+    Ok(Rule::leaky_queue(
+        rate,
+        per,
+        depth,
+        max_wait.unwrap_or(Duration::MAX),
+    )?)
+}
+
+fn concurrency(a: &Args<'_>) -> Result<Rule, BuildError> {
+    Ok(Rule::concurrency(a.count("max_leases")?)?)
 }
 
 /// A parameter's value, as a front end read it.
@@ -62,6 +162,12 @@ pub enum BuildError {
     Missing(&'static str),
     /// The constructor refused the values; [`rule_error_param`] says which parameter.
     Rule(RuleError),
+}
+
+impl From<RuleError> for BuildError {
+    fn from(error: RuleError) -> Self {
+        Self::Rule(error)
+    }
 }
 
 const fn required(name: &'static str, kind: Kind, example: &'static str) -> Param {
@@ -88,6 +194,7 @@ use Kind::{Count, Duration as Span};
 pub const ALGORITHMS: &[AlgorithmParams] = &[
     AlgorithmParams {
         name: "fixed_window",
+        rule: fixed_window,
         constructor: "Rule::fixed_window(limit, window)",
         params: &[
             required("limit", Count, "10"),
@@ -96,6 +203,7 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     },
     AlgorithmParams {
         name: "sliding_log",
+        rule: sliding_log,
         constructor: "Rule::sliding_log(limit, window)",
         params: &[
             required("limit", Count, "10"),
@@ -104,6 +212,7 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     },
     AlgorithmParams {
         name: "sliding_window",
+        rule: sliding_window,
         constructor: "Rule::sliding_window(limit, window, precision)",
         params: &[
             required("limit", Count, "100"),
@@ -113,6 +222,7 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     },
     AlgorithmParams {
         name: "weighted_window",
+        rule: weighted_window,
         constructor: "Rule::weighted_window(limit, window)",
         params: &[
             required("limit", Count, "10"),
@@ -121,6 +231,7 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     },
     AlgorithmParams {
         name: "token_bucket",
+        rule: token_bucket,
         constructor: "Rule::token_bucket(capacity, rate, per).with_initial_tokens(initial_tokens)",
         params: &[
             required("capacity", Count, "10"),
@@ -131,6 +242,7 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     },
     AlgorithmParams {
         name: "leaky_bucket",
+        rule: leaky_bucket,
         constructor: "Rule::leaky_bucket(capacity, rate, per)",
         params: &[
             required("capacity", Count, "10"),
@@ -140,6 +252,7 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     },
     AlgorithmParams {
         name: "gcra",
+        rule: gcra,
         constructor: "Rule::gcra(rate, per, burst)",
         params: &[
             required("rate", Count, "10"),
@@ -149,6 +262,7 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     },
     AlgorithmParams {
         name: "leaky_queue",
+        rule: leaky_queue,
         constructor: "Rule::leaky_queue(rate, per, max_depth, max_wait)",
         params: &[
             required("rate", Count, "10"),
@@ -159,6 +273,7 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     },
     AlgorithmParams {
         name: "concurrency",
+        rule: concurrency,
         constructor: "Rule::concurrency(max_leases)",
         params: &[required("max_leases", Count, "3")],
     },
@@ -247,46 +362,7 @@ impl AlgorithmParams {
         {
             return Err(BuildError::Missing(missing.name));
         }
-        let count = |name: &'static str| match value(name) {
-            Some(Value::Count(n)) => Ok(n),
-            _ => Err(BuildError::Missing(name)),
-        };
-        let span = |name: &'static str| match value(name) {
-            Some(Value::Duration(d)) => Ok(d),
-            _ => Err(BuildError::Missing(name)),
-        };
-        let given = |name: &'static str| value(name).is_some();
-        let rule = match self.name {
-            "fixed_window" => Rule::fixed_window(count("limit")?, span("window")?),
-            "sliding_log" => Rule::sliding_log(count("limit")?, span("window")?),
-            "sliding_window" => {
-                Rule::sliding_window(count("limit")?, span("window")?, span("precision")?)
-            }
-            "weighted_window" => Rule::weighted_window(count("limit")?, span("window")?),
-            "token_bucket" => {
-                let initial = match given("initial_tokens") {
-                    true => Some(count("initial_tokens")?),
-                    false => None,
-                };
-                Rule::token_bucket(count("capacity")?, count("rate")?, span("per")?).and_then(
-                    |rule| match initial {
-                        Some(n) => rule.with_initial_tokens(n),
-                        None => Ok(rule),
-                    },
-                )
-            }
-            "leaky_bucket" => Rule::leaky_bucket(count("capacity")?, count("rate")?, span("per")?),
-            "gcra" => Rule::gcra(count("rate")?, span("per")?, count("burst")?),
-            "leaky_queue" => {
-                let max_wait = match given("max_wait") {
-                    true => span("max_wait")?,
-                    false => Duration::MAX,
-                };
-                Rule::leaky_queue(count("rate")?, span("per")?, count("max_depth")?, max_wait)
-            }
-            _ => Rule::concurrency(count("max_leases")?),
-        };
-        rule.map_err(BuildError::Rule)
+        (self.rule)(&Args { value: &value })
     }
 }
 
