@@ -184,6 +184,15 @@ mod tests {
                 "{example} is not in the help"
             );
         }
+        let optional = weir_config::params::ALGORITHMS
+            .iter()
+            .filter(|a| a.name != "concurrency")
+            .flat_map(|a| a.params)
+            .filter(|p| !p.required);
+        for param in optional {
+            let shown = format!("[,{}={}]", param.name, param.example);
+            assert!(SIMULATE_LONG.contains(&shown), "{shown} is not in the help");
+        }
     }
 
     /// Every `weir ...` command in an examples text parses (without running it).
