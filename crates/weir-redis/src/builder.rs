@@ -1,6 +1,8 @@
 //! Building a [`RedisStore`]: the deployment URL and the options (timeout, key prefix,
-//! whose clock, TTL grace). No I/O happens here; the first call connects.
+//! whose clock, TTL grace, TLS files). No I/O happens here but reading the TLS files; the
+//! first call connects.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +14,7 @@ use crate::error::BuildError;
 use crate::exec::Exec;
 use crate::keys;
 use crate::store::{Inner, RedisStore};
+use crate::tls::TlsFiles;
 use crate::url::{self, Target};
 
 /// Whose clock decides: see the crate docs, "Whose clock".
@@ -48,6 +51,7 @@ pub struct RedisStoreBuilder {
     time: TimeSource,
     ttl_grace: Option<Duration>,
     batching: Option<Batching>,
+    tls: TlsFiles,
 }
 
 impl RedisStore {
@@ -66,6 +70,7 @@ impl RedisStore {
             time: TimeSource::default(),
             ttl_grace: None,
             batching: None,
+            tls: TlsFiles::default(),
         }
     }
 
@@ -102,6 +107,32 @@ impl RedisStoreBuilder {
     /// clock would.
     pub fn ttl_grace(mut self, grace: Duration) -> Self {
         self.ttl_grace = Some(grace);
+        self
+    }
+
+    /// `rediss://` only: trust the CA (or CAs) in this PEM file instead of the system's
+    /// roots (the URL may say it instead: `?ca=/path`). Read when the store is built.
+    ///
+    /// ```no_run
+    /// use weir_redis::RedisStore;
+    ///
+    /// let store = RedisStore::builder("rediss://redis.internal:6380")
+    ///     .tls_ca("/etc/weir/redis-ca.pem")
+    ///     .tls_client_cert("/etc/weir/client.pem", "/etc/weir/client.key")
+    ///     .build()?;
+    /// # Ok::<(), weir_redis::BuildError>(())
+    /// ```
+    pub fn tls_ca(mut self, ca: impl Into<PathBuf>) -> Self {
+        self.tls.ca = Some(ca.into());
+        self
+    }
+
+    /// `rediss://` only: show this client certificate chain (PEM) with its private key
+    /// (PEM: PKCS#8, PKCS#1 or SEC1), for a server that asks for one (mutual TLS; the URL
+    /// may say it instead: `?cert=/path&key=/path`). Read when the store is built.
+    pub fn tls_client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls.cert = Some(cert.into());
+        self.tls.key = Some(key.into());
         self
     }
 
@@ -148,7 +179,7 @@ impl RedisStoreBuilder {
                 });
             }
         }
-        let (target, redactor) = url::parse(&self.url, self.timeout)?;
+        let (target, redactor) = url::parse(&self.url, self.timeout, &self.tls)?;
         let cluster = matches!(target, Target::Cluster(_));
         let grace = self.ttl_grace.unwrap_or(match self.time {
             TimeSource::Store => Duration::ZERO,

@@ -38,13 +38,21 @@
 //!
 //! | URL | Deployment |
 //! |---|---|
-//! | `redis://[user:password@]host:port[/db]` | one node (also `unix:///path`) |
+//! | `redis://[user:password@]host:port[/db]` | one node |
+//! | `rediss://[user:password@]host:port[/db][?ca=PATH][&cert=PATH&key=PATH]` | one node over TLS: the system's roots, or the CA in `ca`; `cert` and `key` for mutual TLS |
+//! | `unix:///path/to/redis.sock[?db=N][&user=U][&pass=P]` (or `redis+unix://`) | one node on a Unix socket |
 //! | `redis+cluster://[user:password@]host:port,host:port,...` | a Cluster, from any seed nodes |
 //! | `redis+sentinel://[user:password@]host:port,.../master_name[/db]` | the master Sentinel names; credentials are the data nodes' |
 //!
-//! `rediss://` (TLS) is not included in this build: it would pull a TLS stack into every
-//! build of the workspace; enabling redis-rs's `tokio-rustls-comp` and accepting `rediss`
-//! in `url.rs` is the whole change. Behind Sentinel, a failover is followed on the next
+//! TLS is redis-rs's over rustls with the ring provider (no system OpenSSL); it is
+//! installed as rustls's process-wide default the first time a `rediss://` store is built,
+//! unless the application installed one. The CA and client files can also be given by
+//! [`RedisStoreBuilder::tls_ca`] and [`RedisStoreBuilder::tls_client_cert`] (one place
+//! each); they are read, and a CA file without a certificate refused, when the store is
+//! built. The server's name is verified against the URL's host (an IP address works when
+//! the certificate names it); there is no `#insecure`. TLS to a Cluster or behind Sentinel
+//! is not supported yet. The query string (paths, a socket's `pass`) never appears in
+//! messages. Behind Sentinel, a failover is followed on the next
 //! reconnect (a broken connection, or `READONLY` from a demoted master); replication is
 //! asynchronous, so a failover may lose the last decisions written to the old master (the
 //! new one admits them again), as with any Redis failover.
@@ -180,6 +188,7 @@ mod keys;
 mod reply;
 mod scripts;
 mod store;
+mod tls;
 mod url;
 
 pub use builder::{RedisStoreBuilder, TimeSource};

@@ -1,22 +1,26 @@
 //! Deployment URLs: which Redis a store talks to, parsed once when the store is built.
 //!
-//! - `redis://[user:password@]host:port[/db]` (and `redis+unix:///path`, `unix:///path`): one node;
+//! - `redis://[user:password@]host:port[/db]`: one node;
+//! - `rediss://…` the same over TLS (options and files: `tls.rs`);
+//! - `unix:///path/redis.sock[?db=N&user=U&pass=P]` (also `redis+unix://`): one node on a
+//!   Unix socket;
 //! - `redis+cluster://[user:password@]host:port,host:port,...`: a Cluster, from any seed nodes;
 //! - `redis+sentinel://[user:password@]host:port,host:port,.../master_name[/db]`: the master
 //!   Sentinel names (the credentials are the data nodes'; sentinels are asked without them).
 //!
-//! `rediss://` needs TLS, which this build does not include (see the crate docs). Any
-//! password is kept out of every message: [`Redactor`] scrubs it from errors.
+//! Any password (a socket's `pass=` too) is kept out of every message: [`Redactor`] scrubs
+//! it from errors, and the query string is never printed.
 
 use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
 use redis::ConnectionAddr;
 
 use crate::error::BuildError;
+use crate::tls::{self, TlsFiles};
 
 /// Where the store's records live.
 pub(crate) enum Target {
-    /// One node (or the URL redis-rs parses: `redis://`, `unix://`).
-    Node(redis::Client),
+    /// One node (the URL redis-rs parses: `redis://`, `rediss://`, `unix://`).
+    Node(Box<redis::Client>),
     /// The master behind Sentinel.
     Sentinel(Box<tokio::sync::Mutex<redis::sentinel::SentinelClient>>),
     /// A Cluster.
@@ -53,8 +57,8 @@ struct Credentials {
     raw_password: Option<String>,
 }
 
-/// Percent-decodes a URL component (user names and passwords may be encoded).
-fn decode(part: &str) -> String {
+/// Percent-decodes a URL component (user names, passwords and paths may be encoded).
+pub(crate) fn decode(part: &str) -> String {
     let bytes = part.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -149,16 +153,30 @@ fn redact_url(url: &str) -> String {
     }
 }
 
-/// Parses a deployment URL.
+/// A socket URL's `pass=` query value, as written and decoded.
+fn query_password(url: &str) -> [Option<String>; 2] {
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let query = query.split_once('#').map_or(query, |(q, _)| q);
+    let raw = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("pass="))
+        .map(str::to_owned);
+    [raw.as_deref().map(decode), raw]
+}
+
+/// Parses a deployment URL; `tls_files` are the builder's (the URL may name them too).
 pub(crate) fn parse(
     url: &str,
     connect_timeout: std::time::Duration,
+    tls_files: &TlsFiles,
 ) -> Result<(Target, Redactor), BuildError> {
     let redacted = redact_url(url);
     let bad = |reason: &str| BuildError::Url {
         url: redacted.clone(),
         reason: reason.to_owned(),
     };
+    let (url, url_files) = tls::split_options(url);
+    let url = url.as_str();
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(bad("expected scheme://..."));
     };
@@ -166,23 +184,26 @@ pub(crate) fn parse(
     let redactor = Redactor {
         secrets: [creds.password.clone(), creds.raw_password.clone()]
             .into_iter()
+            .chain(query_password(url))
             .flatten()
             .collect(),
         label: redacted.clone(),
     };
+    let tls_files = tls::merge(tls_files, url_files, &redacted)?;
+    if scheme != "rediss" {
+        tls::refuse_without_tls(&tls_files, &redacted)?;
+    }
     let redis_err = |e: redis::RedisError| BuildError::Url {
         url: redacted.clone(),
         reason: redactor.scrub(&e.to_string()),
     };
     let target = match scheme {
         "redis" | "redis+unix" | "unix" => {
-            Target::Node(redis::Client::open(url).map_err(redis_err)?)
+            Target::Node(Box::new(redis::Client::open(url).map_err(redis_err)?))
         }
-        "rediss" => {
-            return Err(bad(
-                "TLS (rediss://) is not included in this build of weir-redis",
-            ))
-        }
+        "rediss" => Target::Node(Box::new(tls::client(url, &tls_files, &redacted, |m| {
+            redactor.scrub(m)
+        })?)),
         "redis+cluster" => {
             let (list, _) = rest.split_once('/').unwrap_or((rest, ""));
             let nodes: Vec<String> = hosts(list, &redacted)?
@@ -230,7 +251,7 @@ pub(crate) fn parse(
         }
         _ => {
             return Err(bad(
-                "unknown scheme (expected redis, redis+cluster or redis+sentinel)",
+                "unknown scheme (expected redis, rediss, unix, redis+unix, redis+cluster or redis+sentinel)",
             ))
         }
     };
@@ -242,8 +263,12 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn open(url: &str) -> Result<(Target, Redactor), BuildError> {
+        parse(url, Duration::from_millis(50), &TlsFiles::default())
+    }
+
     fn err(url: &str) -> String {
-        match parse(url, Duration::from_millis(50)) {
+        match open(url) {
             Err(e) => e.to_string(),
             Ok(_) => panic!("{url} parsed"),
         }
@@ -251,19 +276,50 @@ mod tests {
 
     #[test]
     fn every_deployment_parses() {
-        let t = Duration::from_millis(50);
+        for node in [
+            "redis://127.0.0.1:6379",
+            "rediss://redis.example:6380/1",
+            "unix:///run/redis/redis.sock?db=2",
+            "redis+unix:///run/redis/redis.sock",
+        ] {
+            assert!(matches!(open(node), Ok((Target::Node(_), _))), "{node}");
+        }
         assert!(matches!(
-            parse("redis://127.0.0.1:6379", t),
-            Ok((Target::Node(_), _))
-        ));
-        assert!(matches!(
-            parse("redis+cluster://a:1,b:2,c:3", t),
+            open("redis+cluster://a:1,b:2,c:3"),
             Ok((Target::Cluster(_), _))
         ));
         assert!(matches!(
-            parse("redis+sentinel://:s3cret@a:26379,b:26379/mymaster", t),
+            open("redis+sentinel://:s3cret@a:26379,b:26379/mymaster"),
             Ok((Target::Sentinel(_), _))
         ));
+    }
+
+    #[test]
+    fn tls_options_are_checked_when_the_store_is_built() {
+        assert_eq!(
+            err("redis://h:1?ca=/etc/ca.pem"),
+            "redis://h:1: TLS options (ca, cert, key) need a rediss:// URL"
+        );
+        let files = TlsFiles {
+            ca: Some("/etc/ca.pem".into()),
+            ..TlsFiles::default()
+        };
+        let msg = match parse("unix:///r.sock", Duration::from_millis(50), &files) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("parsed"),
+        };
+        assert!(msg.ends_with("need a rediss:// URL"), "{msg}");
+        let msg = err("rediss://h:1?ca=/nonexistent/weir-ca.pem");
+        assert!(
+            msg.starts_with("rediss://h:1: cannot read the CA file /nonexistent/weir-ca.pem: "),
+            "{msg}"
+        );
+        assert_eq!(
+            err("rediss://h:1?cert=/c.pem"),
+            "rediss://h:1: a client certificate needs both cert and key (tls_client_cert)"
+        );
+        let msg = err("rediss://h:1/#insecure");
+        assert!(msg.contains("#insecure) is not supported"), "{msg}");
     }
 
     #[test]
@@ -271,14 +327,17 @@ mod tests {
         let msg = err("redis+sentinel://alice:s3cr%2Ft@h:1");
         assert!(!msg.contains("s3cr"), "{msg}");
         assert!(msg.contains("alice:***@"), "{msg}");
-        let msg = err("rediss://:hunter2@h:1");
+        let msg = err("rediss://:hunter2@h:1?ca=/nonexistent/ca.pem");
         assert!(!msg.contains("hunter2"), "{msg}");
         let msg = err("redis+cluster://:hunter2@h:x");
         assert!(!msg.contains("hunter2"), "{msg}");
-        let (_, redactor) = parse("redis://:p%40ss@h:1", Duration::from_millis(50)).unwrap();
+        let (_, redactor) = open("redis://:p%40ss@h:1").unwrap();
         assert_eq!(
             redactor.scrub("auth p@ss failed (p%40ss)"),
             "auth *** failed (***)"
         );
+        let (_, redactor) = open("unix:///r.sock?user=app&pass=s%21cret").unwrap();
+        assert_eq!(redactor.label, "unix:///r.sock");
+        assert_eq!(redactor.scrub("s!cret s%21cret"), "*** ***");
     }
 }

@@ -2,6 +2,8 @@
 //! loopback port with its own temporary directory, answers before `start` returns, and is
 //! killed when dropped. A Redis Cluster is several such servers joined by
 //! `redis-cli --cluster create`. Never a mock: the tests talk to the real thing.
+//! [`RedisTlsServer`] listens on TLS only and [`RedisSocketServer`] on a Unix socket only,
+//! for `rediss://` and `unix://`.
 //!
 //! A missing binary panics with the command that installs it (`scripts/test` does).
 
@@ -336,4 +338,211 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|o| o.stdout.starts_with(b"0"))
+}
+
+/// The PEM files a TLS `redis-server` is started with: its certificate and key, and the CA
+/// that client certificates must chain to.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The server's certificate chain (`--tls-cert-file`).
+    pub cert: PathBuf,
+    /// The server's private key (`--tls-key-file`).
+    pub key: PathBuf,
+    /// The CA of client certificates (`--tls-ca-cert-file`).
+    pub ca: PathBuf,
+}
+
+/// Whether a TLS `redis-server` asks clients for a certificate (`--tls-auth-clients`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// No client certificate is asked for.
+    Off,
+    /// A client without a certificate signed by the CA is refused (mutual TLS).
+    Required,
+}
+
+/// A `redis-server` listening on TLS only (`--port 0 --tls-port`), on a free loopback port.
+/// Killed when dropped. Ready once its log says so (no plaintext PING is possible).
+#[derive(Debug)]
+pub struct RedisTlsServer {
+    /// Held for its `Drop`.
+    _process: Process,
+    port: u16,
+}
+
+impl RedisTlsServer {
+    /// A fresh, empty, non-persistent server with these files. Panics if this
+    /// `redis-server` was built without TLS.
+    pub fn start(files: &TlsFiles, auth: ClientAuth) -> Self {
+        require("redis-server", "redis-server");
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port();
+            let dir = scratch_dir("redis-tls", port);
+            if let Some(child) = Self::try_spawn(port, &dir, files, auth) {
+                return Self {
+                    _process: Process { child, dir },
+                    port,
+                };
+            }
+            let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+            let _ = std::fs::remove_dir_all(&dir);
+            assert!(
+                !log.contains("not supported") && !log.contains("Bad directive"),
+                "this redis-server cannot serve TLS:\n{log}"
+            );
+        }
+        panic!("redis-server --tls-port did not start on any of {START_ATTEMPTS} ports");
+    }
+
+    fn try_spawn(
+        port: u16,
+        dir: &std::path::Path,
+        files: &TlsFiles,
+        auth: ClientAuth,
+    ) -> Option<Child> {
+        let log = dir.join("redis.log");
+        let mut child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", "0"])
+            .args(["--tls-port", &port.to_string()])
+            .arg("--tls-cert-file")
+            .arg(&files.cert)
+            .arg("--tls-key-file")
+            .arg(&files.key)
+            .arg("--tls-ca-cert-file")
+            .arg(&files.ca)
+            .args([
+                "--tls-auth-clients",
+                if auth == ClientAuth::Required {
+                    "yes"
+                } else {
+                    "no"
+                },
+            ])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .arg("--logfile")
+            .arg(&log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        let up = wait_ready(
+            &format!("redis-server on TLS port {port}"),
+            &mut child,
+            || {
+                std::fs::read_to_string(&log)
+                    .is_ok_and(|l| l.contains("Ready to accept connections"))
+            },
+        );
+        if up {
+            Some(child)
+        } else {
+            let _ = child.wait();
+            None
+        }
+    }
+
+    /// The port it listens on (TLS).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `rediss://127.0.0.1:{port}`.
+    pub fn url(&self) -> String {
+        format!("rediss://127.0.0.1:{}", self.port)
+    }
+}
+
+/// A `redis-server` listening on a Unix socket only (`--port 0 --unixsocket`), in a
+/// temporary directory of its own. Killed when dropped.
+#[derive(Debug)]
+pub struct RedisSocketServer {
+    process: Process,
+}
+
+impl RedisSocketServer {
+    /// A fresh, empty, non-persistent server.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// A server with extra `redis-server` arguments (e.g. `--requirepass`).
+    pub fn start_with(extra: &[&str]) -> Self {
+        static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+        require("redis-server", "redis-server");
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = scratch_dir("redis-sock", n);
+        let socket = dir.join("redis.sock");
+        let mut child = Command::new("redis-server")
+            .args(["--port", "0"])
+            .arg("--unixsocket")
+            .arg(&socket)
+            .args(["--unixsocketperm", "700"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        let up = wait_ready(
+            &format!("redis-server on {}", socket.display()),
+            &mut child,
+            // -NOAUTH under --requirepass: answering all the same
+            || ask_socket(&socket, b"PING\r\n").is_some_and(|r| r.starts_with(['+', '-'])),
+        );
+        assert!(up, "redis-server exited at start on {}", socket.display());
+        Self {
+            process: Process { child, dir },
+        }
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> PathBuf {
+        self.process.dir.join("redis.sock")
+    }
+
+    /// `unix://{path}`.
+    pub fn url(&self) -> String {
+        format!("unix://{}", self.path().display())
+    }
+
+    /// Sends one raw command line (e.g. `DBSIZE`) and returns the first reply.
+    pub fn raw(&self, command: &str) -> Option<String> {
+        ask_socket(&self.path(), format!("{command}\r\n").as_bytes())
+    }
+}
+
+/// A server process and its scratch directory, killed and removed when dropped.
+#[derive(Debug)]
+struct Process {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// [`ask`] over a Unix socket.
+fn ask_socket(path: &std::path::Path, request: &[u8]) -> Option<String> {
+    let stream = std::os::unix::net::UnixStream::connect(path).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    exchange(stream, request)
+}
+
+/// Writes `request` and reads the first reply.
+fn exchange(mut stream: impl Read + Write, request: &[u8]) -> Option<String> {
+    stream.write_all(request).ok()?;
+    let mut reply = [0u8; 4096];
+    let n = stream.read(&mut reply).ok()?;
+    Some(String::from_utf8_lossy(&reply[..n]).into_owned())
 }
