@@ -1,11 +1,12 @@
 //! `--store URL`: which store the server decides on, parsed into a [`StoreSpec`] before
-//! anything connects. Opening it is `store.rs`. Passwords in URLs are never printed.
+//! anything connects. Opening it is `store.rs`. Passwords in URLs (a socket's `pass=`
+//! too) are never printed.
 
 use std::fmt;
 
 /// The schemes `--store` accepts, for messages.
-pub const SUPPORTED_STORES: &str =
-    "memory, redis://, rediss://, redis+cluster://, redis+sentinel://, memcached://";
+pub const SUPPORTED_STORES: &str = "memory, redis://, rediss://, unix://, redis+unix://, \
+     redis+cluster://, redis+sentinel://, memcached://";
 
 /// A parsed `--store` URL.
 #[derive(Clone, PartialEq, Eq)]
@@ -18,7 +19,7 @@ pub enum StoreSpec {
     },
     /// A network store: its kind (`redis`, `redis+cluster`, …) and the full URL.
     Network {
-        /// The scheme.
+        /// The scheme (`redis+unix` for `unix://` too).
         scheme: String,
         /// The URL as given (may hold a password: print it with `Display`, which redacts).
         url: String,
@@ -44,7 +45,10 @@ impl StoreSpec {
     /// The memory store with its default capacity (1 048 576 keys).
     pub const DEFAULT_MEMORY_CAPACITY: usize = 1 << 20;
 
-    /// Parses `memory`, `memory://`, or a network URL.
+    /// Parses `memory`, `memory://`, or a network URL. Redis over TLS is
+    /// `rediss://host:port[?ca=PATH][&cert=PATH&key=PATH]`; on a Unix socket
+    /// `unix:///path/redis.sock[?db=N&pass=P]` (or `redis+unix://`). The Redis store checks
+    /// the rest when it is built.
     ///
     /// ```
     /// use weir_server::StoreSpec;
@@ -61,6 +65,10 @@ impl StoreSpec {
         }
         let scheme = url.split_once("://").map(|(scheme, _)| scheme);
         match scheme {
+            Some("unix" | "redis+unix") => Ok(StoreSpec::Network {
+                scheme: "redis+unix".to_string(),
+                url: url.to_string(),
+            }),
             Some(
                 scheme @ ("redis" | "rediss" | "redis+cluster" | "redis+sentinel" | "memcached"),
             ) => Ok(StoreSpec::Network {
@@ -96,8 +104,23 @@ impl fmt::Debug for StoreSpec {
     }
 }
 
-/// `scheme://user:secret@host` → `scheme://user:***@host` (every host of a list).
+/// `scheme://user:secret@host` → `scheme://user:***@host` (every host of a list), and a
+/// query's `pass=secret` → `pass=***`.
 pub(crate) fn redact(url: &str) -> String {
+    let Some((url, query)) = url.split_once('?') else {
+        return redact_userinfo(url);
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name @ ("pass" | "password"), _)) => format!("{name}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{}?{}", redact_userinfo(url), query.join("&"))
+}
+
+fn redact_userinfo(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -127,10 +150,63 @@ mod tests {
                 .kind(),
             "redis+cluster"
         );
+        let spec = StoreSpec::parse("rediss://:s3cret@redis.internal:6380?ca=/etc/ca.pem").unwrap();
+        assert_eq!(spec.kind(), "rediss");
+        assert_eq!(
+            spec.to_string(),
+            "rediss://:***@redis.internal:6380?ca=/etc/ca.pem"
+        );
+        for socket in [
+            "unix:///run/redis.sock?db=2&pass=s3cret",
+            "redis+unix:///run/redis.sock?db=2&pass=s3cret",
+        ] {
+            let spec = StoreSpec::parse(socket).unwrap();
+            // `store.rs` opens every `redis…` kind with the Redis store.
+            assert_eq!(spec.kind(), "redis+unix");
+            assert!(spec
+                .to_string()
+                .ends_with(":///run/redis.sock?db=2&pass=***"));
+        }
         let err = StoreSpec::parse("postgres://u:pw@db/x").unwrap_err();
         assert_eq!(
             err.to_string(),
             format!("unsupported store 'postgres://u:***@db/x': supported are {SUPPORTED_STORES}")
+        );
+    }
+
+    /// `--store unix://…` reaches a redis-server on a socket through the server's own
+    /// store (guards and all), and a `rediss://` option the Redis store cannot use is
+    /// refused when the store is opened, naming it, never the password.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn socket_and_tls_urls_open_the_redis_store() {
+        use crate::store::{AnyStore, StoreClock};
+        use weir_core::{Key, Op, Outcome, Rule, Store};
+        use weir_resilience::FailoverConfig;
+        use weir_testkit::servers::RedisSocketServer;
+
+        let redis = RedisSocketServer::start();
+        let failover = FailoverConfig {
+            timeout: std::time::Duration::from_secs(2),
+            ..FailoverConfig::default()
+        };
+        let spec = StoreSpec::parse(&redis.url()).unwrap();
+        let store = AnyStore::open(&spec, failover, StoreClock::Process).unwrap();
+        store.ping().await.unwrap();
+        let rule = Rule::per_second(1).unwrap();
+        let key = Key::new("socket").unwrap();
+        let outcome = store
+            .apply(&key, &rule, Op::Check { cost: 1 }, weir_testkit::T0_NS)
+            .await
+            .unwrap();
+        assert!(matches!(outcome, Outcome::Decision(d) if d.allowed));
+        assert_eq!(redis.raw("DBSIZE").as_deref(), Some(":1\r\n"));
+
+        let spec = StoreSpec::parse("rediss://:hunter2@h:1?ca=/nonexistent/ca.pem").unwrap();
+        let err = AnyStore::open(&spec, failover, StoreClock::Store).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("rediss://:***@h:1: cannot read the CA file /nonexistent/ca.pem"),
+            "{msg}"
         );
     }
 }
