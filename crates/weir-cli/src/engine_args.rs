@@ -55,9 +55,10 @@ pub(crate) struct EngineArgs {
     #[arg(long, value_name = "PATH", env = "WEIR_CONFIG")]
     pub(crate) config: Option<PathBuf>,
 
-    /// Where counts live: memory, redis://host:port[/db], rediss://…,
-    /// redis+cluster://host:port,host:port, redis+sentinel://host:port,…/master,
-    /// memcached://host:port
+    /// Where counts live: memory, redis://host:port[/db],
+    /// rediss://host:port[?ca=PATH][&cert=PATH&key=PATH] (TLS; the system's roots without
+    /// ca), unix:///path/redis.sock[?db=N], redis+cluster://host:port,host:port,
+    /// redis+sentinel://host:port,…/master, memcached://host:port
     #[arg(long, value_name = "URL", env = "WEIR_STORE", default_value = "memory")]
     store: String,
 
