@@ -298,7 +298,8 @@ async fn options_are_checked_when_the_store_is_built() {
     );
     assert_eq!(
         bad(RedisStore::builder("memcached://x:1")),
-        "memcached://x:1: unknown scheme (expected redis, redis+cluster or redis+sentinel)"
+        "memcached://x:1: unknown scheme \
+         (expected redis, rediss, unix, redis+unix, redis+cluster or redis+sentinel)"
     );
     // Nothing listens on port 1: building succeeds (no I/O), the first call fails clearly.
     let store = RedisStore::builder(url)
