@@ -216,8 +216,9 @@ impl ProxyLimits {
         let clock = limiter.clock();
         let start_ns = clock.now_ns();
         let result = match limiter.store().memory() {
-            // The memory store decides at once, at this instant (as the limiter would).
-            Some(memory) => memory.check_all_now(limits, 1, start_ns),
+            // The memory store decides at once, at this instant, on the records of each
+            // (rule, key) as the limiter would (the admin API reaches the same ones).
+            Some(memory) => memory.check_all_scoped_now(limits, 1, start_ns),
             // A network store's future is large: boxed, so that this future (moved into a
             // box on every request) stays small.
             None => Box::pin(limiter.check_all(limits, 1)).await,

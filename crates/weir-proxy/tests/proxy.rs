@@ -653,3 +653,34 @@ async fn untrusted_forwarding_claims_are_replaced_and_host_is_kept() {
     assert_eq!(seen["x-forwarded-proto"], "http");
     assert_eq!(seen["host"], "example.test");
 }
+
+/// The admin API beside the proxy reaches the records the proxy decides on: a crawler
+/// class blocked through `/admin/keys/block` is refused by the proxy at once, and its
+/// usage is what `/admin/keys/inspect` reports (both address (rule, key) records).
+#[tokio::test]
+async fn an_admin_block_reaches_the_proxys_own_decisions() {
+    let b = backend("app", Duration::ZERO).await;
+    let mut s = settings(upstream(&b), CRAWLERS);
+    s.server.admin_token = Some(weir_server::AdminToken::new("block-token-for-tests").unwrap());
+    let p = proxy(s).await;
+    let c = client();
+    let auth = [
+        ("authorization", "Bearer block-token-for-tests"),
+        ("content-type", "application/json"),
+    ];
+    let crawler = [("user-agent", "bingbot")];
+    assert_eq!(get(&c, p.addr, "/", &crawler).await.status, 200);
+    let key = r#"{"domain": "proxy", "entries": [{"key": "class", "value": "crawler"}]}"#;
+    let inspect = send(&c, p.api, "POST", "/admin/keys/inspect", &auth, key).await;
+    assert_eq!(inspect.status, 200, "{}", inspect.body);
+    assert!(inspect.body.contains(r#""used":1"#), "{}", inspect.body);
+    let block = r#"{"domain": "proxy", "entries": [{"key": "class", "value": "crawler"}], "duration_ms": 60000}"#;
+    let blocked = send(&c, p.api, "POST", "/admin/keys/block", &auth, block).await;
+    assert_eq!(blocked.status, 200, "{}", blocked.body);
+    assert_eq!(get(&c, p.addr, "/", &crawler).await.status, 429);
+    assert_eq!(
+        b.record.count(),
+        1,
+        "the blocked request never reached the backend"
+    );
+}

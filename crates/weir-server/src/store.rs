@@ -150,6 +150,35 @@ impl Store for AnyStore {
         }
     }
 
+    // Each store addresses (rule, key) its own way: the memory store keeps the scope beside
+    // the key, the network stores scope the key's bytes.
+    async fn apply_scoped(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> Result<Outcome, CheckError> {
+        match self {
+            AnyStore::Memory(s) => s.apply_scoped(key, rule, op, now_ns).await,
+            AnyStore::Redis(s) => s.apply_scoped(key, rule, op, now_ns).await,
+            AnyStore::Memcached(s) => s.apply_scoped(key, rule, op, now_ns).await,
+        }
+    }
+
+    async fn check_all_scoped(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decisions, CheckError> {
+        match self {
+            AnyStore::Memory(s) => s.check_all_scoped(limits, cost, now_ns).await,
+            AnyStore::Redis(s) => s.check_all_scoped(limits, cost, now_ns).await,
+            AnyStore::Memcached(s) => s.check_all_scoped(limits, cost, now_ns).await,
+        }
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         match self {
             AnyStore::Memory(s) => s.ping().await,
