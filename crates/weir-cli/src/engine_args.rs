@@ -56,8 +56,9 @@ pub(crate) struct EngineArgs {
     pub(crate) config: Option<PathBuf>,
 
     /// Where counts live: memory, redis://host:port[/db],
-    /// rediss://host:port[?ca=PATH][&cert=PATH&key=PATH] (TLS; the system's roots without
-    /// ca), unix:///path/redis.sock[?db=N], redis+cluster://host:port,host:port,
+    /// rediss://host:port?ca=PATH&cert=PATH&key=PATH (TLS, each option optional: the
+    /// system's roots without ca, mutual TLS with cert and key),
+    /// unix:///path/redis.sock?db=N, redis+cluster://host:port,host:port,
     /// redis+sentinel://host:port,…/master, memcached://host:port
     #[arg(long, value_name = "URL", env = "WEIR_STORE", default_value = "memory")]
     store: String,
