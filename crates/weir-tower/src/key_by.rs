@@ -98,6 +98,17 @@ impl KeyBy {
         Self::All(parts.into_iter().collect())
     }
 
+    /// Whether the key needs the request's TCP peer (the client IP). Without it (a server
+    /// that does not record the peer) such a key cannot be built, and the layer refuses the
+    /// request rather than let it through unlimited.
+    pub fn needs_peer(&self) -> bool {
+        match self {
+            Self::ClientIp(_) => true,
+            Self::All(list) => list.iter().any(KeyBy::needs_peer),
+            _ => false,
+        }
+    }
+
     /// The `(name, value)` entries of a request's key, or `None` when a part is missing.
     pub fn entries(&self, parts: &Parts) -> Option<Vec<(String, String)>> {
         let mut out = Vec::with_capacity(1);

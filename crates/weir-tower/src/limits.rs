@@ -134,6 +134,22 @@ impl<S: Store, C: Clock> Policies<S, C> {
         let mut matched: Vec<&Policy> = Vec::new();
         let mut limits: Vec<(Key, weir_core::Rule)> = Vec::new();
         for policy in &self.policies {
+            // A missing peer address is the server's misconfiguration, not a request without
+            // the part: never "no limit" (fail closed, saying how to fix it).
+            if policy.key.needs_peer()
+                && policy.applies(request)
+                && crate::client_ip::peer_addr(&request.extensions).is_none()
+            {
+                return Err(LimitError {
+                    reason: format!(
+                        "policy {} keys requests by client IP, but the request carries no peer \
+                         address: serve the app with \
+                         into_make_service_with_connect_info::<SocketAddr>()",
+                        policy.name
+                    ),
+                    on_failure: FailurePolicy::FailClosed,
+                });
+            }
             if let Some(key) = Self::key_of(policy, request) {
                 matched.push(policy);
                 limits.push((key, policy.rule));

@@ -508,3 +508,53 @@ async fn no_spelling_of_a_path_walks_around_a_limit_on_it() {
     }
     assert_eq!(status("/files/b").await, StatusCode::OK);
 }
+
+/// A client-IP key on a server that does not record the peer (plain `axum::serve`
+/// without connect info) used to skip the policy: every request went through unlimited.
+/// It is refused (503, fail closed) and says how to fix the server; a policy keyed by a
+/// header the request lacks still simply does not apply.
+#[tokio::test]
+async fn a_client_ip_key_without_a_peer_address_fails_closed_not_open() {
+    let (limiter, _clock) = manual_limiter();
+    let per_ip = Policy::new(
+        "per_ip",
+        Rule::fixed_window(100, Duration::from_secs(60)).unwrap(),
+    )
+    .unwrap()
+    .key(KeyBy::peer_ip());
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(limiter.clone(), vec![per_ip]).unwrap());
+    let r = app.clone().oneshot(request("/")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+
+    // With the peer recorded, the same policy limits as usual.
+    let mut with_peer = request("/");
+    with_peer
+        .extensions_mut()
+        .insert(axum::extract::ConnectInfo(SocketAddr::from((
+            [10, 0, 0, 7],
+            5000,
+        ))));
+    assert_eq!(
+        app.oneshot(with_peer).await.unwrap().status(),
+        StatusCode::OK
+    );
+
+    // A header key the request lacks: the policy does not apply (its documented meaning).
+    let per_key = Policy::new(
+        "per_key",
+        Rule::fixed_window(1, Duration::from_secs(60)).unwrap(),
+    )
+    .unwrap()
+    .key(KeyBy::header("x-api-key").unwrap());
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(limiter, vec![per_key]).unwrap());
+    for _ in 0..3 {
+        assert_eq!(
+            app.clone().oneshot(request("/")).await.unwrap().status(),
+            StatusCode::OK
+        );
+    }
+}
