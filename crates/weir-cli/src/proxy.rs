@@ -155,7 +155,8 @@ pub(crate) struct ProxyArgs {
 
     /// The most connections each listener (the proxy's and --api) keeps open at once; at
     /// the cap a new connection is closed as soon as it is accepted, and the open ones keep
-    /// being served
+    /// being served (the process needs an open-files limit above twice this: a start-up
+    /// WARN says when `ulimit -n` is lower)
     #[arg(long, value_name = "N", env = "WEIR_MAX_CONNECTIONS",
           default_value_t = weir_server::Settings::DEFAULT_MAX_CONNECTIONS)]
     max_connections: std::num::NonZeroUsize,

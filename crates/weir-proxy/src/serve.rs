@@ -115,6 +115,7 @@ pub async fn run(
         rules = %app.config_status().source,
         "weir proxy: listening"
     );
+    weir_server::warn_if_files_run_short(2, settings.server.max_connections);
     let (stop_tx, stop_rx) = watch::channel(false);
     // Both listeners bounded as weir serve's: a connection cap each, a header-read
     // timeout, a request-head limit (431).

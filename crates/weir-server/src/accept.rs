@@ -228,3 +228,53 @@ impl Drop for InFlight {
         }
     }
 }
+
+/// The soft limit on open files in a `/proc/self/limits` text, if it is a number.
+fn open_files_soft_limit(limits: &str) -> Option<u64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    // "Max open files  <soft>  <hard>  files"
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// Warns at start-up when `listeners` listeners capped at `max_connections` each could
+/// open more sockets than the process may (its open-files soft limit, `ulimit -n`): idle
+/// connections would then exhaust file descriptors before any cap refuses them. Linux
+/// only (`/proc/self/limits`); silent where the limit is unknown or unlimited.
+pub fn warn_if_files_run_short(listeners: usize, max_connections: NonZeroUsize) {
+    let Some(soft) = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .as_deref()
+        .and_then(open_files_soft_limit)
+    else {
+        return;
+    };
+    // Room for the rule files, the store's connections, logs and the like.
+    let needed = (listeners as u64)
+        .saturating_mul(max_connections.get() as u64)
+        .saturating_add(64);
+    if needed > soft {
+        tracing::warn!(
+            open_files_soft_limit = soft,
+            needed,
+            "the open-files limit is below what the connection caps allow: raise it \
+             (ulimit -n, systemd LimitNOFILE=) or lower --max-connections, or idle \
+             connections can use up file descriptors before a cap refuses them"
+        );
+    }
+}
+
+#[cfg(test)]
+mod files_tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_open_files_soft_limit() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max cpu time              unlimited            unlimited            seconds   \n\
+                      Max open files            1024                 524288               files     \n";
+        assert_eq!(open_files_soft_limit(limits), Some(1024));
+        let unlimited = limits.replace("1024 ", "unlimited ");
+        assert_eq!(open_files_soft_limit(&unlimited), None);
+        assert_eq!(open_files_soft_limit(""), None);
+    }
+}

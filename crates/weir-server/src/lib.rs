@@ -71,6 +71,7 @@ mod store;
 mod store_url;
 mod verdict;
 
+pub use accept::warn_if_files_run_short;
 pub use admin_token::{AdminToken, TokenError};
 pub use app::{App, Readiness};
 pub use client::{ClientError, HttpAnswer};

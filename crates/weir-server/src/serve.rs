@@ -64,6 +64,7 @@ pub async fn serve(
         admin = settings.admin_token.is_some(),
         "weir serve: listening"
     );
+    crate::accept::warn_if_files_run_short(2, settings.max_connections);
 
     let router = http::router(app.clone());
     let mut http_task = tokio::spawn(http::serve_http_with(
