@@ -194,7 +194,7 @@ pub use decision::{Decision, Usage};
 pub use error::{CheckError, KeyError, RuleError, StoreError};
 pub use key::Key;
 pub use limiter::{Limiter, SyncStore};
-pub use rule::{Algorithm, FailurePolicy, Lockout, Rule, MAX_SPAN};
+pub use rule::{Algorithm, FailurePolicy, Lockout, Mode, Rule, MAX_SPAN};
 pub use state::{Guard, Record, State};
 pub use step::{Op, Outcome};
 pub use store::{Decisions, MemoryStats, MemoryStore, MemoryStoreBuilder, Store};

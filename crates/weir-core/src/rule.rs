@@ -155,6 +155,32 @@ pub struct Rule {
     pub(crate) lockout: Option<Lockout>,
     pub(crate) on_failure: FailurePolicy,
     pub(crate) scope: Scope,
+    pub(crate) mode: Mode,
+}
+
+/// How a shared store decides a rule's checks: every check in the store (exact, the
+/// default), or from slices of the limit each instance claims from the store and spends
+/// locally (leased: `weir_resilience::LeasedStore` does it, with the bounds it states).
+/// Only a store wrapped in a `LeasedStore` leases; any other store decides a leased rule
+/// exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Every check is one atomic step in the store.
+    #[default]
+    Exact,
+    /// Checks spend units of a slice claimed from the store ahead of time.
+    Leased,
+}
+
+impl Mode {
+    /// The mode's name in configuration (`exact`, `leased`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Exact => "exact",
+            Self::Leased => "leased",
+        }
+    }
 }
 
 /// The longest window, period or lockout a rule accepts: ten years. Longer spans are
@@ -199,6 +225,7 @@ impl Rule {
             lockout: None,
             on_failure: FailurePolicy::LocalFallback,
             scope: Scope::Parameters(0),
+            mode: Mode::Exact,
         }
         .rescoped()
     }
@@ -389,6 +416,67 @@ impl Rule {
     /// The failure policy.
     pub fn failure_policy(&self) -> FailurePolicy {
         self.on_failure
+    }
+
+    /// Opts the rule in to leased mode (see [`Mode::Leased`]): a
+    /// `weir_resilience::LeasedStore` then claims slices of its limit from the shared store
+    /// and decides locally until a slice runs out or expires. The mode changes no record:
+    /// exact and leased instances of one rule share the same counts.
+    ///
+    /// Only algorithms whose units can be claimed ahead of time lease: GCRA, the token
+    /// bucket, the leaky-bucket meter, the fixed window and the two window counters. Refused,
+    /// with the reason, for the sliding log (its promise is "never more than the limit in
+    /// any window", which a unit spent after it was claimed would break: use the sliding
+    /// window counter), the leaky-bucket queue (each request's delay depends on the ones
+    /// before it, everywhere), concurrency leases (each lease has a holder to release it),
+    /// and any rule with a lockout (its first denial must reach the store to engage it).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir_core::{Mode, Rule};
+    /// let rule = Rule::gcra(100, Duration::from_secs(1), 100)?.leased()?;
+    /// assert_eq!(rule.mode(), Mode::Leased);
+    /// assert!(Rule::sliding_log(100, Duration::from_secs(1))?.leased().is_err());
+    /// # Ok::<(), weir_core::RuleError>(())
+    /// ```
+    pub fn leased(mut self) -> Result<Self, RuleError> {
+        let refused = match self.algorithm {
+            Algorithm::SlidingLog(_) => Some(
+                "the sliding log cannot be leased: it admits exactly the limit in every window, \
+                 which a unit spent after it was claimed would break (use sliding_window)",
+            ),
+            Algorithm::LeakyQueue(_) => Some(
+                "the leaky-bucket queue cannot be leased: each request's delay depends on \
+                 every request before it",
+            ),
+            Algorithm::Concurrency(_) => {
+                Some("concurrency leases cannot be leased: each one has a holder that releases it")
+            }
+            _ if self.lockout.is_some() => Some(
+                "a rule with a lockout cannot be leased: its first denial must reach the store \
+                 to engage the lockout",
+            ),
+            _ => None,
+        };
+        if let Some(reason) = refused {
+            return Err(RuleError::Inconsistent {
+                param: "mode",
+                reason,
+            });
+        }
+        self.mode = Mode::Leased;
+        Ok(self)
+    }
+
+    /// How a shared store decides the rule: [`Mode::Leased`] only if it was opted in with
+    /// [`leased`](Self::leased) and has no lockout (a lockout added afterwards turns leasing
+    /// off), else [`Mode::Exact`].
+    pub fn mode(&self) -> Mode {
+        if self.lockout.is_some() {
+            Mode::Exact
+        } else {
+            self.mode
+        }
     }
 
     /// This instance's share of the rule when `instances` share it and each decides alone

@@ -41,7 +41,9 @@
 mod breaker;
 mod deny_cache;
 mod failover;
+mod lease;
 
 pub use breaker::Mode;
 pub use deny_cache::{OverLimitCache, OverLimitStats};
 pub use failover::{FailoverConfig, FailoverStats, FailoverStore};
+pub use lease::{LeaseConfig, LeaseStats, LeasedStore};

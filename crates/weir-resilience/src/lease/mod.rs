@@ -1,0 +1,576 @@
+//! [`LeasedStore`]: decides [leased](weir_core::Mode::Leased) rules from slices of their
+//! limit claimed from the shared store, so most checks never leave the process. Sits in
+//! front of the rest of the stack (`LeasedStore ─▶ OverLimitCache ─▶ FailoverStore ─▶
+//! RedisStore`); exact rules and every other operation pass straight through.
+//!
+//! # The protocol
+//! A check of `cost` on a leased rule spends `cost` units of this instance's slice for its
+//! key. When the slice is empty or expired, one check claims a new one: a single atomic
+//! check of `want` units in the store (the same step as any check, so the store counts the
+//! units as used from the moment they are granted), while the key's other checks wait for
+//! it. `want` follows the key's local demand (units asked per slice lifetime), between the
+//! request's cost and [`LeaseConfig::cap`]. If the store refuses `want` but has at least
+//! `cost` left, a second claim takes what is left (small slices near the limit). If it
+//! refuses, its denial is answered locally until its `retry_after`. Unspent units expire
+//! with the slice; none go back (a fixed window's reward would land in a later window).
+//!
+//! # The bounds
+//! - **Over-admission.** Every unit admitted was granted by the store at most one slice
+//!   lifetime `ttl` ([`LeaseConfig::ttl_ns`]) earlier, and the store grants no more than the
+//!   rule allows. So over any interval of length `t`, all instances together admit at
+//!   most what the exact rule admits over `t + ttl`. With the defaults (`ttl` = a tenth of
+//!   the window, at most 10 s), a rule of `limit` per window `W` admits at most what it
+//!   would over `1.1 W`: for GCRA and the buckets, `burst + rate × 1.1 W`.
+//! - **Under-admission.** Units sit idle only in slices: at any moment at most
+//!   `instances × cap` units of a key are claimed and unspent (`cap` is at most a quarter
+//!   of the limit by default), and they are back in the store's count once their slice
+//!   ages out of the rule's window. A claim the store refuses waits, locally, until the
+//!   units it asked for are back, at most `cap` units later than an exact check would.
+//! - **Outage.** Slices keep being spent while the store is away; the next claim fails and
+//!   the store below (usually a [`FailoverStore`](crate::FailoverStore)) applies the rule's
+//!   failure policy.
+//!
+//! The sliding log, the leaky-bucket queue, concurrency leases and rules with a lockout
+//! cannot lease ([`Rule::leased`] says why). `reward`, `penalty`, `block`, `unblock` and
+//! `reset` drop the key's slice here and go to the store; `inspect` goes to the store and
+//! counts units held in slices as used.
+
+mod config;
+mod slice;
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::Notify;
+use weir_core::{CheckError, Decision, Decisions, Key, Mode, Op, Outcome, Rule, Store, StoreError};
+
+pub use config::LeaseConfig;
+use slice::{Id, Slice};
+
+const SHARDS: usize = 16;
+
+type Shard = Mutex<HashMap<u64, Slice>>;
+
+/// Counters for metrics and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeaseStats {
+    /// Checks of leased rules answered from a slice (allowed, no store call).
+    pub local_allowed: u64,
+    /// Checks of leased rules answered by a cached denial (no store call).
+    pub local_denied: u64,
+    /// Claims sent to the store.
+    pub claims: u64,
+    /// Claims the store refused.
+    pub claims_denied: u64,
+    /// Units granted by the store.
+    pub units_granted: u64,
+    /// Checks of leased rules decided exactly because no slice could be held (table full).
+    pub bypassed: u64,
+    /// Keys holding a slice now.
+    pub slices: usize,
+}
+
+/// A [`Store`] that decides [leased](weir_core::Mode::Leased) rules locally from slices
+/// claimed from `S` (see the [module docs](self) for the protocol and its bounds). Bounded
+/// memory: at most [`LeaseConfig::capacity`] keys hold a slice.
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_core::{Key, Limiter, MemoryStore, Rule, SystemClock};
+/// use weir_resilience::{LeaseConfig, LeasedStore};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// // In production the inner store is shared (Redis); any Store works.
+/// let store = LeasedStore::new(MemoryStore::default(), LeaseConfig::default());
+/// let limiter = Limiter::new(store, SystemClock::new());
+/// let rule = Rule::gcra(1000, Duration::from_secs(1), 1000)?.leased()?;
+/// let key = Key::new("api:alice")?;
+/// for _ in 0..10 {
+///     assert!(limiter.check(&key, &rule, 1).await?.allowed);
+/// }
+/// // The first check claimed one unit; the busier the key, the larger its next slice.
+/// assert!(limiter.store().stats().claims < 10);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct LeasedStore<S> {
+    inner: S,
+    config: LeaseConfig,
+    shards: Box<[Shard]>,
+    per_shard: usize,
+    hasher: foldhash::quality::RandomState,
+    counters: Counters,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    local_allowed: AtomicU64,
+    local_denied: AtomicU64,
+    claims: AtomicU64,
+    claims_denied: AtomicU64,
+    units_granted: AtomicU64,
+    bypassed: AtomicU64,
+}
+
+/// What the slice table says about one check.
+enum Step<'a> {
+    /// Answered from the slice (spent) or its cached denial.
+    Answer(Decision, Option<u64>),
+    /// Another check is claiming for this key: wait, then look again.
+    Wait(OwnedNotified),
+    /// This check claims `want` units.
+    Claim(u64, ClaimGuard<'a>),
+    /// No slice can be held for this key: decide exactly.
+    Bypass,
+}
+
+/// How the caller addressed the record: `apply` / `check_all`, or the scoped verbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Plain,
+    Scoped,
+}
+
+impl<S: Store> LeasedStore<S> {
+    /// Leases in front of `inner`.
+    pub fn new(inner: S, config: LeaseConfig) -> Self {
+        Self {
+            inner,
+            config,
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            per_shard: config.capacity.div_ceil(SHARDS).max(1),
+            hasher: foldhash::quality::RandomState::default(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
+    /// Counters for metrics.
+    pub fn stats(&self) -> LeaseStats {
+        let c = &self.counters;
+        LeaseStats {
+            local_allowed: c.local_allowed.load(Ordering::Relaxed),
+            local_denied: c.local_denied.load(Ordering::Relaxed),
+            claims: c.claims.load(Ordering::Relaxed),
+            claims_denied: c.claims_denied.load(Ordering::Relaxed),
+            units_granted: c.units_granted.load(Ordering::Relaxed),
+            bypassed: c.bypassed.load(Ordering::Relaxed),
+            slices: self.shards.iter().map(|s| lock(s).len()).sum(),
+        }
+    }
+
+    /// Units claimed and not yet spent, over every key, at `now_ns` (what sits idle in
+    /// this instance: the under-admission bound is stated in these terms).
+    pub fn held_units(&self, now_ns: u64) -> u64 {
+        self.shards
+            .iter()
+            .flat_map(|s| {
+                lock(s)
+                    .values()
+                    .map(|slice| slice.live_units(now_ns))
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    }
+
+    fn id(key: &Key, rule: &Rule, target: Target) -> Id {
+        Id {
+            key: key.clone(),
+            scope: rule.scope(),
+            scoped: target == Target::Scoped,
+        }
+    }
+
+    fn slot(&self, id: &Id) -> (u64, &Shard) {
+        let hash = self.hasher.hash_one(id);
+        let index = usize::try_from(hash >> 60).unwrap_or(0) % SHARDS;
+        (hash, &self.shards[index])
+    }
+
+    fn look(&self, id: &Id, rule: &Rule, cost: u64, now_ns: u64) -> Step<'_> {
+        let (hash, shard) = self.slot(id);
+        let mut map = lock(shard);
+        if !map.contains_key(&hash) {
+            if map.len() >= self.per_shard {
+                map.retain(|_, s| !s.is_idle(now_ns));
+            }
+            if map.len() >= self.per_shard {
+                return Step::Bypass;
+            }
+            map.insert(hash, Slice::new(id.clone(), now_ns));
+        }
+        let Some(slice) = map.get_mut(&hash) else {
+            return Step::Bypass;
+        };
+        if slice.id != *id {
+            // Two records on one 64-bit hash: decide this one exactly.
+            return Step::Bypass;
+        }
+        if let Some(claim) = &slice.claiming {
+            return Step::Wait(claim.clone().notified_owned());
+        }
+        if let Some(d) = slice.spend(cost, now_ns) {
+            self.counters.local_allowed.fetch_add(1, Ordering::Relaxed);
+            return Step::Answer(d, Some(slice.generation));
+        }
+        if let Some(d) = slice.denial(cost, now_ns) {
+            self.counters.local_denied.fetch_add(1, Ordering::Relaxed);
+            return Step::Answer(d, None);
+        }
+        let want = slice.want(
+            cost,
+            now_ns,
+            self.config.ttl_ns(rule),
+            self.config.cap(rule, cost),
+        );
+        let notify = Arc::new(Notify::new());
+        slice.claiming = Some(notify.clone());
+        Step::Claim(
+            want,
+            ClaimGuard {
+                shard,
+                hash,
+                notify,
+                settled: false,
+            },
+        )
+    }
+
+    /// One store check of `n` units, as the caller addressed the record.
+    async fn ask(
+        &self,
+        target: Target,
+        key: &Key,
+        rule: &Rule,
+        n: u64,
+        now_ns: u64,
+    ) -> Result<Decision, CheckError> {
+        self.counters.claims.fetch_add(1, Ordering::Relaxed);
+        let op = Op::Check { cost: n };
+        let outcome = match target {
+            Target::Plain => self.inner.apply(key, rule, op, now_ns).await?,
+            Target::Scoped => self.inner.apply_scoped(key, rule, op, now_ns).await?,
+        };
+        match outcome {
+            Outcome::Decision(d) => {
+                if d.allowed {
+                    self.counters.units_granted.fetch_add(n, Ordering::Relaxed);
+                } else {
+                    self.counters.claims_denied.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(d)
+            }
+            other => Err(CheckError::Store(StoreError::Unavailable(format!(
+                "the store answered a lease claim with {other:?}"
+            )))),
+        }
+    }
+
+    /// Decides a check of `cost` (at least 1) on a leased rule: the decision, and the
+    /// slice generation its units came from when it consumed any.
+    async fn take(
+        &self,
+        target: Target,
+        key: &Key,
+        rule: &Rule,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<(Decision, Option<u64>), CheckError> {
+        let id = Self::id(key, rule, target);
+        loop {
+            let (want, guard) = match self.look(&id, rule, cost, now_ns) {
+                Step::Answer(d, generation) => return Ok((d, generation)),
+                Step::Wait(claim_settled) => {
+                    claim_settled.await;
+                    continue;
+                }
+                Step::Bypass => {
+                    self.counters.bypassed.fetch_add(1, Ordering::Relaxed);
+                    let d = self.ask(target, key, rule, cost, now_ns).await?;
+                    return Ok((d, None));
+                }
+                Step::Claim(want, guard) => (want, guard),
+            };
+            let first = self.ask(target, key, rule, want, now_ns).await?;
+            let (granted, store) = if first.allowed {
+                (want, first)
+            } else if want > cost && first.remaining >= partial_floor(cost, want) {
+                let part = first.remaining.min(want);
+                let second = self.ask(target, key, rule, part, now_ns).await?;
+                (if second.allowed { part } else { 0 }, second)
+            } else {
+                (0, first)
+            };
+            let ttl_ns = self.config.ttl_ns(rule);
+            let settled = guard.settle(|slice| {
+                if granted > 0 {
+                    // When the grant left too few units for even a partial claim, the
+                    // store would refuse the next one until they are back: wait here.
+                    let back = (store.remaining < partial_floor(cost, granted))
+                        .then(|| rule.retry_after_allowed(&store, granted))
+                        .flatten();
+                    let d = slice.grant(granted, cost, &store, back, now_ns, ttl_ns);
+                    (d, Some(slice.generation))
+                } else {
+                    (slice.deny(cost, &store, now_ns), None)
+                }
+            });
+            // Without its slice (it cannot be evicted while claiming) the answer is the
+            // store's own.
+            return Ok(settled.unwrap_or((store, None)));
+        }
+    }
+
+    /// Puts back units an all-or-nothing check took from slices before another limit
+    /// denied it.
+    fn give_back(&self, taken: &[(Id, u64)], cost: u64, now_ns: u64) {
+        for (id, generation) in taken {
+            let (hash, shard) = self.slot(id);
+            if let Some(slice) = lock(shard).get_mut(&hash) {
+                if slice.id == *id {
+                    slice.give_back(*generation, cost, now_ns);
+                }
+            }
+        }
+    }
+
+    /// Drops the key's slice (a reward, penalty, block, unblock or reset changed the
+    /// record in the store: the next check claims afresh).
+    fn forget(&self, key: &Key, rule: &Rule, target: Target) {
+        let id = Self::id(key, rule, target);
+        let (hash, shard) = self.slot(&id);
+        let mut map = lock(shard);
+        if map
+            .get(&hash)
+            .is_some_and(|s| s.id == id && s.claiming.is_none())
+        {
+            map.remove(&hash);
+        }
+    }
+
+    async fn decide(
+        &self,
+        target: Target,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> Result<Outcome, CheckError> {
+        let leased = rule.mode() == Mode::Leased;
+        match op {
+            Op::Check { cost: cost @ 1.. } if leased => {
+                let (d, _) = self.take(target, key, rule, cost, now_ns).await?;
+                return Ok(Outcome::Decision(d));
+            }
+            Op::Reward { .. } | Op::Penalty { .. } | Op::Block { .. } | Op::Unblock | Op::Reset
+                if leased =>
+            {
+                self.forget(key, rule, target);
+            }
+            _ => {}
+        }
+        match target {
+            Target::Plain => self.inner.apply(key, rule, op, now_ns).await,
+            Target::Scoped => self.inner.apply_scoped(key, rule, op, now_ns).await,
+        }
+    }
+
+    async fn decide_all(
+        &self,
+        target: Target,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decisions, CheckError> {
+        let leased = |rule: &Rule| rule.mode() == Mode::Leased;
+        if cost == 0 || !limits.iter().any(|(_, rule)| leased(rule)) {
+            return self.inner_all(target, limits, cost, now_ns).await;
+        }
+        let mut each: Vec<Option<Decision>> = vec![None; limits.len()];
+        let mut taken: Vec<(Id, u64)> = Vec::new();
+        let mut allowed = true;
+        for (i, (key, rule)) in limits.iter().enumerate() {
+            if !leased(rule) {
+                continue;
+            }
+            let (d, generation) = match self.take(target, key, rule, cost, now_ns).await {
+                Ok(taken_now) => taken_now,
+                Err(e) => {
+                    self.give_back(&taken, cost, now_ns);
+                    return Err(e);
+                }
+            };
+            each[i] = Some(d);
+            if let Some(generation) = generation {
+                taken.push((Self::id(key, rule, target), generation));
+            }
+            if !d.allowed {
+                allowed = false;
+                break;
+            }
+        }
+        let exact: Vec<(usize, (Key, Rule))> = limits
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| each[*i].is_none())
+            .map(|(i, limit)| (i, limit.clone()))
+            .collect();
+        let exact_limits: Vec<(Key, Rule)> = exact.iter().map(|(_, l)| l.clone()).collect();
+        // Exact limits (and leased ones not reached) are charged only if every leased one
+        // allowed; after a leased denial they are only looked at.
+        let charge = if allowed { cost } else { 0 };
+        if !exact_limits.is_empty() {
+            let answer = match self.inner_all(target, &exact_limits, charge, now_ns).await {
+                Ok(answer) => answer,
+                Err(e) => {
+                    self.give_back(&taken, cost, now_ns);
+                    return Err(e);
+                }
+            };
+            for ((i, _), d) in exact.iter().zip(answer.each) {
+                each[*i] = Some(d);
+            }
+            allowed &= answer.allowed;
+        }
+        if !allowed {
+            self.give_back(&taken, cost, now_ns);
+        }
+        let each = each
+            .into_iter()
+            .map(|d| {
+                d.ok_or_else(|| {
+                    CheckError::Store(StoreError::Unavailable(
+                        "a limit of an all-or-nothing check was left undecided".into(),
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Decisions { allowed, each })
+    }
+
+    async fn inner_all(
+        &self,
+        target: Target,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decisions, CheckError> {
+        match target {
+            Target::Plain => self.inner.check_all(limits, cost, now_ns).await,
+            Target::Scoped => self.inner.check_all_scoped(limits, cost, now_ns).await,
+        }
+    }
+}
+
+/// The claiming check's hold on a key. Settling it (or dropping it, when the store call
+/// failed or the caller went away) clears the claim and wakes the key's waiting checks.
+struct ClaimGuard<'a> {
+    shard: &'a Shard,
+    hash: u64,
+    notify: Arc<Notify>,
+    settled: bool,
+}
+
+impl ClaimGuard<'_> {
+    fn settle<T>(mut self, update: impl FnOnce(&mut Slice) -> T) -> Option<T> {
+        let mut map = lock(self.shard);
+        let answer = match map.get_mut(&self.hash) {
+            Some(slice) if self.ours(slice) => {
+                slice.claiming = None;
+                Some(update(slice))
+            }
+            _ => None,
+        };
+        drop(map);
+        self.settled = true;
+        self.notify.notify_waiters();
+        answer
+    }
+
+    fn ours(&self, slice: &Slice) -> bool {
+        matches!(&slice.claiming, Some(n) if Arc::ptr_eq(n, &self.notify))
+    }
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let mut map = lock(self.shard);
+        if let Some(slice) = map.get_mut(&self.hash) {
+            if self.ours(slice) {
+                slice.claiming = None;
+            }
+        }
+        drop(map);
+        self.notify.notify_waiters();
+    }
+}
+
+/// The fewest units worth a partial claim after a claim of `want` was refused: half of it
+/// (smaller slices near the limit, not a call per unit), and never below the cost.
+fn partial_floor(cost: u64, want: u64) -> u64 {
+    (want / 2).max(cost)
+}
+
+fn lock(m: &Shard) -> std::sync::MutexGuard<'_, HashMap<u64, Slice>> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<S: Store> Store for LeasedStore<S> {
+    fn apply(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
+        self.decide(Target::Plain, key, rule, op, now_ns)
+    }
+
+    fn apply_scoped(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        op: Op<'_>,
+        now_ns: u64,
+    ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
+        self.decide(Target::Scoped, key, rule, op, now_ns)
+    }
+
+    fn check_all(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
+        self.decide_all(Target::Plain, limits, cost, now_ns)
+    }
+
+    fn check_all_scoped(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
+        self.decide_all(Target::Scoped, limits, cost, now_ns)
+    }
+
+    fn ping(&self) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+        self.inner.ping()
+    }
+}
