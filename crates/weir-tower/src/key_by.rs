@@ -1,6 +1,8 @@
 //! What a limit counts by: the parts of a request that become its key (client IP, a
-//! header, the path or route, the user, one global key, or several at once). The first
-//! step of the layer's decision path after a policy matched: no key, no limit.
+//! header, the path or route, the user, a [`KeyExtractor`] of your own, one global key, or
+//! several at once). The first step of the layer's decision path after a policy matched: a
+//! part the request lacks (a header, a user) means the policy does not apply to it; a part
+//! the server failed to provide (the peer address) is an error, and the request is refused.
 
 use crate::path::normalise_path;
 use std::fmt;
@@ -10,6 +12,7 @@ use http::request::Parts;
 use http::HeaderName;
 
 use crate::client_ip::ClientIp;
+use crate::extractor::{KeyError, KeyExtractor, KeyParts};
 
 /// A function from a request to its user (or any other key of your own); `None` when the
 /// request has none (an anonymous request is then not limited by that policy).
@@ -44,6 +47,8 @@ pub enum KeyBy {
     Route,
     /// The user, as a function of the request finds it.
     User(UserFn),
+    /// A [`KeyExtractor`] of your own.
+    Custom(Arc<dyn KeyExtractor>),
     /// One key for every request: a global limit.
     Global,
     /// All of these at once (each must be present).
@@ -88,7 +93,13 @@ impl KeyBy {
         Self::User(Arc::new(find))
     }
 
-    /// One key for all requests.
+    /// The key `extractor` builds (see [`KeyExtractor`]).
+    pub fn custom(extractor: impl KeyExtractor) -> Self {
+        Self::Custom(Arc::new(extractor))
+    }
+
+    /// One key for all requests: a global limit, every client sharing one budget. Say so
+    /// explicitly; a policy without a key does not compile.
     pub fn global() -> Self {
         Self::Global
     }
@@ -109,17 +120,28 @@ impl KeyBy {
         }
     }
 
-    /// The `(name, value)` entries of a request's key, or `None` when a part is missing.
+    /// The `(name, value)` entries of a request's key, or `None` when a part is missing
+    /// (or cannot be built: see [`KeyExtractor::extract`] for the difference).
     pub fn entries(&self, parts: &Parts) -> Option<Vec<(String, String)>> {
-        let mut out = Vec::with_capacity(1);
-        self.push_entries(parts, &mut out).then_some(out)
+        self.extract(parts)
+            .ok()
+            .flatten()
+            .map(KeyParts::into_entries)
     }
 
-    fn push_entries(&self, parts: &Parts, out: &mut Vec<(String, String)>) -> bool {
+    /// Appends the request's entries to `out`: `Ok(false)` when a part is missing.
+    fn push_entries(
+        &self,
+        parts: &Parts,
+        out: &mut Vec<(String, String)>,
+    ) -> Result<bool, KeyError> {
         let entry = match self {
-            Self::ClientIp(client_ip) => client_ip
-                .of(parts)
-                .map(|ip| ("ip".to_string(), ip.to_string())),
+            Self::ClientIp(client_ip) => Some(
+                client_ip
+                    .of(parts)
+                    .map(|ip| ("ip".to_string(), ip.to_string()))
+                    .ok_or(KeyError::NoPeerAddress)?,
+            ),
             Self::Header(name) => parts
                 .headers
                 .get(name)
@@ -136,16 +158,43 @@ impl KeyBy {
                     ),
             )),
             Self::User(find) => find(parts).map(|user| ("user".to_string(), user)),
+            Self::Custom(extractor) => {
+                return Ok(match extractor.extract(parts)? {
+                    Some(key) => {
+                        out.extend(key.into_entries());
+                        true
+                    }
+                    None => false,
+                })
+            }
             Self::Global => Some(("global".to_string(), "all".to_string())),
-            Self::All(list) => return list.iter().all(|part| part.push_entries(parts, out)),
+            Self::All(list) => {
+                for part in list {
+                    if !part.push_entries(parts, out)? {
+                        return Ok(false);
+                    }
+                }
+                return Ok(true);
+            }
         };
         match entry {
             Some(entry) => {
                 out.push(entry);
-                true
+                Ok(true)
             }
-            None => false,
+            None => Ok(false),
         }
+    }
+}
+
+impl KeyExtractor for KeyBy {
+    /// A missing header or user is `Ok(None)` (the policy does not apply); a client-IP key
+    /// on a server that did not record the peer is [`KeyError::NoPeerAddress`].
+    fn extract(&self, request: &Parts) -> Result<Option<KeyParts>, KeyError> {
+        let mut out = Vec::with_capacity(1);
+        Ok(self
+            .push_entries(request, &mut out)?
+            .then(|| KeyParts::from(out)))
     }
 }
 
@@ -163,6 +212,7 @@ impl fmt::Debug for KeyBy {
             Self::Path => f.write_str("Path"),
             Self::Route => f.write_str("Route"),
             Self::User(_) => f.write_str("User(..)"),
+            Self::Custom(_) => f.write_str("Custom(..)"),
             Self::Global => f.write_str("Global"),
             Self::All(list) => f.debug_tuple("All").field(list).finish(),
         }
@@ -238,6 +288,16 @@ mod tests {
         assert_eq!(
             KeyBy::all([KeyBy::global(), KeyBy::header("x-a").unwrap()]).entries(&p),
             None
+        );
+        assert_eq!(
+            KeyBy::all([KeyBy::header("x-a").unwrap(), KeyBy::peer_ip()]).extract(&p),
+            Ok(None),
+            "a missing part first: no key, whatever follows"
+        );
+        assert_eq!(
+            KeyBy::all([KeyBy::global(), KeyBy::peer_ip()]).extract(&p),
+            Err(KeyError::NoPeerAddress),
+            "no peer is an error, not a request without a key"
         );
         assert_eq!(
             KeyBy::header("bad header").unwrap_err().to_string(),

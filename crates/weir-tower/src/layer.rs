@@ -1,18 +1,21 @@
 //! [`RateLimitLayer`]: the configuration of the layer — its [`Limits`], the header style,
-//! the in-flight limit — built once and shared (behind one `Arc`) by every service it makes
+//! the in-flight limit, the refusal handler — built once and shared (behind one `Arc`) by every service it makes
 //! and every clone of those. A clone never gets a fresh budget: that is the difference from
 //! `tower::limit::RateLimit`, whose clones each count on their own (so under axum, which
 //! clones the service per connection, its limit silently does not hold).
 
 use std::sync::Arc;
 
+use http::Response;
 use tower::Layer;
-use weir_core::{Clock, Limiter, Store};
+use weir_core::{Clock, Limiter, Rule, Store};
 
 use crate::headers::HeaderStyle;
 use crate::in_flight::{InFlight, InFlightLimit};
+use crate::key_by::KeyBy;
 use crate::limits::{Limits, Policies};
 use crate::policy::{Policy, PolicyError};
+use crate::refused::{RefusalFn, Refused};
 use crate::service::RateLimit;
 use crate::waiters::Waiters;
 
@@ -22,9 +25,28 @@ pub(crate) struct Shared {
     pub(crate) headers: HeaderStyle,
     pub(crate) in_flight: Option<InFlight>,
     pub(crate) waiters: Arc<Waiters>,
+    pub(crate) on_refusal: Option<RefusalFn>,
 }
 
 /// A tower layer that rate-limits requests before they reach the service it wraps.
+///
+/// The shortest way in: each client IP, one rule ([`RateLimitLayer::per_ip`]).
+///
+/// ```no_run
+/// use std::net::SocketAddr;
+/// use axum::{routing::get, Router};
+/// use weir_core::Rule;
+/// use weir_tower::RateLimitLayer;
+///
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let layer = RateLimitLayer::per_ip(Rule::per_second(10)?)?;
+/// let app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+/// # let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+/// # Ok(()) }
+/// ```
+///
+/// Several policies, and an in-flight limit:
 ///
 /// ```
 /// use std::time::Duration;
@@ -52,8 +74,29 @@ pub struct RateLimitLayer {
 }
 
 impl RateLimitLayer {
-    /// A layer deciding `policies` with `limiter` (any store, any clock). Fails when two
-    /// policies share a name.
+    /// A layer limiting each client IP (the TCP peer's address; IPv6 by /64) by `rule`, on
+    /// the embedded memory store: the quick start. The limit is named `per_ip` in the
+    /// headers. Serve the app with `into_make_service_with_connect_info::<SocketAddr>()`:
+    /// without the peer's address a request is refused (`503`), never let through
+    /// unlimited. Fails for a concurrency rule (see [`max_in_flight`](Self::max_in_flight)).
+    pub fn per_ip(rule: Rule) -> Result<Self, PolicyError> {
+        Self::per_ip_with(Limiter::default(), rule)
+    }
+
+    /// [`per_ip`](Self::per_ip) on `limiter` (any store, e.g. Redis shared by several
+    /// instances; keep a clone to reset or inspect keys from a handler).
+    pub fn per_ip_with<S: Store, C: Clock>(
+        limiter: Limiter<S, C>,
+        rule: Rule,
+    ) -> Result<Self, PolicyError> {
+        Self::new(
+            limiter,
+            vec![Policy::new("per_ip", rule)?.key(KeyBy::peer_ip())],
+        )
+    }
+
+    /// A layer deciding `policies` with `limiter` (any store, any clock). Each policy has a
+    /// key chosen with [`Policy::key`]. Fails when two policies share a name.
     pub fn new<S: Store, C: Clock>(
         limiter: Limiter<S, C>,
         policies: Vec<Policy>,
@@ -69,6 +112,7 @@ impl RateLimitLayer {
                 headers: HeaderStyle::default(),
                 in_flight: None,
                 waiters: Arc::default(),
+                on_refusal: None,
             }),
         }
     }
@@ -80,6 +124,7 @@ impl RateLimitLayer {
             headers: arc.headers,
             in_flight: arc.in_flight.as_ref().map(|f| InFlight::new(f.settings())),
             waiters: Arc::default(),
+            on_refusal: arc.on_refusal.clone(),
         });
         change(&mut shared);
         Self {
@@ -98,6 +143,40 @@ impl RateLimitLayer {
         self.edit(|s| s.in_flight = Some(InFlight::new(limit)))
     }
 
+    /// Answers refused requests with `handler`'s response instead of the layer's own (like
+    /// tower_governor's error handler): a page of your own, another JSON shape. The handler
+    /// sees why and by which limit ([`Refused`]); `Retry-After` and the rate-limit headers
+    /// are added to its response unless it set them itself. It answers every refusal,
+    /// `503`s and gRPC requests included ([`Refused::default_response`] is the layer's own
+    /// answer, to fall back to).
+    ///
+    /// ```
+    /// use http::{Response, StatusCode};
+    /// use weir_core::Rule;
+    /// use weir_tower::{RateLimitLayer, RefusalReason};
+    ///
+    /// let layer = RateLimitLayer::per_ip(Rule::per_second(10)?)?.on_refusal(|refused| {
+    ///     if refused.reason() != RefusalReason::Limited {
+    ///         return refused.default_response();
+    ///     }
+    ///     let mut page = Response::new(format!(
+    ///         "<h1>Slow down</h1><p>Try again in {} s.</p>",
+    ///         refused.retry_after_secs()
+    ///     ));
+    ///     *page.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    ///     page.headers_mut().insert("content-type", "text/html; charset=utf-8".parse().unwrap());
+    ///     page
+    /// });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn on_refusal(
+        self,
+        handler: impl Fn(&Refused<'_>) -> Response<String> + Send + Sync + 'static,
+    ) -> Self {
+        let handler: RefusalFn = Arc::new(handler);
+        self.edit(|s| s.on_refusal = Some(handler))
+    }
+
     /// Requests inside the inner service now (0 without an in-flight limit).
     pub fn in_flight(&self) -> usize {
         self.shared
@@ -112,6 +191,7 @@ impl std::fmt::Debug for RateLimitLayer {
         f.debug_struct("RateLimitLayer")
             .field("headers", &self.shared.headers)
             .field("in_flight", &self.shared.in_flight)
+            .field("on_refusal", &self.shared.on_refusal.is_some())
             .finish_non_exhaustive()
     }
 }

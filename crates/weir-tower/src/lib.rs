@@ -58,6 +58,8 @@
 //! `examples/axum_app.rs`.
 
 mod client_ip;
+mod extractor;
+mod header_map;
 mod headers;
 mod in_flight;
 mod key_by;
@@ -66,11 +68,14 @@ mod limits;
 mod net;
 mod path;
 mod policy;
+mod refused;
 mod response;
 mod service;
 mod waiters;
 
 pub use client_ip::{peer_addr, ClientIp, ForwardedHeader, PrefixError};
+pub use extractor::{KeyError, KeyExtractor, KeyParts};
+pub use header_map::{headers_for, AsDecision};
 pub use headers::{ceil_secs, rate_limit_headers, render_headers, tightest, HeaderStyle};
 pub use in_flight::InFlightLimit;
 pub use key_by::{HeaderNameError, KeyBy, UserFn};
@@ -78,6 +83,7 @@ pub use layer::RateLimitLayer;
 pub use limits::{Applied, BoxFuture, Evaluation, LimitError, Limits, Policies};
 pub use net::{IpNet, IpNetError};
 pub use path::normalise_path;
-pub use policy::{HeaderPattern, OnLimit, Policy, PolicyError};
+pub use policy::{HeaderPattern, KeyUnset, OnLimit, Policy, PolicyError};
+pub use refused::{RefusalFn, RefusalReason, Refused};
 pub use response::RefusalBody;
 pub use service::{Degraded, Fallback, RateLimit, ResponseFuture};

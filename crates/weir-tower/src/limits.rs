@@ -15,6 +15,7 @@ use std::time::Duration;
 use http::request::Parts;
 use weir_core::{CheckError, Clock, Decision, FailurePolicy, Key, Limiter, Store};
 
+use crate::extractor::KeyExtractor;
 use crate::policy::{OnLimit, Policy, PolicyError};
 
 /// A boxed future, as the [`Limits`] trait returns them.
@@ -121,38 +122,35 @@ impl<S: Store, C: Clock> Policies<S, C> {
         &self.limiter
     }
 
-    /// The store key `policy` counts `request` under, if it applies and has a key.
+    /// The store key `policy` counts `request` under, if it applies and has a key (`None`
+    /// also when the key cannot be built: the layer refuses such a request).
     pub fn key_of(policy: &Policy, request: &Parts) -> Option<Key> {
         if !policy.applies(request) {
             return None;
         }
-        let entries = policy.key.entries(request)?;
-        Some(weir_config::descriptor_key(&policy.name, &entries))
+        let parts = policy.key.extract(request).ok()??;
+        Some(weir_config::descriptor_key(&policy.name, parts.entries()))
     }
 
     async fn decide(&self, request: &Parts) -> Result<Evaluation, LimitError> {
         let mut matched: Vec<&Policy> = Vec::new();
         let mut limits: Vec<(Key, weir_core::Rule)> = Vec::new();
         for policy in &self.policies {
-            // A missing peer address is the server's misconfiguration, not a request without
-            // the part: never "no limit" (fail closed, saying how to fix it).
-            if policy.key.needs_peer()
-                && policy.applies(request)
-                && crate::client_ip::peer_addr(&request.extensions).is_none()
-            {
-                return Err(LimitError {
-                    reason: format!(
-                        "policy {} keys requests by client IP, but the request carries no peer \
-                         address: serve the app with \
-                         into_make_service_with_connect_info::<SocketAddr>()",
-                        policy.name
-                    ),
-                    on_failure: FailurePolicy::FailClosed,
-                });
+            if !policy.applies(request) {
+                continue;
             }
-            if let Some(key) = Self::key_of(policy, request) {
+            // A key that cannot be built (e.g. no peer address: the server's
+            // misconfiguration) is never "no limit": fail closed, saying why.
+            let parts = policy.key.extract(request).map_err(|error| LimitError {
+                reason: format!("policy {} could not key the request: {error}", policy.name),
+                on_failure: FailurePolicy::FailClosed,
+            })?;
+            if let Some(parts) = parts {
                 matched.push(policy);
-                limits.push((key, policy.rule));
+                limits.push((
+                    weir_config::descriptor_key(&policy.name, parts.entries()),
+                    policy.rule,
+                ));
             }
         }
         if limits.is_empty() {

@@ -2,6 +2,11 @@
 //! counts by ([`KeyBy`]), the [`Rule`], and what happens when it is hit ([`OnLimit`]).
 //! Matching a request against the policies is the layer's first step; the keys of the
 //! matching ones go to the limiter together.
+//!
+//! What a policy counts by is always chosen, never defaulted: [`Policy::new`] gives a
+//! `Policy<KeyUnset>`, which no layer accepts until [`Policy::key`] made it a [`Policy`]
+//! (`KeyBy::global()` for one limit shared by every client). A forgotten key is a compile
+//! error, not a silent global limit.
 
 use crate::path::normalise_path;
 use std::sync::Arc;
@@ -125,7 +130,24 @@ pub enum PolicyError {
     DuplicateName(String),
 }
 
-/// One limit of the layer.
+/// The mark of a [`Policy`] whose key is not chosen yet: call [`Policy::key`] (e.g.
+/// `.key(KeyBy::peer_ip())`, or `.key(KeyBy::global())` for one limit shared by every
+/// client). A layer takes only policies with a key.
+///
+/// ```compile_fail
+/// use weir_core::{Limiter, Rule};
+/// use weir_tower::{Policy, RateLimitLayer};
+///
+/// // No key: does not compile (expected `Policy`, found `Policy<KeyUnset>`).
+/// let unkeyed = Policy::new("api", Rule::per_second(10)?)?;
+/// let layer = RateLimitLayer::new(Limiter::default(), vec![unkeyed])?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyUnset;
+
+/// One limit of the layer. Built by [`Policy::new`] (or [`Policy::from_rules`]), then
+/// [`Policy::key`]: until it has a key it is a `Policy<KeyUnset>`, which no layer takes.
 ///
 /// ```
 /// use std::time::Duration;
@@ -137,17 +159,18 @@ pub enum PolicyError {
 ///     .key(KeyBy::peer_ip())
 ///     .path("/login")
 ///     .method(http::Method::POST);
-/// // Crawlers: 1 per second each, queued up to 2 s.
+/// // Crawlers: 1 per second all together, queued up to 2 s.
 /// let crawlers = Policy::new("crawlers", Rule::gcra(1, Duration::from_secs(1), 1)?)?
 ///     .when_header("user-agent", ["bot", "crawler", "spider"])?
+///     .key(KeyBy::global())
 ///     .on_limit(OnLimit::Queue { max_wait: Duration::from_secs(2), max_queued: 8 })?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct Policy<K = KeyBy> {
     pub(crate) name: Arc<str>,
     pub(crate) rule: Rule,
-    pub(crate) key: KeyBy,
+    pub(crate) key: K,
     pub(crate) on_limit: OnLimit,
     path_exact: Option<String>,
     path_prefix: Option<String>,
@@ -155,11 +178,11 @@ pub struct Policy {
     headers: Vec<HeaderPattern>,
 }
 
-impl Policy {
+impl Policy<KeyUnset> {
     /// A policy named `name` (it names the limit in headers, metrics and keys, and the
-    /// rule's records: see [`Rule::named`]) applying `rule` to every request, one global
-    /// key, rejecting when hit. A new build of the policy with other parameters under the
-    /// same name keeps its keys' usage.
+    /// rule's records: see [`Rule::named`]) applying `rule` to every request, rejecting when
+    /// hit; choose its key with [`Policy::key`] before giving it to a layer. A new build of
+    /// the policy with other parameters under the same name keeps its keys' usage.
     pub fn new(name: impl Into<Arc<str>>, rule: Rule) -> Result<Self, PolicyError> {
         let name = name.into();
         if matches!(rule.algorithm(), Algorithm::Concurrency(_)) {
@@ -168,7 +191,7 @@ impl Policy {
         Ok(Self {
             rule: rule.named(&format!("weir-tower/{name}")),
             name,
-            key: KeyBy::Global,
+            key: KeyUnset,
             on_limit: OnLimit::Reject,
             path_exact: None,
             path_prefix: None,
@@ -200,11 +223,29 @@ impl Policy {
             .ok_or_else(|| PolicyError::UnknownRule(rule_id.to_string()))?;
         Self::new(rule_id, rule)
     }
+}
 
-    /// Counts requests by `key` (default: one global key).
-    pub fn key(mut self, key: KeyBy) -> Self {
-        self.key = key;
-        self
+impl Policy {
+    /// What the policy counts requests by.
+    pub fn key_by(&self) -> &KeyBy {
+        &self.key
+    }
+}
+
+impl<K> Policy<K> {
+    /// Counts requests by `key` (e.g. `KeyBy::peer_ip()`; `KeyBy::global()` for one budget
+    /// shared by every client). Required: a policy without a key is no layer's.
+    pub fn key(self, key: KeyBy) -> Policy {
+        Policy {
+            name: self.name,
+            rule: self.rule,
+            key,
+            on_limit: self.on_limit,
+            path_exact: self.path_exact,
+            path_prefix: self.path_prefix,
+            methods: self.methods,
+            headers: self.headers,
+        }
     }
 
     /// Applies only to this exact path.

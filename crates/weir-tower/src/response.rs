@@ -5,141 +5,106 @@
 //! application/grpc…`) gets a gRPC answer instead: HTTP 200 with no body and `grpc-status`
 //! `RESOURCE_EXHAUSTED` (8) or `UNAVAILABLE` (14) in the headers (a trailers-only response,
 //! which every gRPC client reads as that status), the rate-limit headers beside it.
+//!
+//! A layer given a refusal handler ([`RateLimitLayer::on_refusal`](crate::RateLimitLayer::on_refusal))
+//! answers with the handler's response instead, plus the headers it did not set itself.
 
-use std::time::Duration;
-
-use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use http::request::Parts;
-use http::{Response, StatusCode};
+use http::{HeaderMap, Response};
 
-use crate::headers::{ceil_secs, rate_limit_headers, HeaderStyle};
+use crate::headers::HeaderStyle;
 use crate::limits::Evaluation;
+use crate::refused::{RefusalFn, RefusalReason, Refused};
 
-/// Why the layer answered by itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refusal {
-    /// A limit denied (after any queueing): 429.
-    Limited,
-    /// The queue of this key is full: 429.
-    QueueFull,
-    /// The in-flight limit stayed full for the longest wait: 503.
-    Busy,
-    /// The limiter failed and the rules say not to let the request through: 503.
-    Unavailable,
-}
-
-impl Refusal {
-    fn status(self) -> StatusCode {
-        match self {
-            Self::Limited | Self::QueueFull => StatusCode::TOO_MANY_REQUESTS,
-            Self::Busy | Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        }
-    }
-
-    /// The gRPC status code of the refusal.
-    fn grpc_status(self) -> u16 {
-        match self {
-            Self::Limited | Self::QueueFull => 8, // RESOURCE_EXHAUSTED
-            Self::Busy | Self::Unavailable => 14, // UNAVAILABLE
-        }
-    }
-
-    fn message(self) -> &'static str {
-        match self {
-            Self::Limited => "rate limit exceeded",
-            Self::QueueFull => "rate limit exceeded and too many requests already waiting",
-            Self::Busy => "too many requests in flight; try again shortly",
-            Self::Unavailable => "rate limiter unavailable",
-        }
-    }
-}
-
-/// The response for a refusal. `evaluation` gives the headers and the retry time (none for
-/// `Busy` / `Unavailable`, which say `Retry-After: 1`).
+/// The response to a refused request: `handler`'s if there is one (plus the headers it did
+/// not set), else the layer's own; in the service's body type.
 pub(crate) fn refuse<B: RefusalBody>(
-    refusal: Refusal,
+    reason: RefusalReason,
     request: &Parts,
     evaluation: Option<&Evaluation>,
     style: HeaderStyle,
+    handler: Option<&RefusalFn>,
 ) -> Response<B> {
-    let retry_after = evaluation
-        .map(Evaluation::retry_after)
-        .filter(|d| !d.is_zero())
-        .unwrap_or(Duration::from_secs(1));
-    let retry_secs = ceil_secs(retry_after).max(1);
-    let limit = evaluation
-        .and_then(|e| crate::headers::tightest(&e.applied))
-        .filter(|a| !a.decision.allowed)
-        .map(|a| a.name.to_string());
+    let refused = Refused {
+        reason,
+        request,
+        evaluation,
+        style,
+    };
+    let response = match handler {
+        Some(handler) => {
+            let mut response = handler(&refused);
+            let headers = response.headers_mut();
+            for (name, value) in refused.headers() {
+                if let Some(name) = name {
+                    if !headers.contains_key(&name) {
+                        headers.insert(name, value);
+                    }
+                }
+            }
+            response
+        }
+        None => default_response(&refused),
+    };
+    response.map(B::from_text)
+}
+
+/// The layer's own answer to a refused request (see [`Refused::default_response`]).
+pub(crate) fn default_response(refused: &Refused<'_>) -> Response<String> {
+    let reason = refused.reason();
+    let request = refused.request();
     if is_grpc(request) {
-        let mut response = Response::new(B::from_text(String::new()));
+        let mut response = Response::new(String::new());
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        headers.insert("grpc-status", HeaderValue::from(refusal.grpc_status()));
+        headers.insert("grpc-status", HeaderValue::from(reason.grpc_status()));
         // grpc-message is percent-encoded; these messages need only their spaces encoded.
-        if let Ok(message) = HeaderValue::try_from(refusal.message().replace(' ', "%20")) {
+        if let Ok(message) = HeaderValue::try_from(reason.message().replace(' ', "%20")) {
             headers.insert("grpc-message", message);
         }
-        headers.insert(RETRY_AFTER, HeaderValue::from(retry_secs));
-        if let Some(evaluation) = evaluation {
-            add_rate_limit_headers(headers, evaluation, style);
-        }
+        extend(headers, refused.headers());
         return response;
     }
     let (content_type, body) = if wants_text(request) {
         (
             "text/plain; charset=utf-8",
-            format!("{}\n", refusal.message()),
+            format!("{}\n", reason.message()),
         )
     } else {
         let mut body = serde_json::json!({
-            "error": refusal.message(),
-            "retry_after_ms": u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX),
+            "error": reason.message(),
+            "retry_after_ms": u64::try_from(refused.retry_after().as_millis()).unwrap_or(u64::MAX),
         });
-        if let Some(limit) = limit {
-            body["limit"] = serde_json::Value::String(limit);
+        if let Some(limit) = refused.limit() {
+            body["limit"] = serde_json::Value::String(limit.to_string());
         }
         ("application/json", body.to_string())
     };
-    let mut response = Response::new(B::from_text(body));
-    *response.status_mut() = refusal.status();
+    let mut response = Response::new(body);
+    *response.status_mut() = reason.status();
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(RETRY_AFTER, HeaderValue::from(retry_secs));
-    if let Some(evaluation) = evaluation {
-        add_rate_limit_headers(headers, evaluation, style);
-    }
+    extend(headers, refused.headers());
     response
 }
 
 /// Adds the rate-limit headers of `evaluation` to `headers`.
 pub(crate) fn add_rate_limit_headers(
-    headers: &mut http::HeaderMap,
+    headers: &mut HeaderMap,
     evaluation: &Evaluation,
     style: HeaderStyle,
 ) {
-    for (name, value) in rate_limit_headers(&evaluation.applied, style) {
-        if let (Some(name), Ok(value)) = (header_name(name), HeaderValue::try_from(value)) {
+    extend(headers, evaluation.headers(style));
+}
+
+/// Moves `from` into `headers`, replacing values of the same name.
+fn extend(headers: &mut HeaderMap, from: HeaderMap) {
+    for (name, value) in from {
+        if let Some(name) = name {
             headers.insert(name, value);
         }
     }
-}
-
-/// The name of a rate-limit header, without parsing it again on every response.
-fn header_name(name: &'static str) -> Option<HeaderName> {
-    const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-    const LIVE: HeaderName = HeaderName::from_static("ratelimit");
-    const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
-    const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
-    const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
-    Some(match name {
-        "ratelimit-policy" => POLICY,
-        "ratelimit" => LIVE,
-        "x-ratelimit-limit" => X_LIMIT,
-        "x-ratelimit-remaining" => X_REMAINING,
-        "x-ratelimit-reset" => X_RESET,
-        other => return HeaderName::try_from(other).ok(),
-    })
 }
 
 /// A response body the layer can write its own answers in. Implemented for axum's and
@@ -200,6 +165,9 @@ fn wants_text(request: &Parts) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use http::header::RETRY_AFTER;
+    use http::StatusCode;
+
     use super::*;
 
     #[test]
@@ -216,10 +184,11 @@ mod tests {
         assert!(!wants_text(&parts("application/json")));
         assert!(!wants_text(&parts("*/*")));
         let r: Response<String> = refuse(
-            Refusal::Busy,
+            RefusalReason::Busy,
             &parts("text/plain"),
             None,
             HeaderStyle::default(),
+            None,
         );
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(r.headers()[RETRY_AFTER], "1");

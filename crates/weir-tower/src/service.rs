@@ -22,7 +22,8 @@ use weir_core::FailurePolicy;
 use crate::layer::Shared;
 use crate::limits::{BoxFuture, Evaluation};
 use crate::policy::OnLimit;
-use crate::response::{add_rate_limit_headers, refuse, Refusal, RefusalBody};
+use crate::refused::RefusalReason;
+use crate::response::{add_rate_limit_headers, refuse, RefusalBody};
 use crate::waiters::Place;
 
 /// The mark on a request that a limit sent to the fallback service: which limit.
@@ -59,7 +60,7 @@ pub type ResponseFuture<R, E> = BoxFuture<'static, Result<R, E>>;
 enum Next {
     Forward(Evaluation),
     Degrade(Evaluation, Arc<str>),
-    Refuse(Refusal, Option<Evaluation>),
+    Refuse(RefusalReason, Option<Evaluation>),
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S>
@@ -90,8 +91,14 @@ where
             let (evaluation, degraded) = match next {
                 Next::Forward(e) => (e, None),
                 Next::Degrade(e, limit) => (e, Some(limit)),
-                Next::Refuse(refusal, e) => {
-                    return Ok(refuse(refusal, &parts, e.as_ref(), shared.headers));
+                Next::Refuse(reason, e) => {
+                    return Ok(refuse(
+                        reason,
+                        &parts,
+                        e.as_ref(),
+                        shared.headers,
+                        shared.on_refusal.as_ref(),
+                    ));
                 }
             };
             let clock = shared.limits.clock();
@@ -106,7 +113,13 @@ where
                 (None, Some(in_flight)) => match in_flight.acquire(clock).await {
                     Some(permit) => Some(permit),
                     None => {
-                        return Ok(refuse(Refusal::Busy, &parts, None, shared.headers));
+                        return Ok(refuse(
+                            RefusalReason::Busy,
+                            &parts,
+                            None,
+                            shared.headers,
+                            shared.on_refusal.as_ref(),
+                        ));
                     }
                 },
                 _ => None,
@@ -135,7 +148,7 @@ async fn admit(shared: &Arc<Shared>, parts: &http::request::Parts) -> Next {
                 return if error.on_failure == FailurePolicy::FailOpen {
                     Next::Forward(Evaluation::unlimited())
                 } else {
-                    Next::Refuse(Refusal::Unavailable, None)
+                    Next::Refuse(RefusalReason::Unavailable, None)
                 };
             }
         };
@@ -143,7 +156,7 @@ async fn admit(shared: &Arc<Shared>, parts: &http::request::Parts) -> Next {
             return Next::Forward(evaluation);
         }
         match evaluation.on_limit {
-            OnLimit::Reject => return Next::Refuse(Refusal::Limited, Some(evaluation)),
+            OnLimit::Reject => return Next::Refuse(RefusalReason::Limited, Some(evaluation)),
             OnLimit::Degrade => {
                 let limit = crate::headers::tightest(&evaluation.applied)
                     .map_or_else(|| Arc::from("unknown"), |a| Arc::clone(&a.name));
@@ -164,15 +177,15 @@ async fn admit(shared: &Arc<Shared>, parts: &http::request::Parts) -> Next {
                         .max(1_000),
                 );
                 if retry_ns > deadline {
-                    return Next::Refuse(Refusal::Limited, Some(evaluation));
+                    return Next::Refuse(RefusalReason::Limited, Some(evaluation));
                 }
                 if _place.is_none() {
                     let Some(key) = &evaluation.queue_key else {
-                        return Next::Refuse(Refusal::Limited, Some(evaluation));
+                        return Next::Refuse(RefusalReason::Limited, Some(evaluation));
                     };
                     match shared.waiters.join(key, max_queued) {
                         Some(place) => _place = Some(place),
-                        None => return Next::Refuse(Refusal::QueueFull, Some(evaluation)),
+                        None => return Next::Refuse(RefusalReason::QueueFull, Some(evaluation)),
                     }
                 }
                 clock.sleep_until(retry_ns).await;

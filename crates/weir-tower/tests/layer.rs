@@ -199,7 +199,7 @@ async fn queued_requests_wait_until_allowed_within_max_wait_and_queue_bounds() {
         .unwrap();
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(limiter, vec![policy]).unwrap());
+        .layer(RateLimitLayer::new(limiter, vec![policy.key(KeyBy::global())]).unwrap());
 
     assert_eq!(
         app.clone().oneshot(request("/")).await.unwrap().status(),
@@ -237,7 +237,7 @@ async fn a_queued_request_gives_up_at_max_wait() {
     .unwrap();
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(limiter, vec![policy]).unwrap());
+        .layer(RateLimitLayer::new(limiter, vec![policy.key(KeyBy::global())]).unwrap());
     clock.set_ns(START_NS - START_NS % 10_000_000_000); // the start of a window
     assert_eq!(
         app.clone().oneshot(request("/")).await.unwrap().status(),
@@ -263,7 +263,7 @@ async fn degraded_requests_go_to_the_fallback() {
     let full = Router::new().route("/", get(|| async { "full" }));
     let cheap = Router::new().route("/", get(|| async { "cheap" }));
     let service = tower::ServiceBuilder::new()
-        .layer(RateLimitLayer::new(limiter, vec![policy]).unwrap())
+        .layer(RateLimitLayer::new(limiter, vec![policy.key(KeyBy::global())]).unwrap())
         .service(Fallback::new(full, cheap));
     let mut bodies = Vec::new();
     for _ in 0..4 {
@@ -361,8 +361,14 @@ async fn store_failures_follow_the_rules_failure_policy() {
             RateLimitLayer::new(
                 limiter,
                 vec![
-                    Policy::new("open", open).unwrap().path("/open"),
-                    Policy::new("closed", closed).unwrap().path("/closed"),
+                    Policy::new("open", open)
+                        .unwrap()
+                        .path("/open")
+                        .key(KeyBy::global()),
+                    Policy::new("closed", closed)
+                        .unwrap()
+                        .path("/closed")
+                        .key(KeyBy::global()),
                 ],
             )
             .unwrap(),
@@ -394,8 +400,11 @@ async fn several_policies_are_all_or_nothing_and_only_matching_ones_apply() {
             RateLimitLayer::new(
                 limiter.clone(),
                 vec![
-                    Policy::new("all", minute).unwrap(),
-                    Policy::new("burst", burst).unwrap().path("/burst"),
+                    Policy::new("all", minute).unwrap().key(KeyBy::global()),
+                    Policy::new("burst", burst)
+                        .unwrap()
+                        .path("/burst")
+                        .key(KeyBy::global()),
                 ],
             )
             .unwrap(),
@@ -435,8 +444,11 @@ fn two_policies_with_one_name_are_refused() {
     let e = RateLimitLayer::new(
         Limiter::default(),
         vec![
-            Policy::new("api", rule).unwrap(),
-            Policy::new("api", rule).unwrap().path("/x"),
+            Policy::new("api", rule).unwrap().key(KeyBy::global()),
+            Policy::new("api", rule)
+                .unwrap()
+                .path("/x")
+                .key(KeyBy::global()),
         ],
     )
     .unwrap_err();
@@ -454,7 +466,8 @@ async fn no_spelling_of_a_path_walks_around_a_limit_on_it() {
         Rule::fixed_window(2, Duration::from_secs(60)).unwrap(),
     )
     .unwrap()
-    .path("/login");
+    .path("/login")
+    .key(KeyBy::global());
     let per_path = Policy::new(
         "per_path",
         Rule::fixed_window(3, Duration::from_secs(60)).unwrap(),
