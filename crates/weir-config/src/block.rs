@@ -135,6 +135,11 @@ pub(crate) fn rule(raw: &RawRule, at: &Place) -> Result<Block, ConfigError> {
                 .named(param, node.line())
                 .error("does not apply to an unlimited rule"));
         }
+        if let Some(mode) = &raw.mode {
+            return Err(at
+                .field("mode", Some(mode))
+                .error("does not apply to an unlimited rule"));
+        }
         return Ok(block);
     }
     let algorithm_at = at.field("algorithm", raw.algorithm.as_ref());
@@ -161,6 +166,18 @@ pub(crate) fn rule(raw: &RawRule, at: &Place) -> Result<Block, ConfigError> {
                 )))
             }
         });
+    }
+    if let Some(mode) = &raw.mode {
+        let mode_at = at.field("mode", Some(mode));
+        rule = match mode.value.as_str() {
+            "exact" => rule,
+            "leased" => rule.leased().map_err(|e| mode_at.error(e.to_string()))?,
+            other => {
+                return Err(
+                    mode_at.error(format!("invalid mode '{other}'; expected exact or leased"))
+                )
+            }
+        };
     }
     block.limit = Limit::Rule(rule);
     Ok(block)

@@ -70,6 +70,7 @@ pub(crate) struct RawRule {
     pub(crate) cost: Option<Spanned<i64>>,
     pub(crate) lockout: Option<Spanned<RawLockout>>,
     pub(crate) on_failure: Option<Spanned<String>>,
+    pub(crate) mode: Option<Spanned<String>>,
     pub(crate) shadow: Option<Spanned<bool>>,
     pub(crate) enforce_percent: Option<Spanned<i64>>,
     pub(crate) name: Option<Spanned<String>>,

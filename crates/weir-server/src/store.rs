@@ -2,22 +2,24 @@
 //! be a trait object: [`AnyStore`] is an enum that implements `Store` by delegation.
 //!
 //! A network store (Redis in any deployment, memcached) is always wrapped, outermost
-//! first, in `OverLimitCache` (repeat checks of a denied key answered in-process until
-//! their `retry_after`) and `FailoverStore` (a timeout on every call, a circuit breaker with
-//! a PING probe, and each rule's failure policy while the store is down). The memory store
-//! needs neither.
+//! first, in `LeasedStore` (rules with `mode: leased` decided from slices claimed ahead;
+//! exact rules pass through), `OverLimitCache` (repeat checks of a denied key answered
+//! in-process until their `retry_after`) and `FailoverStore` (a timeout on every call, a
+//! circuit breaker with a PING probe, and each rule's failure policy while the store is
+//! down). The memory store needs none of them.
 
 use weir_core::{CheckError, Decisions, Key, MemoryStore, Op, Outcome, Rule, Store, StoreError};
 use weir_memcached::MemcachedStore;
 use weir_redis::{RedisStore, TimeSource};
 use weir_resilience::{
-    FailoverConfig, FailoverStats, FailoverStore, OverLimitCache, OverLimitStats,
+    FailoverConfig, FailoverStats, FailoverStore, LeaseConfig, LeaseStats, LeasedStore,
+    OverLimitCache, OverLimitStats,
 };
 
 use crate::store_url::{StoreSpec, StoreUrlError};
 
 /// A network store behind its guards.
-pub type Guarded<S> = OverLimitCache<FailoverStore<S>>;
+pub type Guarded<S> = LeasedStore<OverLimitCache<FailoverStore<S>>>;
 
 /// Whose clock a network store decides by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,7 +46,8 @@ pub enum AnyStore {
 }
 
 fn guard<S: Store>(store: S, failover: FailoverConfig) -> Guarded<S> {
-    OverLimitCache::new(FailoverStore::new(store, failover))
+    let guarded = OverLimitCache::new(FailoverStore::new(store, failover));
+    LeasedStore::new(guarded, LeaseConfig::default())
 }
 
 impl AnyStore {
@@ -107,13 +110,22 @@ impl AnyStore {
     pub fn failover_stats(&self) -> Option<FailoverStats> {
         match self {
             AnyStore::Memory(_) => None,
-            AnyStore::Redis(s) => Some(s.inner().stats()),
-            AnyStore::Memcached(s) => Some(s.inner().stats()),
+            AnyStore::Redis(s) => Some(s.inner().inner().stats()),
+            AnyStore::Memcached(s) => Some(s.inner().inner().stats()),
         }
     }
 
     /// The over-limit cache's counters, for a network store.
     pub fn over_limit_stats(&self) -> Option<OverLimitStats> {
+        match self {
+            AnyStore::Memory(_) => None,
+            AnyStore::Redis(s) => Some(s.inner().stats()),
+            AnyStore::Memcached(s) => Some(s.inner().stats()),
+        }
+    }
+
+    /// The lease counters (slices claimed, checks answered from them), for a network store.
+    pub fn lease_stats(&self) -> Option<LeaseStats> {
         match self {
             AnyStore::Memory(_) => None,
             AnyStore::Redis(s) => Some(s.stats()),
