@@ -11,43 +11,16 @@
 //!    `incr` is where the decision takes effect). If that decision is not the same `incr`,
 //!    the `incr` is taken back (a denial) or the whole operation starts again.
 
-use std::collections::HashMap;
-
-use weir_core::{step, CheckError, Key, Op, Outcome, Record, Rule, StoreError};
+use weir_core::{step, CheckError, Key, Op, Outcome, Record, Rule};
 
 use crate::charge::{self, Charged};
-use crate::client::{Command, Pool, Reply, Value};
+use crate::context::{contention, read, Inner};
+use crate::decide::decide;
 use crate::exec::{self, Ran, Undo};
 use crate::keys::Names;
 use crate::layout::Layout;
-use crate::plan::{plan, Action, Write};
+use crate::plan::{Action, Write};
 use crate::snapshot::{names_to_read, Snapshot};
-use crate::store::Inner;
-
-/// Reads `names` in one `gets`.
-pub(crate) async fn read(
-    pool: &Pool,
-    names: Vec<String>,
-) -> Result<HashMap<String, Value>, StoreError> {
-    to_map(pool.one(Command::Gets(names)).await?)
-}
-
-/// The values of a `gets` reply, by name.
-pub(crate) fn to_map(reply: Reply) -> Result<HashMap<String, Value>, StoreError> {
-    match reply {
-        Reply::Values(values) => Ok(values.into_iter().map(|v| (v.key.clone(), v)).collect()),
-        other => Err(StoreError::Unavailable(format!(
-            "memcached: unexpected reply to gets: {other:?}"
-        ))),
-    }
-}
-
-/// The error after `max_retries` conflicts in a row.
-pub(crate) fn contention(retries: u32) -> CheckError {
-    CheckError::Store(StoreError::Unavailable(format!(
-        "memcached: gave up after {retries} compare-and-swap conflicts in a row on a contended key"
-    )))
-}
 
 /// Applies `op` to `key` under `rule` at `now_ns`.
 pub(crate) async fn apply(
@@ -71,13 +44,13 @@ pub(crate) async fn apply(
     for attempt in 0..=inner.max_retries {
         let values = match prefetched.take() {
             Some(values) => values,
-            None => read(&inner.pool, to_read.clone()).await?,
+            None => read(inner.pool(&names)?, to_read.clone()).await?,
         };
         let snap = Snapshot::read(layout, &names, now_ns, &values)?;
         let (outcome, writes) = decide(&snap, rule, &op, now_ns)?;
-        match exec::run(&inner.pool, writes).await? {
+        match exec::run(inner, writes).await? {
             Ran::Done => return Ok(outcome),
-            Ran::Conflict(done) => exec::undo(&inner.pool, done).await?,
+            Ran::Conflict(done) => exec::undo(inner, done).await?,
             Ran::Raced {
                 name,
                 delta,
@@ -94,20 +67,6 @@ pub(crate) async fn apply(
         inner.backoff.wait(attempt).await;
     }
     Err(contention(inner.max_retries))
-}
-
-/// The step on the snapshot's record, and the writes that store its result.
-pub(crate) fn decide(
-    snap: &Snapshot,
-    rule: &Rule,
-    op: &Op<'_>,
-    now_ns: u64,
-) -> Result<(Outcome, Vec<Write>), CheckError> {
-    let before = snap.record(rule, now_ns)?;
-    let mut after = before.clone();
-    let outcome = step::apply(rule, &mut after, op, now_ns)?;
-    let writes = plan(snap, &before, &after, op, now_ns)?;
-    Ok((outcome, writes))
 }
 
 /// An `incr` on `name` found `found` instead of what was read. Decides again on the state it
@@ -136,6 +95,6 @@ async fn decide_again(
     if same && single {
         return Ok(Some(outcome));
     }
-    exec::undo(&inner.pool, done).await?;
+    exec::undo(inner, done).await?;
     Ok(writes.is_empty().then_some(outcome))
 }

@@ -34,14 +34,14 @@ use std::collections::HashMap;
 
 use weir_core::{CheckError, Op, Outcome, Rule, StoreError};
 
-use crate::apply::{decide, to_map};
 use crate::client::{Command, Reply, Value};
+use crate::context::{to_map, Inner};
+use crate::decide::decide;
 use crate::exec::{self, Undo};
 use crate::keys::Names;
 use crate::layout::{Counter, CounterKind, Layout};
 use crate::plan::{ttl_s, Action, Write};
 use crate::snapshot::Snapshot;
-use crate::store::Inner;
 
 /// How the fast path ended.
 pub(crate) enum Charged {
@@ -102,7 +102,7 @@ async fn check_record(
             data: data.clone(),
         },
     ];
-    let mut replies = inner.pool.run(&commands).await?.into_iter();
+    let mut replies = inner.pool(names)?.run(&commands).await?.into_iter();
     let (Some(gets), Some(add)) = (replies.next(), replies.next()) else {
         return Err(missing().into());
     };
@@ -149,7 +149,7 @@ async fn check_counter(
         key: current.clone(),
         delta: cost,
     });
-    let mut replies = inner.pool.run(&commands).await?.into_iter();
+    let mut replies = inner.pool(names)?.run(&commands).await?.into_iter();
     let gets = replies.next().ok_or_else(missing)?;
     // Whether the `add` made the bucket, which the `gets` then did not see.
     let added = if sent_zero {
@@ -180,7 +180,7 @@ async fn check_counter(
     if found < counter.offset() {
         // Only a value written by someone else can be below the offset: take the `incr` back
         // and decide on a fresh read.
-        exec::undo(&inner.pool, undo()).await?;
+        exec::undo(inner, undo()).await?;
         return Ok(Charged::Continue(None));
     }
     let op = Op::Check { cost };
@@ -194,7 +194,7 @@ async fn check_counter(
     if charged {
         return Ok(Charged::Decided(outcome));
     }
-    exec::undo(&inner.pool, undo()).await?;
+    exec::undo(inner, undo()).await?;
     if writes.is_empty() {
         return Ok(Charged::Decided(outcome));
     }

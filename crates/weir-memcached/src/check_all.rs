@@ -19,13 +19,12 @@
 use weir_core::step::check_now;
 use weir_core::{step, CheckError, Decisions, Key, Op, Record, Rule};
 
-use crate::apply::{contention, read};
+use crate::context::{contention, Inner};
 use crate::exec::{self, Ran};
 use crate::keys::Names;
 use crate::layout::Layout;
 use crate::plan::plan;
 use crate::snapshot::{names_to_read, Snapshot};
-use crate::store::Inner;
 
 /// One distinct key of the limits.
 struct Slot<'a> {
@@ -73,7 +72,7 @@ pub(crate) async fn check_all(
         .collect();
 
     for attempt in 0..=inner.max_retries {
-        let values = read(&inner.pool, to_read.clone()).await?;
+        let values = inner.read_all(to_read.clone()).await?;
         let mut snaps = Vec::with_capacity(slots.len());
         let mut before = Vec::with_capacity(slots.len());
         for (slot, (_, rule)) in slots.iter().zip(first_rules(limits, &slot_of, slots.len())) {
@@ -101,10 +100,10 @@ pub(crate) async fn check_all(
             }
         }
         writes.sort_by(|a, b| a.name.cmp(&b.name));
-        match exec::run(&inner.pool, writes).await? {
+        match exec::run(inner, writes).await? {
             Ran::Done => return Ok(Decisions { allowed, each }),
             Ran::Conflict(done) | Ran::Raced { done, .. } => {
-                exec::undo(&inner.pool, done).await?;
+                exec::undo(inner, done).await?;
             }
         }
         inner.backoff.wait(attempt).await;

@@ -1,11 +1,14 @@
 //! Sends planned writes: the fifth step of a decision. Stops at the first conflict (a `cas`
 //! that finds the value changed, an `add` that finds it present, an `incr` on a vanished
 //! or deleted counter) and reports what was done so the caller can undo it and retry, or, for an
-//! `incr`, what it found, so the caller can decide again on that (`apply.rs`).
+//! `incr`, what it found, so the caller can decide again on that (`apply.rs`). Each write
+//! goes to the server that holds its key (`context.rs`), so the writes of `check_all` may
+//! reach several servers, one after another.
 
 use weir_core::StoreError;
 
-use crate::client::{Command, Pool, Reply};
+use crate::client::{Command, Reply};
+use crate::context::Inner;
 use crate::plan::{Action, Write};
 
 /// A write that took effect, and how to take it back.
@@ -40,12 +43,13 @@ pub(crate) enum Ran {
 }
 
 /// Sends `writes` in order, one round trip each (so a conflict stops the rest).
-pub(crate) async fn run(pool: &Pool, writes: Vec<Write>) -> Result<Ran, StoreError> {
+pub(crate) async fn run(inner: &Inner, writes: Vec<Write>) -> Result<Ran, StoreError> {
     let mut done = Vec::with_capacity(writes.len());
     for Write { name, action } in writes {
         match action {
             Action::Incr { delta, expect } => {
-                let reply = pool
+                let reply = inner
+                    .pool_of(&name)?
                     .one(Command::Incr {
                         key: name.clone(),
                         delta,
@@ -92,7 +96,7 @@ pub(crate) async fn run(pool: &Pool, writes: Vec<Write>) -> Result<Ran, StoreErr
                         data: data.clone(),
                     },
                 };
-                match pool.one(command).await? {
+                match inner.pool_of(&name)?.one(command).await? {
                     Reply::Stored => done.push(Undo::Restore {
                         name,
                         ours: data,
@@ -112,11 +116,14 @@ pub(crate) async fn run(pool: &Pool, writes: Vec<Write>) -> Result<Ran, StoreErr
 
 /// Takes back `done`, newest first. Best effort for stored values: one that someone else
 /// changed since is left as they wrote it.
-pub(crate) async fn undo(pool: &Pool, done: Vec<Undo>) -> Result<(), StoreError> {
+pub(crate) async fn undo(inner: &Inner, done: Vec<Undo>) -> Result<(), StoreError> {
     for undo in done.into_iter().rev() {
         match undo {
             Undo::Decr { name, delta } => {
-                pool.one(Command::Decr { key: name, delta }).await?;
+                inner
+                    .pool_of(&name)?
+                    .one(Command::Decr { key: name, delta })
+                    .await?;
             }
             Undo::Restore {
                 name,
@@ -124,6 +131,7 @@ pub(crate) async fn undo(pool: &Pool, done: Vec<Undo>) -> Result<(), StoreError>
                 previous,
                 ttl_s,
             } => {
+                let pool = inner.pool_of(&name)?;
                 let Reply::Values(values) = pool.one(Command::Gets(vec![name.clone()])).await?
                 else {
                     continue;

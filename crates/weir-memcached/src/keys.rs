@@ -68,6 +68,11 @@ impl Names {
         }
     }
 
+    /// The part every name of the key shares: what places the key on a server (`ring.rs`).
+    pub(crate) fn body(&self) -> &str {
+        &self.body
+    }
+
     /// Where the key's record lives (for the counters: its block and lockout strikes).
     pub(crate) fn record(&self) -> String {
         format!("{}r:{}", self.prefix, self.body)
@@ -82,6 +87,14 @@ impl Names {
     pub(crate) fn sliding(&self, start_ns: u64) -> String {
         format!("{}s{start_ns:x}:{}", self.prefix, self.body)
     }
+}
+
+/// The body of `name`, one of the names (under `prefix`) that [`Names`] makes: what follows
+/// the first `:` after the prefix (a kind never contains `:`). `None` for any other string.
+pub(crate) fn body_of<'a>(prefix: &str, name: &'a str) -> Option<&'a str> {
+    name.strip_prefix(prefix)?
+        .split_once(':')
+        .map(|(_, body)| body)
 }
 
 #[cfg(test)]
@@ -129,6 +142,22 @@ mod tests {
         assert!(names.record().contains(":="));
         let names = Names::new(&prefix, &Key::new("k".repeat(longest + 1)).unwrap());
         assert!(names.record().contains(":#"));
+    }
+
+    #[test]
+    fn every_name_of_a_key_has_its_body() {
+        for (prefix, key) in [
+            ("weir:", Key::new("login:alice").unwrap()),
+            ("a:b:", Key::new("x:y:z").unwrap()),
+            ("", Key::new("with space").unwrap()),
+        ] {
+            let names = Names::new(prefix, &key);
+            for name in [names.record(), names.fixed(7), names.sliding(u64::MAX)] {
+                assert_eq!(body_of(prefix, &name), Some(names.body()), "{name}");
+            }
+        }
+        assert_eq!(body_of("weir:", "other:r:=k"), None);
+        assert_eq!(body_of("weir:", "weir:nocolon"), None);
     }
 
     #[test]

@@ -129,36 +129,83 @@
 //!   two seconds past the record's expiry, by the TTL's rounding), and treats the key as
 //!   never held once memcached has dropped it, as a store with exact TTLs must.
 //!
+//! ## Several servers
+//!
+//! `MemcachedStore::builder("memcache://h1:11211,h2:11211")` (the list envoyproxy/ratelimit's
+//! `MEMCACHE_HOST_PORT` takes) or [`MemcachedStoreBuilder::servers`] spreads the keys over
+//! several servers, each with its own pool of `pool_size` connections. Each key lives on
+//! one server with all its names (record, guard, buckets), so every operation on one key
+//! is that server's alone and keeps the atomicity above, and every pipelined round trip
+//! stays one round trip. The server is chosen by a consistent-hash ring, ketama-style: 160
+//! points per server at SHA-256(`"{host:port}-{i}"`), a key at SHA-256 of its names' body.
+//! Every instance sharing limits must list the same servers by the same `host:port` names;
+//! the order does not matter.
+//!
+//! - **Not gomemcache's mapping.** ratelimit, through gomemcache's `ServerList`, sends each
+//!   memcached name to `crc32(name) % N`. Matching that buys nothing and costs much: Weir's
+//!   names (`weir:r:=…`) are never ratelimit's (`…_{key}_{value}_{window}`), so the two
+//!   never share a key whatever the mapping; a key's names (a record and its buckets) would
+//!   land on different servers, which breaks the one-round-trip, one-server decision; and
+//!   a change of the list would move about `(N-1)/N` of the keys, where the ring moves
+//!   about `1/N`. (Recent gomemcache versions also take a failing server out of the modulo,
+//!   moving its keys elsewhere mid-window: what the next point forbids.)
+//! - **A dead server is never routed around.** Its keys fail (`StoreError::Unavailable`, or
+//!   `StoreError::Timeout` if it does not answer, within the timeout) while the other
+//!   servers' keys are decided as before; each rule's failure policy applies above the
+//!   store (`weir-resilience`'s `FailoverStore`). Moving its keys to another server would
+//!   start them afresh there mid-window, silently admitting up to one more limit per key.
+//!   [`ping`](weir_core::Store::ping) succeeds only when every server answers, and the
+//!   `FailoverStore`'s circuit counts the failures of all keys together, so a dead server
+//!   may open the circuit for every key (then every rule's failure policy decides until
+//!   every server answers again).
+//! - **Changing the list** moves only the keys the ring places elsewhere (about `1/(N+1)`
+//!   of them when one server is added, all to it; the removed server's when one is
+//!   removed). A moved key starts afresh on its new server, as on a restarted memcached:
+//!   up to one more limit admitted in the window in force (a key that moves back finds its
+//!   older state, the same bound). While instances roll over to a new list, those with the
+//!   old one and those with the new decide a moved key on different servers, each up to the
+//!   limit. Change the list when a window's excess is acceptable, or let the rules' windows
+//!   pass with the old list drained.
+//! - **[`check_all`](weir_core::Store::check_all)** reads the names of each server in one
+//!   `gets`, the servers concurrently, and writes one by one in name order as with one
+//!   server; its guarantees (above) are the same whether the keys share a server or not.
+//!   A server that fails on the read fails the call before anything is written; one that
+//!   fails between writes leaves the writes already made on the others (a charge without
+//!   an admission, which only denies more), as in *Failures* below.
+//!
 //! ## Failures
 //!
-//! Every round trip runs under the configured timeout (default 50 ms, connecting included)
-//! and fails with `StoreError::Timeout`; a refused or broken connection is
+//! Every round trip runs under the configured timeout (default 50 ms, connecting included) and
+//! fails with `StoreError::Timeout`, whichever server it goes to; a refused or broken connection is
 //! `StoreError::Unavailable` with the reason (for every call in flight on it: calls share
-//! connections, pipelined). The pool replaces a broken connection, and one on which a call
-//! timed out, when it is next picked. A value this version cannot read is `StoreError::Corrupt`. No
-//! call panics or waits without bound (at most `max_retries + 1` attempts of a few round
-//! trips each, with waits of at most 2 ms between them). A call that fails between two of
-//! its writes (only multi-write operations and `check_all` have several) returns the error
-//! without taking back the writes already made: such an operation may be partly applied,
-//! as a caller that retries it must know; a single check writes once. Failure policies (fail open, fail closed, local
-//! fallback) are applied above the store, in `weir-resilience`.
+//! connections, pipelined). The pool replaces a broken connection, and one on which a call timed
+//! out, when it is next picked. A value this version cannot read is `StoreError::Corrupt`. No call
+//! panics or waits without bound (at most `max_retries + 1` attempts of a few round trips each,
+//! with waits of at most 2 ms between them). A call that fails between two of its writes (only
+//! multi-write operations and `check_all` have several) returns the error without taking back the
+//! writes already made: such an operation may be partly applied, as a caller that retries it must
+//! know; a single check writes once. Failure policies (fail open, fail closed, local fallback) are
+//! applied above the store, in `weir-resilience`.
 
 mod apply;
 mod backoff;
+mod builder;
 mod charge;
 mod check_all;
 mod client;
 mod codec;
-mod config;
+mod context;
+mod decide;
 mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
 mod keys;
 mod layout;
 mod plan;
+mod ring;
 mod snapshot;
 mod store;
 
-pub use config::{ConfigError, MemcachedStoreBuilder};
+pub use builder::{ConfigError, MemcachedStoreBuilder};
 pub use layout::MAX_BUCKETS;
 pub use store::MemcachedStore;

@@ -1,44 +1,23 @@
-//! [`MemcachedStore`]: the [`Store`] the limiter calls. It holds the pool and the settings
-//! and hands each call to `apply.rs` or `check_all.rs`; it decides nothing itself.
+//! [`MemcachedStore`]: the [`Store`] the limiter calls. It holds the shared context (the
+//! servers, the ring, the settings: `context.rs`) and hands each call to `apply.rs` or
+//! `check_all.rs`; it decides nothing itself. Built by `builder.rs`.
 
 use std::sync::Arc;
 
 use weir_core::{CheckError, Decisions, Key, Op, Outcome, Rule, Store, StoreError};
 
-use crate::backoff::Backoff;
-use crate::client::{Command, Pool, Reply};
-use crate::config::MemcachedStoreBuilder;
+use crate::context::Inner;
 
-/// Weir's records in memcached, shared by every instance that points at the same server.
+/// Weir's records in memcached, shared by every instance that points at the same servers.
 ///
-/// Cheap to clone: clones share one connection pool. See the [crate docs](crate) for what is
-/// atomic and what is not.
+/// Cheap to clone: clones share the connection pools. See the [crate docs](crate) for what
+/// is atomic and what is not, and for how keys are spread over several servers.
 #[derive(Debug, Clone)]
 pub struct MemcachedStore {
     inner: Arc<Inner>,
 }
 
-/// What every call needs.
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub pool: Pool,
-    pub prefix: String,
-    pub max_retries: u32,
-    pub backoff: Backoff,
-}
-
 impl MemcachedStore {
-    /// A store for the memcached at `addr` (`host:port` or `memcached://host:port`) with the
-    /// default settings; see [`MemcachedStore::builder`].
-    pub fn new(addr: &str) -> Result<Self, crate::ConfigError> {
-        Self::builder(addr).build()
-    }
-
-    /// A builder for the memcached at `addr`.
-    pub fn builder(addr: &str) -> MemcachedStoreBuilder {
-        MemcachedStoreBuilder::new(addr)
-    }
-
     pub(crate) fn from_inner(inner: Inner) -> Self {
         Self {
             inner: Arc::new(inner),
@@ -66,12 +45,8 @@ impl Store for MemcachedStore {
         crate::check_all::check_all(&self.inner, limits, cost, now_ns).await
     }
 
+    /// `Ok` when every server answers.
     async fn ping(&self) -> Result<(), StoreError> {
-        match self.inner.pool.one(Command::Version).await? {
-            Reply::Version(_) => Ok(()),
-            other => Err(StoreError::Unavailable(format!(
-                "memcached: unexpected reply to version: {other:?}"
-            ))),
-        }
+        self.inner.ping().await
     }
 }
