@@ -6,7 +6,7 @@ use std::fmt;
 
 /// The schemes `--store` accepts, for messages.
 pub const SUPPORTED_STORES: &str = "memory, redis://, rediss://, unix://, redis+unix://, \
-     redis+cluster://, redis+sentinel://, memcached://";
+     redis+cluster://, redis+sentinel://, memcached:// (or memcache://)";
 
 /// A parsed `--store` URL.
 #[derive(Clone, PartialEq, Eq)]
@@ -69,10 +69,17 @@ impl StoreSpec {
                 scheme: "redis+unix".to_string(),
                 url: url.to_string(),
             }),
-            Some(
-                scheme @ ("redis" | "rediss" | "redis+cluster" | "redis+sentinel" | "memcached"),
-            ) => Ok(StoreSpec::Network {
-                scheme: scheme.to_string(),
+            Some(scheme @ ("redis" | "rediss" | "redis+cluster" | "redis+sentinel")) => {
+                Ok(StoreSpec::Network {
+                    scheme: scheme.to_string(),
+                    url: url.to_string(),
+                })
+            }
+            // One server or a comma-separated list, each key on one of them (`memcache://`
+            // as envoyproxy/ratelimit's MEMCACHE_HOST_PORT names it); the memcached store
+            // checks the addresses when it is built.
+            Some("memcached" | "memcache") => Ok(StoreSpec::Network {
+                scheme: "memcached".to_string(),
                 url: url.to_string(),
             }),
             _ => Err(StoreUrlError::Unknown { given: redact(url) }),
@@ -208,5 +215,41 @@ mod tests {
             msg.starts_with("rediss://:***@h:1: cannot read the CA file /nonexistent/ca.pem"),
             "{msg}"
         );
+    }
+
+    /// `memcached://` and `memcache://` take one server or a list (each key on one of
+    /// them); both open the memcached store, whose metrics label is `memcached`, and a bad
+    /// address in the list is refused when the store is opened, naming it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn memcached_urls_take_a_list_of_servers() {
+        use crate::store::{AnyStore, StoreClock};
+        use weir_core::{Key, Op, Outcome, Rule, Store};
+        use weir_resilience::FailoverConfig;
+        use weir_testkit::servers::Memcached;
+
+        let (a, b) = (Memcached::start(), Memcached::start());
+        let url = format!("memcache://127.0.0.1:{},127.0.0.1:{}", a.port(), b.port());
+        let spec = StoreSpec::parse(&url).unwrap();
+        assert_eq!(spec.kind(), "memcached");
+        assert_eq!(StoreSpec::parse(&a.url()).unwrap().kind(), "memcached");
+        let failover = FailoverConfig {
+            timeout: std::time::Duration::from_secs(2),
+            ..FailoverConfig::default()
+        };
+        let store = AnyStore::open(&spec, failover, StoreClock::Process).unwrap();
+        store.ping().await.unwrap();
+        let rule = Rule::per_second(2).unwrap();
+        for i in 0..8 {
+            let key = Key::new(format!("listed:{i}")).unwrap();
+            let outcome = store
+                .apply(&key, &rule, Op::Check { cost: 1 }, weir_testkit::T0_NS)
+                .await
+                .unwrap();
+            assert!(matches!(outcome, Outcome::Decision(d) if d.allowed));
+        }
+
+        let spec = StoreSpec::parse("memcache://h1:11211,h2").unwrap();
+        let err = AnyStore::open(&spec, failover, StoreClock::Process).unwrap_err();
+        assert_eq!(err.to_string(), "memcached address \"h2\" is not host:port");
     }
 }
