@@ -27,19 +27,21 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use weir_core::{Key, Limiter, Lockout, Rule};
-use weir_tower::{KeyBy, Policy, RateLimitLayer};
+use weir_core::{Clock, Key, Limiter, Lockout, Rule, Store};
+use weir_tower::{headers_for, AsDecision, KeyBy, Policy, RateLimitLayer};
 
 /// The app's state: the limiter (shared with the layer) and the login rule.
 #[derive(Clone)]
-pub struct AppState {
-    limiter: Limiter,
+pub struct AppState<S, C> {
+    limiter: Limiter<S, C>,
     failed_logins: Rule,
 }
 
 /// The app, rate-limited. `limiter` holds every count (here the embedded memory store;
 /// `Limiter::new(RedisStore, …)` to share the counts between instances).
-pub fn app(limiter: Limiter) -> Result<Router, Box<dyn std::error::Error>> {
+pub fn app<S: Store + Clone, C: Clock + Clone>(
+    limiter: Limiter<S, C>,
+) -> Result<Router, Box<dyn std::error::Error>> {
     // Three failed logins within a minute are all an account gets: the next attempt finds
     // it locked for 30 s (doubling for repeat offenders, up to an hour).
     let failed_logins = Rule::sliding_log(3, Duration::from_secs(60))?.with_lockout(
@@ -67,7 +69,7 @@ pub fn app(limiter: Limiter) -> Result<Router, Box<dyn std::error::Error>> {
             "/api/search",
             get(|| async { Json(json!({"results": []})) }),
         )
-        .route("/login", post(login))
+        .route("/login", post(login::<S, C>))
         .with_state(state)
         .layer(RateLimitLayer::new(limiter, policies)?))
 }
@@ -75,7 +77,10 @@ pub fn app(limiter: Limiter) -> Result<Router, Box<dyn std::error::Error>> {
 /// The login lockout flow: a locked account is refused before the password is checked; a
 /// failure is counted (past the third in a minute the account is locked); a success clears
 /// the count.
-async fn login(State(state): State<AppState>, body: String) -> Response {
+async fn login<S: Store + Clone, C: Clock + Clone>(
+    State(state): State<AppState<S, C>>,
+    body: String,
+) -> Response {
     let Ok(form) = serde_json::from_str::<Value>(&body) else {
         return (
             StatusCode::BAD_REQUEST,
@@ -94,18 +99,8 @@ async fn login(State(state): State<AppState>, body: String) -> Response {
         return (StatusCode::BAD_REQUEST, "user name too long\n").into_response();
     };
     let rule = &state.failed_logins;
-    let locked = |retry: Duration| {
-        let mut r = (
-            StatusCode::TOO_MANY_REQUESTS,
-            Json(json!({"error": "account locked", "retry_after_s": retry.as_secs().max(1)})),
-        )
-            .into_response();
-        r.headers_mut()
-            .insert("retry-after", retry.as_secs().max(1).into());
-        r
-    };
     match state.limiter.inspect(&key, rule).await {
-        Ok(usage) if !usage.blocked_for.is_zero() => return locked(usage.blocked_for),
+        Ok(usage) if !usage.blocked_for.is_zero() => return locked(rule, &usage),
         Ok(_) => {}
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
@@ -120,9 +115,22 @@ async fn login(State(state): State<AppState>, body: String) -> Response {
             Json(json!({"error": "wrong password", "attempts_left": d.remaining})),
         )
             .into_response(),
-        Ok(d) => locked(d.retry_after),
+        Ok(d) => locked(rule, &d),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
+}
+
+/// The answer for a locked account, with the headers the layer would send (one call, from
+/// the denying decision or the inspected lockout): `Retry-After` rounded up, so 29.99 s
+/// left is `30`, never `29`.
+fn locked(rule: &Rule, answer: &impl AsDecision) -> Response {
+    let retry_after_s = weir_tower::ceil_secs(answer.as_decision().retry_after).max(1);
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        headers_for("failed_logins", rule, answer),
+        Json(json!({"error": "account locked", "retry_after_s": retry_after_s})),
+    )
+        .into_response()
 }
 
 #[tokio::main]

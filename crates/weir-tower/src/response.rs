@@ -11,7 +11,7 @@
 
 use http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use http::request::Parts;
-use http::{HeaderMap, Response};
+use http::{HeaderMap, Response, StatusCode};
 
 use crate::headers::HeaderStyle;
 use crate::limits::Evaluation;
@@ -35,14 +35,7 @@ pub(crate) fn refuse<B: RefusalBody>(
     let response = match handler {
         Some(handler) => {
             let mut response = handler(&refused);
-            let headers = response.headers_mut();
-            for (name, value) in refused.headers() {
-                if let Some(name) = name {
-                    if !headers.contains_key(&name) {
-                        headers.insert(name, value);
-                    }
-                }
-            }
+            add_missing(response.headers_mut(), refused.headers());
             response
         }
         None => default_response(&refused),
@@ -89,13 +82,32 @@ pub(crate) fn default_response(refused: &Refused<'_>) -> Response<String> {
     response
 }
 
-/// Adds the rate-limit headers of `evaluation` to `headers`.
-pub(crate) fn add_rate_limit_headers(
-    headers: &mut HeaderMap,
+/// Adds the rate-limit headers of `evaluation` to an inner service's response. A `429` of
+/// the service's own keeps the rate-limit headers it set (a handler answering a lockout
+/// with [`headers_for`](crate::headers_for) knows which limit it hit); any other response
+/// gets the layer's.
+pub(crate) fn add_rate_limit_headers<B>(
+    response: &mut Response<B>,
     evaluation: &Evaluation,
     style: HeaderStyle,
 ) {
-    extend(headers, evaluation.headers(style));
+    let headers = evaluation.headers(style);
+    if response.status() == StatusCode::TOO_MANY_REQUESTS {
+        add_missing(response.headers_mut(), headers);
+    } else {
+        extend(response.headers_mut(), headers);
+    }
+}
+
+/// Adds the headers of `from` that `headers` does not have.
+fn add_missing(headers: &mut HeaderMap, from: HeaderMap) {
+    for (name, value) in from {
+        if let Some(name) = name {
+            if !headers.contains_key(&name) {
+                headers.insert(name, value);
+            }
+        }
+    }
 }
 
 /// Moves `from` into `headers`, replacing values of the same name.
@@ -166,7 +178,6 @@ fn wants_text(request: &Parts) -> bool {
 #[cfg(test)]
 mod tests {
     use http::header::RETRY_AFTER;
-    use http::StatusCode;
 
     use super::*;
 

@@ -4,7 +4,8 @@
 //! 1. the [`Limits`](crate::Limits) evaluate the request (every applying limit checked
 //!    together, all-or-nothing);
 //! 2. allowed: wait the leaky-bucket queue's pacing delay if any, take an in-flight slot
-//!    (bounded wait), call the inner service, add the rate-limit headers to its response;
+//!    (bounded wait), call the inner service, add the rate-limit headers to its response
+//!    (to a `429` of its own, only those it did not set itself);
 //! 3. denied: per the first denying limit's [`OnLimit`] — reject (`429`), queue (wait for
 //!    `retry_after` on the limiter's clock and evaluate again, up to a max wait, with a
 //!    bounded number of waiters per key), or degrade (mark [`Degraded`] and send on, to a
@@ -129,7 +130,7 @@ where
             }
             let mut response =
                 tower::ServiceExt::oneshot(inner, Request::from_parts(parts, body)).await?;
-            add_rate_limit_headers(response.headers_mut(), &evaluation, shared.headers);
+            add_rate_limit_headers(&mut response, &evaluation, shared.headers);
             Ok(response)
         })
     }

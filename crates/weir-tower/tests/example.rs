@@ -1,14 +1,17 @@
 //! The `axum_app` example's router, driven with `oneshot`: the per-user limit, and the login
 //! lockout flow (after three failures the account is locked, and the right password does not
-//! unlock it; a success before that clears the count).
+//! unlock it; a success before that clears the count); and on a real socket under a manual
+//! clock, the locked answer's `Retry-After`, rounded up.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 #[path = "../examples/axum_app.rs"]
 #[allow(dead_code)]
 mod axum_app;
+mod common;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use axum::body::Body;
 use http::{Request, StatusCode};
@@ -88,4 +91,44 @@ async fn three_failed_logins_lock_the_account_and_success_clears_the_count() {
     let (status, body) = call(&app, login("dana", "hunter2")).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert!(body.contains("account locked"), "{body}");
+}
+
+/// issue 13: the example rounded the lockout's 29.99 s down to `Retry-After: 29`; a client
+/// that waited that long was refused again. The headers come from one call now
+/// (`headers_for`), rounded up.
+#[tokio::test]
+async fn a_locked_account_is_told_to_wait_rounded_up_not_down() {
+    let (limiter, clock) = common::manual_limiter();
+    let addr = common::serve(axum_app::app(limiter).unwrap(), true).await;
+    let login = || {
+        common::send(
+            addr,
+            "POST",
+            "/login",
+            &[],
+            r#"{"user": "erin", "password": "nope"}"#,
+        )
+    };
+    for _ in 0..3 {
+        assert_eq!(login().await.status(), StatusCode::UNAUTHORIZED);
+    }
+    let locked = login().await;
+    assert_eq!(locked.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(common::header(&locked, "retry-after"), "30");
+
+    // 10 ms later, 29.99 s are left: still 30 (from the inspected lockout this time).
+    clock.advance(Duration::from_millis(10));
+    let locked = login().await;
+    assert_eq!(locked.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(common::header(&locked, "retry-after"), "30");
+    assert_eq!(
+        common::header(&locked, "ratelimit"),
+        r#""failed_logins";r=0;t=30"#
+    );
+    assert_eq!(
+        common::header(&locked, "ratelimit-policy"),
+        r#""failed_logins";q=3;w=60"#
+    );
+    let body: serde_json::Value = serde_json::from_str(locked.body()).unwrap();
+    assert_eq!(body["retry_after_s"], 30);
 }
