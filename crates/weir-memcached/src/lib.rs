@@ -138,8 +138,8 @@
 //! is that server's alone and keeps the atomicity above, and every pipelined round trip
 //! stays one round trip. The server is chosen by a consistent-hash ring, ketama-style: 160
 //! points per server at SHA-256(`"{host:port}-{i}"`), a key at SHA-256 of its names' body.
-//! Every instance sharing limits must list the same servers by the same `host:port` names;
-//! the order does not matter.
+//! Every instance sharing limits must list the same servers by the same `host:port` names
+//! (the order and the ASCII case do not matter).
 //!
 //! - **Not gomemcache's mapping.** ratelimit, through gomemcache's `ServerList`, sends each
 //!   memcached name to `crc32(name) % N`. Matching that buys nothing and costs much: Weir's

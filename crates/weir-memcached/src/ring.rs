@@ -9,9 +9,9 @@
 //! shares, so its record, guard and buckets all live on one server and a decision on it is
 //! one server's, atomic as with one memcached). So:
 //!
-//! - the order of the list does not matter, only the names in it: every instance must list
-//!   the servers by the same `host:port` strings (one `10.0.0.1:11211` and another
-//!   `cache-a:11211` place keys differently);
+//! - the order of the list does not matter, only the names in it (without regard to ASCII
+//!   case, as host names): every instance must list the servers by the same `host:port`
+//!   names (one `10.0.0.1:11211` and another `cache-a:11211` place keys differently);
 //! - adding a server moves only the keys that land on its points (about `1/(N+1)` of
 //!   them, all to it), and removing one moves only its own keys; a modulo mapping such as
 //!   gomemcache's `crc32(key) % N` (envoyproxy/ratelimit's `MEMCACHE_HOST_PORT`) moves about
@@ -47,11 +47,13 @@ fn position(bytes: &[u8]) -> u32 {
 impl Ring {
     /// The ring of `servers` (`host:port` names, distinct).
     pub(crate) fn new(servers: &[String]) -> Self {
+        let names: Vec<String> = servers.iter().map(|s| s.to_ascii_lowercase()).collect();
         let mut points: Vec<(u32, &str, usize)> = Vec::new();
-        if servers.len() > 1 {
-            for (index, name) in servers.iter().enumerate() {
+        if names.len() > 1 {
+            for (index, name) in names.iter().enumerate() {
                 for i in 0..POINTS_PER_SERVER {
-                    points.push((position(format!("{name}-{i}").as_bytes()), name, index));
+                    let label = format!("{name}-{i}");
+                    points.push((position(label.as_bytes()), name, index));
                 }
             }
         }
@@ -114,12 +116,16 @@ mod tests {
     }
 
     #[test]
-    fn the_order_of_the_list_does_not_matter() {
+    fn the_order_of_the_list_and_the_case_of_names_do_not_matter() {
         let a = list(&["h1:1", "h2:1", "h3:1"]);
-        let b = list(&["h3:1", "h1:1", "h2:1"]);
+        let b = list(&["H3:1", "h1:1", "h2:1"]);
         let (ra, rb) = (Ring::new(&a), Ring::new(&b));
         for body in bodies() {
-            assert_eq!(a[ra.server(&body)], b[rb.server(&body)], "{body}");
+            assert_eq!(
+                a[ra.server(&body)],
+                b[rb.server(&body)].to_ascii_lowercase(),
+                "{body}"
+            );
         }
     }
 
