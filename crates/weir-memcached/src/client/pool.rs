@@ -58,6 +58,10 @@ impl Pool {
         let result =
             tokio::time::timeout(self.timeout, self.run_unbounded(commands, &mut used)).await;
         match result {
+            // Name the server (one of several, maybe) unless the message does.
+            Ok(Err(StoreError::Unavailable(msg))) if !msg.contains(&self.addr) => Err(
+                StoreError::Unavailable(format!("{msg} (server {})", self.addr)),
+            ),
             Ok(result) => result,
             Err(_) => {
                 let err = StoreError::Timeout {
