@@ -1,14 +1,14 @@
 //! # weir-tower
 //!
 //! Weir as a [tower] layer, for axum, hyper and tonic services: each request is keyed
-//! (peer IP, client IP behind trusted proxies, a header, the route, the user, one global
-//! key, or several of them), matched against per-route policies, and checked against
-//! Weir's rules on any store, all of its limits at once. When a limit is hit the policy
-//! chooses: **reject** (`429` with `Retry-After` and the IETF `RateLimit-Policy` /
-//! `RateLimit` fields), **queue** (wait until allowed, up to a max wait, with a bounded
-//! queue per key) or **degrade** (send the request to a fallback service). A max in-flight
-//! limit bounds the requests inside the wrapped service. Allowed responses carry the
-//! rate-limit headers too, so clients can pace themselves.
+//! (peer IP, client IP behind trusted proxies, a header, the route, the user, a key of your
+//! own, one global key, or several of them), matched against per-route policies, and
+//! checked against Weir's rules on any store, all of its limits at once. When a limit is
+//! hit the policy chooses: **reject** (`429` with `Retry-After` and the IETF
+//! `RateLimit-Policy` / `RateLimit` fields), **queue** (wait until allowed, up to a max
+//! wait, with a bounded queue per key) or **degrade** (send the request to a fallback
+//! service). A max in-flight limit bounds the requests inside the wrapped service. Allowed
+//! responses carry the rate-limit headers too, so clients can pace themselves.
 //!
 //! For tonic (feature `tonic`, on by default), put the layer on the server builder
 //! (`Server::builder().layer(RateLimitLayer::new(…))`): the peer address comes from tonic's
@@ -19,9 +19,31 @@
 //! Every clone of the service shares one budget (the state lives behind an `Arc`), unlike
 //! `tower::limit::RateLimit`, whose clones each get a fresh one.
 //!
-//! The path of one request: [`Policy::applies`] → [`KeyBy`] builds the key →
-//! [`Limits::evaluate`] (a [`Limiter`](weir_core::Limiter) `check_all`) → [`OnLimit`] or
-//! the in-flight slot → your service → headers.
+//! The path of one request: [`Policy::applies`] → [`KeyBy`] (a [`KeyExtractor`]) builds
+//! the key → [`Limits::evaluate`] (a [`Limiter`](weir_core::Limiter) `check_all`) →
+//! [`OnLimit`] or the in-flight slot → your service → headers. A refused request is
+//! answered by the layer, or by your handler ([`RateLimitLayer::on_refusal`]).
+//!
+//! The quick start, each client IP 10 requests a second (`examples/per_ip.rs`):
+//!
+//! ```no_run
+//! use std::net::SocketAddr;
+//! use axum::{routing::get, Router};
+//! use weir_core::Rule;
+//! use weir_tower::RateLimitLayer;
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let layer = RateLimitLayer::per_ip(Rule::per_second(10)?)?;
+//! let app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+//! # let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Without the peer's address (plain `axum::serve`) the layer refuses every request
+//! (`503`) rather than let it through unlimited. Several limits are [`Policy`]s, each with a
+//! key chosen by [`Policy::key`] (a policy without a key does not compile;
+//! [`KeyBy::global`] is one budget shared by every client):
 //!
 //! ```no_run
 //! use std::net::SocketAddr;
@@ -54,8 +76,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A runnable app with per-IP and per-user limits and a login lockout is in
-//! `examples/axum_app.rs`.
+//! A handler that answers a `429` itself (a login lockout) gets the layer's headers from one
+//! call: [`headers_for`] (a [`Decision`](weir_core::Decision) or an inspected
+//! [`Usage`](weir_core::Usage); `Retry-After` rounded up).
+//!
+//! Runnable examples: `per_ip` (the quick start), `custom_429` (your own refusal page),
+//! `custom_key` (a [`KeyExtractor`] of your own) and `axum_app` (per-IP and per-user limits
+//! and a login lockout), in `examples/`.
 
 mod client_ip;
 mod extractor;
@@ -87,3 +114,9 @@ pub use policy::{HeaderPattern, KeyUnset, OnLimit, Policy, PolicyError};
 pub use refused::{RefusalFn, RefusalReason, Refused};
 pub use response::RefusalBody;
 pub use service::{Degraded, Fallback, RateLimit, ResponseFuture};
+
+/// The Rust snippets of the repository's README, compiled (and the library's run) as
+/// doctests, so what a newcomer pastes builds.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
