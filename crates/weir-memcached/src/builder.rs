@@ -1,62 +1,16 @@
 //! Building a [`MemcachedStore`]: the servers, the pool size, the per-call timeout, the CAS
 //! retry bound and the key prefix, checked once. Nothing connects here; the first call
-//! does. Depends on the store and its context; neither knows this module.
+//! does. Depends on the store and its context; neither knows this module. The list of
+//! servers is read by `addresses.rs`; what can be wrong is `error.rs`.
 
 use std::time::Duration;
 
+use crate::addresses::addresses;
 use crate::client::Pool;
 use crate::context::{Inner, Server};
+use crate::error::ConfigError;
 use crate::keys::{is_valid_prefix, MAX_PREFIX_LEN};
 use crate::store::MemcachedStore;
-
-/// A setting of the store is invalid.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// A server's address is not `host:port` (optionally after `memcached://` or
-    /// `memcache://`).
-    #[error("memcached address {addr:?} is not host:port")]
-    Address {
-        /// The address given.
-        addr: String,
-    },
-    /// No server was given.
-    #[error("no memcached server is given: list at least one host:port")]
-    NoServers,
-    /// One server is listed twice (it would hold a double share of the keys, under two
-    /// names, which is never meant).
-    #[error("memcached server {addr:?} is listed twice")]
-    DuplicateServer {
-        /// The address listed twice.
-        addr: String,
-    },
-    /// The prefix has a space or a control character, or is too long.
-    #[error(
-        "key prefix {prefix:?} must be at most {max} printable ASCII characters without spaces"
-    )]
-    Prefix {
-        /// The prefix given.
-        prefix: String,
-        /// The longest prefix accepted.
-        max: usize,
-    },
-    /// A setting that must be positive is zero.
-    #[error("{param} must be greater than zero")]
-    Zero {
-        /// The setting's name.
-        param: &'static str,
-    },
-    /// A setting is above what the store supports.
-    #[error("{param} is {value}, above the maximum of {max}")]
-    TooLarge {
-        /// The setting's name.
-        param: &'static str,
-        /// The value given.
-        value: u64,
-        /// The largest value accepted.
-        max: u64,
-    },
-}
 
 /// Settings of a [`MemcachedStore`].
 ///
@@ -179,7 +133,7 @@ impl MemcachedStoreBuilder {
 
     /// Checks the settings and builds the store (without connecting).
     pub fn build(self) -> Result<MemcachedStore, ConfigError> {
-        let addrs = addresses(&self.servers)?;
+        let addrs = addresses(&self.servers, Self::MAX_SERVERS)?;
         if !is_valid_prefix(&self.prefix) {
             return Err(ConfigError::Prefix {
                 prefix: self.prefix,
@@ -190,7 +144,11 @@ impl MemcachedStoreBuilder {
             return Err(ConfigError::Zero { param: "pool_size" });
         }
         if self.pool_size > Self::MAX_POOL_SIZE {
-            return Err(too_large("pool_size", self.pool_size, Self::MAX_POOL_SIZE));
+            return Err(ConfigError::too_large(
+                "pool_size",
+                self.pool_size,
+                Self::MAX_POOL_SIZE,
+            ));
         }
         if self.timeout.is_zero() {
             return Err(ConfigError::Zero { param: "timeout" });
@@ -208,58 +166,6 @@ impl MemcachedStoreBuilder {
             self.max_retries,
         )))
     }
-}
-
-fn too_large(param: &'static str, value: usize, max: usize) -> ConfigError {
-    ConfigError::TooLarge {
-        param,
-        value: u64::try_from(value).unwrap_or(u64::MAX),
-        max: u64::try_from(max).unwrap_or(u64::MAX),
-    }
-}
-
-/// The `host:port` of every server in `given` (each an address or a list, after an
-/// optional scheme), checked: at least one, each valid, none twice.
-fn addresses(given: &[String]) -> Result<Vec<String>, ConfigError> {
-    let mut addrs: Vec<String> = Vec::new();
-    for entry in given {
-        let list = entry.trim();
-        let list = list
-            .strip_prefix("memcached://")
-            .or_else(|| list.strip_prefix("memcache://"))
-            .unwrap_or(list)
-            .trim_end_matches('/');
-        for addr in list.split(',').map(str::trim) {
-            let valid = addr.rsplit_once(':').is_some_and(|(host, port)| {
-                !host.is_empty()
-                    && !host.contains(|c: char| c.is_whitespace() || c == '/')
-                    && port.parse::<u16>().is_ok()
-            });
-            if !valid {
-                let addr = if addr.is_empty() { entry } else { addr };
-                return Err(ConfigError::Address {
-                    addr: addr.to_owned(),
-                });
-            }
-            if addrs.iter().any(|a| a.eq_ignore_ascii_case(addr)) {
-                return Err(ConfigError::DuplicateServer {
-                    addr: addr.to_owned(),
-                });
-            }
-            addrs.push(addr.to_owned());
-        }
-    }
-    if addrs.is_empty() {
-        return Err(ConfigError::NoServers);
-    }
-    if addrs.len() > MemcachedStoreBuilder::MAX_SERVERS {
-        return Err(too_large(
-            "servers",
-            addrs.len(),
-            MemcachedStoreBuilder::MAX_SERVERS,
-        ));
-    }
-    Ok(addrs)
 }
 
 #[cfg(test)]
@@ -290,47 +196,7 @@ mod tests {
     }
 
     #[test]
-    fn server_lists_are_parsed_like_memcache_host_port() {
-        let ok =
-            |given: &[&str]| addresses(&given.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
-        assert_eq!(
-            ok(&["memcache://h1:11211,h2:11212/"]).unwrap(),
-            ["h1:11211", "h2:11212"]
-        );
-        assert_eq!(
-            ok(&["memcached://h1:1, h2:2", "[::1]:3"]).unwrap(),
-            ["h1:1", "h2:2", "[::1]:3"]
-        );
-        assert_eq!(ok(&[]), Err(ConfigError::NoServers));
-        assert_eq!(
-            ok(&["memcache://"]),
-            Err(ConfigError::Address {
-                addr: "memcache://".into()
-            })
-        );
-        assert_eq!(
-            ok(&["h1:1,,h2:2"]),
-            Err(ConfigError::Address {
-                addr: "h1:1,,h2:2".into()
-            })
-        );
-        assert_eq!(
-            ok(&["h1:1,h2:99999"]),
-            Err(ConfigError::Address {
-                addr: "h2:99999".into()
-            })
-        );
-        assert_eq!(
-            ok(&["redis://h:1"]),
-            Err(ConfigError::Address {
-                addr: "redis://h:1".into()
-            })
-        );
-        let many: Vec<String> = (0..300).map(|i| format!("h{i}:1")).collect();
-        assert_eq!(
-            addresses(&many).unwrap_err().to_string(),
-            "servers is 300, above the maximum of 256"
-        );
+    fn a_list_of_servers_is_checked() {
         let err = |b: MemcachedStoreBuilder| b.build().unwrap_err().to_string();
         assert_eq!(
             err(MemcachedStoreBuilder::default()),

@@ -187,6 +187,7 @@
 //! know; a single check writes once. Failure policies (fail open, fail closed, local fallback) are
 //! applied above the store, in `weir-resilience`.
 
+mod addresses;
 mod apply;
 mod backoff;
 mod builder;
@@ -196,6 +197,7 @@ mod client;
 mod codec;
 mod context;
 mod decide;
+mod error;
 mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -206,6 +208,7 @@ mod ring;
 mod snapshot;
 mod store;
 
-pub use builder::{ConfigError, MemcachedStoreBuilder};
+pub use builder::MemcachedStoreBuilder;
+pub use error::ConfigError;
 pub use layout::MAX_BUCKETS;
 pub use store::MemcachedStore;

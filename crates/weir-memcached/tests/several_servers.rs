@@ -247,7 +247,10 @@ async fn a_killed_server_fails_only_its_keys_and_the_others_keep_counting() {
         let err = bounded_check(&store, key, &rule).await.expect_err(key);
         assert!(is_clear_store_error(&err), "{key}: {err}");
         if let CheckError::Store(StoreError::Unavailable(msg)) = &err {
-            assert!(msg.contains(&addrs[victim]), "{key}: names the server: {msg}");
+            assert!(
+                msg.contains(&addrs[victim]),
+                "{key}: names the server: {msg}"
+            );
         }
     }
     // `check_all` over a dead and a live key fails before writing anything.
