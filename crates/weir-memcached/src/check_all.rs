@@ -1,15 +1,17 @@
 //! Several limits in one decision (`check_all`), as close to all-or-nothing as memcached
 //! allows. memcached has no multi-key transaction, so this is optimistic:
 //!
-//! 1. one `gets` reads every limit's names;
+//! 1. one `gets` reads every limit's names (one per server when the keys live on several,
+//!    the servers concurrently: `context.rs`);
 //! 2. every limit is decided on a copy of its record, exactly as the model does;
-//! 3. if all allow, every limit's writes are sent in name order; if one denies, only the
-//!    denied limits' writes (their lockouts) are;
+//! 3. if all allow, every limit's writes are sent in name order, each to its key's server;
+//!    if one denies, only the denied limits' writes (their lockouts) are;
 //! 4. a conflict on any write (a `cas` that finds the value changed, an `incr` that finds a
 //!    count other than the one read) takes back every write already made (`decr` for an
 //!    `incr`, the old value for a `cas` if the value is still ours) and starts again.
 //!
-//! What is atomic: each single write. What is not: the set. Between the first and the last
+//! What is atomic: each single write. What is not: the set (with one server or several:
+//! memcached's multi-key `gets` is no snapshot either). Between the first and the last
 //! write, another decision can see some limits charged and not others (it may be denied
 //! where the all-or-nothing order would have allowed it, never the reverse for the counters);
 //! and a rollback of a `cas` is skipped if someone else already changed that value, so a

@@ -1,4 +1,5 @@
-//! A small fixed set of shared memcached connections, and the timeout every call runs under.
+//! A small fixed set of shared connections to one memcached (a store has one pool per server:
+//! `context.rs`), and the timeout every call runs under.
 //! Each call picks the next connection in turn and pipelines its commands on it (one round
 //! trip), beside whatever other calls have in flight there (`conn.rs`): no call waits for
 //! another to finish, and the calls queued meanwhile go out in one write. The round trips of
