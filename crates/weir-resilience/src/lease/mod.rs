@@ -304,17 +304,23 @@ impl<S: Store> LeasedStore<S> {
                 }
                 Step::Claim(want, guard) => (want, guard),
             };
+            let ttl_ns = self.config.ttl_ns(rule);
             let first = self.ask(target, key, rule, want, now_ns).await?;
+            // A refused claim takes what is left when that is at least half of it and the
+            // rest is not back soon (a window's end, a slow refill); units back within a
+            // quarter lifetime are worth waiting for: one call for the whole slice.
+            let partial = want > cost
+                && first.remaining >= partial_floor(cost, want)
+                && slice::nanos(first.retry_after) > ttl_ns / 4;
             let (granted, store) = if first.allowed {
                 (want, first)
-            } else if want > cost && first.remaining >= partial_floor(cost, want) {
+            } else if partial {
                 let part = first.remaining.min(want);
                 let second = self.ask(target, key, rule, part, now_ns).await?;
                 (if second.allowed { part } else { 0 }, second)
             } else {
                 (0, first)
             };
-            let ttl_ns = self.config.ttl_ns(rule);
             let settled = guard.settle(|slice| {
                 if granted > 0 {
                     // When the grant left too few units for even a partial claim, the

@@ -36,7 +36,8 @@ pub(super) struct Slice {
     denied: Option<(u64, Decision)>,
     /// Set while one check claims from the store; the key's other checks wait on it.
     pub(super) claiming: Option<Arc<Notify>>,
-    /// Units asked for since `since_ns` (the last grant): the local demand.
+    /// Units asked for since `since_ns`: the local demand, measured over at least one
+    /// slice lifetime.
     demand: u64,
     since_ns: u64,
 }
@@ -103,6 +104,9 @@ impl Slice {
     /// as a rate, times the slice's lifetime, between `cost` and `cap`. A new or quiet key
     /// claims just its cost; a busy one claims what it will spend in a lifetime.
     pub(super) fn want(&self, cost: u64, now_ns: u64, ttl_ns: u64, cap: u64) -> u64 {
+        if self.demand == 0 {
+            return cost;
+        }
         let elapsed = now_ns.saturating_sub(self.since_ns).max(1);
         let rate_units = u128::from(self.demand) * u128::from(ttl_ns) / u128::from(elapsed);
         u64::try_from(rate_units)
@@ -139,8 +143,13 @@ impl Slice {
             };
             (now_ns.saturating_add(nanos(wait)), denial)
         });
-        self.demand = cost;
-        self.since_ns = now_ns;
+        // The demand is measured over at least one lifetime, so a quiet key's few
+        // requests are not read as a burst.
+        if now_ns.saturating_sub(self.since_ns) >= ttl_ns {
+            self.demand = 0;
+            self.since_ns = now_ns;
+        }
+        self.demand = self.demand.saturating_add(cost);
         self.allowed(now_ns)
     }
 
