@@ -1,7 +1,8 @@
 //! The options that set up Weir's decision engine — rules, store, admin token, headers,
 //! reload, logs — shared by `weir serve` and `weir proxy` (each also a `WEIR_*` environment
-//! variable), the glue that turns them into `weir_server::Settings`, the runtime both run
-//! on, and the signals that stop both.
+//! variable), the glue that turns them into `weir_server::Settings` (with [`Fallbacks`]
+//! for what neither gave: `weir serve` fills them from envoyproxy/ratelimit's variables),
+//! the runtime both run on, and the signals that stop both.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use tokio::net::TcpListener;
-use weir_server::{AdminToken, HeaderStyle, Settings, StoreClock, StoreSpec};
+use weir_server::{AdminToken, HeaderStyle, RuleSource, Settings, StoreClock, StoreSpec};
 
 use crate::duration::parse_duration;
 
@@ -55,13 +56,13 @@ pub(crate) struct EngineArgs {
     #[arg(long, value_name = "PATH", env = "WEIR_CONFIG")]
     pub(crate) config: Option<PathBuf>,
 
-    /// Where counts live: memory, redis://host:port[/db],
+    /// Where counts live [default: memory]: memory, redis://host:port[/db],
     /// rediss://host:port?ca=PATH&cert=PATH&key=PATH (TLS, each option optional: the
     /// system's roots without ca, mutual TLS with cert and key),
     /// unix:///path/redis.sock?db=N, redis+cluster://host:port,host:port,
     /// redis+sentinel://host:port,…/master, memcached://host:port
-    #[arg(long, value_name = "URL", env = "WEIR_STORE", default_value = "memory")]
-    store: String,
+    #[arg(long, value_name = "URL", env = "WEIR_STORE")]
+    store: Option<String>,
 
     /// Global shadow mode: count and report every denial, enforce none
     #[arg(long, env = "WEIR_SHADOW")]
@@ -82,10 +83,9 @@ pub(crate) struct EngineArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     instances: u64,
 
-    /// The longest one store call may take before it counts as failed
-    #[arg(long, value_name = "DURATION", env = "WEIR_STORE_TIMEOUT", default_value = "50ms",
-          value_parser = parse_duration)]
-    store_timeout: Duration,
+    /// The longest one store call may take before it counts as failed [default: 50ms]
+    #[arg(long, value_name = "DURATION", env = "WEIR_STORE_TIMEOUT", value_parser = parse_duration)]
+    store_timeout: Option<Duration>,
 
     /// Whose clock a network store decides by
     #[arg(long, value_enum, value_name = "CLOCK", env = "WEIR_STORE_CLOCK", default_value_t = ClockChoice::Store)]
@@ -111,35 +111,69 @@ pub(crate) struct EngineArgs {
     header_read_timeout: Duration,
 
     /// What to log: a level (error, warn, info, debug, trace) or targets
-    /// (e.g. weir_server=debug,info)
-    #[arg(long, value_name = "FILTER", env = "WEIR_LOG", default_value = "info")]
-    log: String,
+    /// (e.g. weir_server=debug,info) [default: info]
+    #[arg(long, value_name = "FILTER", env = "WEIR_LOG")]
+    log: Option<String>,
 
-    /// How logs are written to stderr
-    #[arg(long, value_enum, value_name = "FORMAT", env = "WEIR_LOG_FORMAT", default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
+    /// How logs are written to stderr [default: text]
+    #[arg(long, value_enum, value_name = "FORMAT", env = "WEIR_LOG_FORMAT")]
+    log_format: Option<LogFormat>,
+}
+
+/// Values for the options neither a flag nor its `WEIR_*` variable gave, before Weir's
+/// defaults (`weir serve` reads them from envoyproxy/ratelimit's variables).
+#[derive(Debug, Default)]
+pub(crate) struct Fallbacks {
+    /// The rules.
+    pub(crate) rules: Option<RuleSource>,
+    /// `--store`, and which variable gave it (for errors).
+    pub(crate) store: Option<(String, &'static str)>,
+    /// `--store-timeout`.
+    pub(crate) store_timeout: Option<Duration>,
+    /// `--shadow` (used only when `WEIR_SHADOW` is unset).
+    pub(crate) shadow: bool,
+    /// `--log`.
+    pub(crate) log: Option<String>,
+    /// `--log-format`.
+    pub(crate) log_format: Option<LogFormat>,
 }
 
 impl EngineArgs {
     /// The engine's settings (the rest at their defaults); reads the admin token.
     pub(crate) fn settings(&self) -> anyhow::Result<Settings> {
+        self.settings_or(&Fallbacks::default())
+    }
+
+    /// [`EngineArgs::settings`], with `fallbacks` for the options not given.
+    pub(crate) fn settings_or(&self, fallbacks: &Fallbacks) -> anyhow::Result<Settings> {
         let mut settings = Settings::default();
         if let Some(path) = &self.config {
             settings = settings.with_rules(path);
+        } else if let Some(rules) = &fallbacks.rules {
+            settings.rules = rules.clone();
         }
-        settings.store = match StoreSpec::parse(&self.store).context("--store")? {
+        let (store, what) = match (&self.store, &fallbacks.store) {
+            (Some(store), _) => (store.as_str(), "--store"),
+            (None, Some((store, what))) => (store.as_str(), *what),
+            (None, None) => ("memory", "--store"),
+        };
+        settings.store = match StoreSpec::parse(store).context(what)? {
             StoreSpec::Memory { .. } => StoreSpec::Memory {
                 capacity: self.memory_capacity.max(1),
             },
             other => other,
         };
-        settings.failover.timeout = self.store_timeout;
+        settings.failover.timeout = self
+            .store_timeout
+            .or(fallbacks.store_timeout)
+            .unwrap_or(Duration::from_millis(50));
         settings.failover.instances = self.instances;
         settings.store_clock = match self.store_clock {
             ClockChoice::Store => StoreClock::Store,
             ClockChoice::Process => StoreClock::Process,
         };
-        settings.shadow = self.shadow;
+        settings.shadow =
+            self.shadow || (std::env::var_os("WEIR_SHADOW").is_none() && fallbacks.shadow);
         settings.admin_token = self.admin_token()?;
         settings.headers = match self.headers {
             Headers::Ietf => HeaderStyle {
@@ -185,18 +219,31 @@ impl EngineArgs {
 
     /// Logs to stderr at `--log`, as `--log-format`.
     pub(crate) fn init_logs(&self) -> anyhow::Result<()> {
+        self.init_logs_or(&Fallbacks::default())
+    }
+
+    /// [`EngineArgs::init_logs`], with `fallbacks` for the options not given.
+    pub(crate) fn init_logs_or(&self, fallbacks: &Fallbacks) -> anyhow::Result<()> {
         use std::io::IsTerminal as _;
         use tracing_subscriber::layer::SubscriberExt as _;
         use tracing_subscriber::util::SubscriberInitExt as _;
-        let filter: tracing_subscriber::filter::Targets = self
+        let log = self
             .log
+            .as_deref()
+            .or(fallbacks.log.as_deref())
+            .unwrap_or("info");
+        let filter: tracing_subscriber::filter::Targets = log
             .parse()
-            .with_context(|| format!("--log {:?}: not a level or a target list", self.log))?;
+            .with_context(|| format!("--log {log:?}: not a level or a target list"))?;
         let fmt = tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .with_ansi(std::io::stderr().is_terminal());
         let registry = tracing_subscriber::registry().with(filter);
-        let result = match self.log_format {
+        let format = self
+            .log_format
+            .or(fallbacks.log_format)
+            .unwrap_or(LogFormat::Text);
+        let result = match format {
             LogFormat::Text => registry.with(fmt).try_init(),
             LogFormat::Json => registry.with(fmt.json()).try_init(),
         };

@@ -12,6 +12,7 @@ mod duration;
 mod engine_args;
 mod help;
 mod proxy;
+mod ratelimit_env;
 mod render;
 mod serve;
 mod simulate;

@@ -1,41 +1,94 @@
 //! `weir serve` as a command: its own options (the listeners and their bounds, the request
-//! timeout; the engine's are in `engine_args.rs`, shared with `weir proxy`), and the glue
-//! that turns them into `weir_server::Settings` and runs the server until SIGTERM or
-//! SIGINT. The server itself is the `weir-server` crate.
+//! timeout, Envoy's response headers; the engine's are in `engine_args.rs`, shared with
+//! `weir proxy`), and the glue that turns them into `weir_server::Settings` and runs the
+//! server until SIGTERM or SIGINT. envoyproxy/ratelimit's variables (`ratelimit_env/`)
+//! fill what no flag or `WEIR_*` variable gave. The server itself is the `weir-server`
+//! crate.
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use anyhow::Context as _;
-use clap::Args;
-use weir_server::Settings;
+use anyhow::{bail, Context as _};
+use clap::{Args, ValueEnum};
+use weir_server::{HeaderStyle, LegacyHeaders, ResponseHeaders, RuleSource, Settings};
 
 use crate::duration::parse_duration;
-use crate::engine_args::{bind, run, shutdown_signal, EngineArgs};
+use crate::engine_args::{bind, run, shutdown_signal, EngineArgs, Fallbacks};
 use crate::help;
+use crate::ratelimit_env::{self, RatelimitEnv};
+
+/// Weir's default listeners (envoyproxy/ratelimit's variables may say otherwise).
+const DEFAULT_HTTP: &str = "127.0.0.1:8080";
+const DEFAULT_GRPC: &str = "127.0.0.1:8081";
+
+/// Which headers Envoy is asked to add to its responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EnvoyHeaders {
+    /// None (envoyproxy/ratelimit's default)
+    None,
+    /// envoyproxy/ratelimit's RateLimit-Limit, -Remaining and -Reset (names: --limit-header…)
+    Ratelimit,
+    /// IETF RateLimit-Policy and RateLimit
+    Ietf,
+    /// X-RateLimit-Limit, -Remaining and -Reset
+    XRatelimit,
+    /// IETF and X-RateLimit-*
+    Both,
+}
 
 /// Options of `weir serve`.
 #[derive(Debug, Args)]
 #[command(after_help = help::SERVE)]
 pub(crate) struct ServeArgs {
-    /// The HTTP API's address (/v1/check, /json, /healthz, /readyz, /metrics, /admin)
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "WEIR_HTTP",
-        default_value = "127.0.0.1:8080"
-    )]
-    http: SocketAddr,
+    /// The HTTP API's address (/v1/check, /json, /healthz, /readyz, /healthcheck, /metrics,
+    /// /admin) [default: 127.0.0.1:8080, or ratelimit's HOST and PORT]
+    #[arg(long, value_name = "ADDR", env = "WEIR_HTTP")]
+    http: Option<SocketAddr>,
 
-    /// The Envoy rate limit gRPC API's address
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "WEIR_GRPC",
-        default_value = "127.0.0.1:8081"
-    )]
-    grpc: SocketAddr,
+    /// The Envoy rate limit gRPC API's address (and grpc.health.v1.Health)
+    /// [default: 127.0.0.1:8081, or ratelimit's GRPC_HOST and GRPC_PORT]
+    #[arg(long, value_name = "ADDR", env = "WEIR_GRPC")]
+    grpc: Option<SocketAddr>,
+
+    /// Rate-limit headers Envoy is asked to add to its responses (gRPC and /json)
+    /// [default: none, or ratelimit with LIMIT_RESPONSE_HEADERS_ENABLED=true]
+    #[arg(long, value_enum, value_name = "KIND", env = "WEIR_GRPC_HEADERS")]
+    grpc_headers: Option<EnvoyHeaders>,
+
+    /// The name of --grpc-headers ratelimit's limit header [default: RateLimit-Limit, or
+    /// LIMIT_LIMIT_HEADER]
+    #[arg(long, value_name = "NAME", env = "WEIR_LIMIT_HEADER")]
+    limit_header: Option<String>,
+
+    /// The name of its remaining header [default: RateLimit-Remaining, or
+    /// LIMIT_REMAINING_HEADER]
+    #[arg(long, value_name = "NAME", env = "WEIR_LIMIT_REMAINING_HEADER")]
+    limit_remaining_header: Option<String>,
+
+    /// The name of its reset header [default: RateLimit-Reset, or LIMIT_RESET_HEADER]
+    #[arg(long, value_name = "NAME", env = "WEIR_LIMIT_RESET_HEADER")]
+    limit_reset_header: Option<String>,
+
+    /// The share of a limit used past which an allowed decision counts as near the limit
+    /// in metrics [default: 0.8, or NEAR_LIMIT_RATIO]
+    #[arg(long, value_name = "RATIO", env = "WEIR_NEAR_LIMIT_RATIO")]
+    near_limit_ratio: Option<f64>,
+
+    /// The prefix of every key a network store writes; instances sharing limits use the
+    /// same one [default: weir, or CACHE_KEY_PREFIX followed by weir]
+    #[arg(long, value_name = "PREFIX", env = "WEIR_KEY_PREFIX")]
+    key_prefix: Option<String>,
+
+    /// Not ready (/readyz, /healthcheck, gRPC health) while the network store does not
+    /// answer, even though each rule's failure policy decides meanwhile (ratelimit's
+    /// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION)
+    #[arg(long, env = "WEIR_FALLBACK_NOT_READY")]
+    fallback_not_ready: bool,
+
+    /// Read none of envoyproxy/ratelimit's environment variables (REDIS_URL, PORT, …)
+    #[arg(long, env = "WEIR_NO_RATELIMIT_ENV")]
+    no_ratelimit_env: bool,
 
     /// The longest one request may take (an HTTP body still arriving then is a 408)
     #[arg(long, value_name = "DURATION", env = "WEIR_REQUEST_TIMEOUT", default_value = "5s",
@@ -61,23 +114,129 @@ pub(crate) struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// envoyproxy/ratelimit's variables from the process environment (none with
+    /// `--no-ratelimit-env`).
+    fn ratelimit_env(&self) -> anyhow::Result<RatelimitEnv> {
+        if self.no_ratelimit_env {
+            return Ok(RatelimitEnv::default());
+        }
+        ratelimit_env::read(&|name| std::env::var(name).ok())
+            .context("envoyproxy/ratelimit's environment (--no-ratelimit-env to ignore it)")
+    }
+
+    /// What the engine takes from ratelimit's variables.
+    fn fallbacks(rl: &RatelimitEnv) -> Fallbacks {
+        Fallbacks {
+            rules: rl.rules.as_ref().map(|r| RuleSource::Runtime {
+                dir: r.dir.clone(),
+                ignore_dotfiles: r.ignore_dotfiles,
+            }),
+            store: rl
+                .store
+                .clone()
+                .map(|url| (url, "the store of REDIS_* / MEMCACHE_HOST_PORT")),
+            store_timeout: rl.store_timeout,
+            shadow: rl.shadow,
+            log: rl.log.clone(),
+            log_format: rl.log_format,
+        }
+    }
+
     /// The server's settings; reads the admin token.
-    fn settings(&self) -> anyhow::Result<Settings> {
-        let mut settings = self.engine.settings()?;
+    fn settings(&self, rl: &RatelimitEnv) -> anyhow::Result<Settings> {
+        let mut settings = self.engine.settings_or(&Self::fallbacks(rl))?;
         settings.request_timeout = self.request_timeout;
         settings.max_connections = self.max_connections;
         settings.grpc_idle_timeout = self.grpc_idle_timeout;
+        settings.envoy_headers = self.envoy_headers(rl)?;
+        let ratio = self.near_limit_ratio.or(rl.near_limit_ratio).unwrap_or(0.8);
+        if !(0.0..=1.0).contains(&ratio) {
+            bail!("--near-limit-ratio {ratio}: must be from 0 to 1");
+        }
+        settings.near_limit_ratio = ratio;
+        settings.key_prefix = match (&self.key_prefix, &rl.key_prefix) {
+            (Some(prefix), _) => Some(prefix.clone()),
+            (None, Some(prefix)) => Some(format!("{prefix}weir")),
+            (None, None) => None,
+        };
+        settings.ready_in_fallback = !(self.fallback_not_ready
+            || (std::env::var_os("WEIR_FALLBACK_NOT_READY").is_none() && rl.fallback_not_ready));
+        if rl.grpc_tls.is_some() {
+            bail!("GRPC_SERVER_USE_TLS: this build of weir serve has no gRPC TLS yet");
+        }
         Ok(settings)
+    }
+
+    fn envoy_headers(&self, rl: &RatelimitEnv) -> anyhow::Result<ResponseHeaders> {
+        let Some(kind) = self.grpc_headers else {
+            return Ok(rl.envoy_headers.clone().unwrap_or_default());
+        };
+        let style = |ietf, x_ratelimit| HeaderStyle { ietf, x_ratelimit };
+        let from_env = rl.envoy_headers.as_ref().and_then(|h| h.legacy.clone());
+        let defaults = from_env.unwrap_or_default();
+        Ok(match kind {
+            EnvoyHeaders::None => ResponseHeaders::NONE,
+            EnvoyHeaders::Ratelimit => ResponseHeaders {
+                legacy: Some(
+                    LegacyHeaders::new(
+                        self.limit_header.as_deref().unwrap_or(defaults.limit()),
+                        self.limit_remaining_header
+                            .as_deref()
+                            .unwrap_or(defaults.remaining()),
+                        self.limit_reset_header
+                            .as_deref()
+                            .unwrap_or(defaults.reset()),
+                    )
+                    .context("--limit-header")?,
+                ),
+                ..ResponseHeaders::NONE
+            },
+            EnvoyHeaders::Ietf => ResponseHeaders {
+                style: style(true, false),
+                legacy: None,
+            },
+            EnvoyHeaders::XRatelimit => ResponseHeaders {
+                style: style(false, true),
+                legacy: None,
+            },
+            EnvoyHeaders::Both => ResponseHeaders {
+                style: style(true, true),
+                legacy: None,
+            },
+        })
+    }
+}
+
+/// Logs which of ratelimit's variables were read, and a WARN for each not honoured.
+fn report(rl: &RatelimitEnv) {
+    if !rl.present.is_empty() {
+        tracing::info!(
+            variables = %rl.present.join(","),
+            "read envoyproxy/ratelimit's settings from the environment (Weir's flags and WEIR_* variables take precedence)"
+        );
+    }
+    for warning in &rl.warnings {
+        tracing::warn!("envoyproxy/ratelimit setting {warning}");
     }
 }
 
 /// Runs `weir serve` until a signal stops it.
 pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    args.engine.init_logs()?;
-    let settings = args.settings()?;
+    let rl = args.ratelimit_env()?;
+    args.engine.init_logs_or(&ServeArgs::fallbacks(&rl))?;
+    report(&rl);
+    let settings = args.settings(&rl)?;
+    let http_addr = args
+        .http
+        .or(rl.http)
+        .map_or_else(|| DEFAULT_HTTP.parse(), Ok)?;
+    let grpc_addr = args
+        .grpc
+        .or(rl.grpc)
+        .map_or_else(|| DEFAULT_GRPC.parse(), Ok)?;
     run(async {
-        let http = bind(args.http, "HTTP").await?;
-        let grpc = bind(args.grpc, "gRPC").await?;
+        let http = bind(http_addr, "HTTP").await?;
+        let grpc = bind(grpc_addr, "gRPC").await?;
         weir_server::run(settings, http, grpc, shutdown_signal())
             .await
             .context("weir serve")

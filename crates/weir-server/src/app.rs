@@ -2,6 +2,7 @@
 //! from [`Settings`]. Every API handler holds a clone; the HTTP router and the gRPC service
 //! are built from it, so tests can drive the router with `oneshot` and no socket.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -25,6 +26,8 @@ pub struct App {
 struct Inner {
     engine: Engine,
     settings: Settings,
+    /// Set when shutdown begins: no longer ready, as ratelimit after SIGTERM.
+    draining: AtomicBool,
 }
 
 /// What `/readyz` reports.
@@ -47,7 +50,12 @@ impl App {
     /// Builds the store, loads the rules, and assembles the engine. Must run inside a tokio
     /// runtime. Fails if the rules or the store URL are invalid.
     pub async fn new(settings: Settings) -> Result<App, ServerError> {
-        let store = AnyStore::open(&settings.store, settings.failover, settings.store_clock)?;
+        let store = AnyStore::open_prefixed(
+            &settings.store,
+            settings.failover,
+            settings.store_clock,
+            settings.key_prefix.as_deref(),
+        )?;
         let metrics = Arc::new(Metrics::new(store.kind()));
         let rules = RuleBook::open(
             settings.rules.clone(),
@@ -62,9 +70,14 @@ impl App {
             metrics,
             TopDenied::new(settings.top_denied_capacity),
             settings.shadow,
-        );
+        )
+        .with_near_limit(crate::metrics::NearLimit::new(settings.near_limit_ratio));
         Ok(App {
-            inner: Arc::new(Inner { engine, settings }),
+            inner: Arc::new(Inner {
+                engine,
+                settings,
+                draining: AtomicBool::new(false),
+            }),
         })
     }
 
@@ -93,8 +106,15 @@ impl App {
         self.engine().rules()
     }
 
+    /// Marks the server as shutting down: from now on it is not ready (`/readyz`,
+    /// `/healthcheck` and the gRPC health service say so while in-flight requests finish).
+    pub fn start_draining(&self) {
+        self.inner.draining.store(true, Ordering::Release);
+    }
+
     /// Whether the server can decide: the store answers, or a failover guard's failure
-    /// policies decide while it does not.
+    /// policies decide while it does not (unless `Settings::ready_in_fallback` is off).
+    /// Not ready once shutdown began or while a full memory store refuses new keys.
     pub async fn readiness(&self) -> Readiness {
         let store = self.engine().limiter().store();
         let ping = store.ping().await;
@@ -102,6 +122,32 @@ impl App {
             Some(stats) => stats.mode.as_str(),
             None => "store",
         };
+        if self.inner.draining.load(Ordering::Acquire) {
+            return Readiness {
+                ready: false,
+                store: store.kind(),
+                store_reachable: ping.is_ok(),
+                mode,
+                detail: Some("shutting down".to_string()),
+            };
+        }
+        let fallback = mode == "fallback" || ping.is_err();
+        if fallback && store.is_guarded() && !self.settings().ready_in_fallback {
+            return Readiness {
+                ready: false,
+                store: store.kind(),
+                store_reachable: ping.is_ok(),
+                mode,
+                detail: Some(match ping {
+                    Err(error) => format!(
+                        "{error}; not ready while the store does not answer (ready_in_fallback is off)"
+                    ),
+                    Ok(()) => "the store is in fallback (its circuit is open); not ready until it \
+                               closes (ready_in_fallback is off)"
+                        .to_string(),
+                }),
+            };
+        }
         if ping.is_ok() && self.engine().capacity_degraded() {
             return Readiness {
                 ready: false,

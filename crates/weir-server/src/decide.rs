@@ -36,7 +36,7 @@ use weir_core::{CheckError, Clock, Decision, FailurePolicy, Key, Limiter, Rule, 
 
 use crate::capacity::CapacityWatch;
 use crate::heavy_hitters::TopDenied;
-use crate::metrics::{Metrics, Outcome};
+use crate::metrics::{Metrics, NearLimit, Outcome};
 use crate::rollout::enforced;
 use crate::rules::RuleBook;
 use crate::shared_clock::SharedClock;
@@ -86,6 +86,7 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     top_denied: TopDenied,
     global_shadow: bool,
+    near: NearLimit,
     capacity: CapacityWatch,
 }
 
@@ -104,8 +105,15 @@ impl Engine {
             metrics,
             top_denied,
             global_shadow,
+            near: NearLimit::DEFAULT,
             capacity: CapacityWatch::default(),
         }
+    }
+
+    /// The engine with another near-limit threshold (default 0.8).
+    pub fn with_near_limit(mut self, near: NearLimit) -> Self {
+        self.near = near;
+        self
     }
 
     /// Whether a full memory store refused new keys in the last few seconds.
@@ -183,7 +191,7 @@ impl Engine {
             let status = self
                 .decide_one(&request.domain, &m, request.hits_addend)
                 .await?;
-            let outcome = outcome(&status);
+            let outcome = outcome(&status, self.near);
             snapshot
                 .counters
                 .matched(&request.domain, &m.rule_id, outcome);
@@ -390,8 +398,8 @@ impl Overall {
 }
 
 /// The metrics outcome of a matched descriptor's status.
-fn outcome(status: &Status) -> Outcome {
-    Outcome::of(status.decision.as_ref(), status.shadow_denied)
+fn outcome(status: &Status, near: NearLimit) -> Outcome {
+    Outcome::with_near_limit(status.decision.as_ref(), status.shadow_denied, near)
 }
 
 #[cfg(test)]

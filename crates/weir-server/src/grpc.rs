@@ -81,7 +81,7 @@ impl RateLimitService for RlsService {
                 );
                 Ok(Response::new(rls::response(
                     &verdict,
-                    self.app.settings().headers,
+                    &self.app.settings().envoy_headers,
                 )))
             }
             Err(error) => {

@@ -1,6 +1,6 @@
 //! Where a gRPC request enters: each connection the shared accept loop (`accept.rs`) takes
-//! is served by hyper's HTTP/2 server with the RLS service (`grpc.rs`) behind tonic's
-//! router. Not `tonic::transport::Server`, which closes no connection for being idle and
+//! is served by hyper's HTTP/2 server with the RLS service (`grpc.rs`) and the gRPC health
+//! service (`health.rs`) behind tonic's router. Not `tonic::transport::Server`, which closes no connection for being idle and
 //! caps none: an idle or abandoned connection held a file descriptor for ever.
 //!
 //! - at most `max_connections` open at once (a connection past the cap is closed at once);
@@ -33,6 +33,7 @@ use tower::ServiceExt as _;
 use crate::accept::{accept_loop, drive, Activity};
 use crate::app::App;
 use crate::grpc::{malformed_is_invalid_argument, RlsService};
+use crate::health::HealthService;
 
 /// Requests in flight on one connection at most (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`,
 /// hyper's default): Envoy opens another connection past it.
@@ -46,7 +47,9 @@ pub(crate) async fn serve_grpc(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let settings = app.settings().clone();
-    let routes = Routes::new(RlsService::server(app)).prepare();
+    let routes = Routes::new(RlsService::server(app.clone()))
+        .add_service(HealthService::server(app))
+        .prepare();
     let mut builder = http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())

@@ -5,11 +5,18 @@
 //!   every limit that applied (`"rule";q=LIMIT;w=WINDOW_SECONDS`), and `RateLimit` gives the
 //!   live state of the tightest one (`"rule";r=REMAINING;t=SECONDS`, where `t` is the
 //!   retry-after when denied and the reset otherwise, rounded up).
-//! - `X-RateLimit-Limit` / `-Remaining` / `-Reset`, as envoyproxy/ratelimit sends them
-//!   (`X-RateLimit-Limit: 10, 10;w=60`), when asked for.
+//! - `X-RateLimit-Limit` / `-Remaining` / `-Reset` (`X-RateLimit-Limit: 10, 10;w=60`,
+//!   the IETF draft's first form), when asked for.
+//! - envoyproxy/ratelimit's own three headers ([`LegacyHeaders`], names configurable as its
+//!   `LIMIT_LIMIT_HEADER` / `LIMIT_REMAINING_HEADER` / `LIMIT_RESET_HEADER`, by default
+//!   `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`): the tightest limit's
+//!   requests per window, what is left, and the seconds until its window resets, plain
+//!   numbers. Only for Envoy ([`ResponseHeaders`]), which gets **no** header unless asked,
+//!   as ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED` is off by default (they name a rule to
+//!   the end client).
 //!
 //! Shadow denials are reported here too: shadow mode changes enforcement, not reporting.
-//! The rendering itself is `weir_tower`'s, shared with the layer and the proxy.
+//! The IETF and `X-` rendering is `weir_tower`'s, shared with the layer and the proxy.
 
 use std::sync::Arc;
 
@@ -17,6 +24,117 @@ pub use weir_tower::{ceil_secs, HeaderStyle};
 use weir_tower::{render_headers, Applied};
 
 use crate::verdict::Verdict;
+
+/// envoyproxy/ratelimit's response header names (its `LIMIT_*_HEADER` settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyHeaders {
+    limit: String,
+    remaining: String,
+    reset: String,
+}
+
+/// A header name that is not an HTTP token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)")]
+pub struct HeaderNameError(pub String);
+
+impl Default for LegacyHeaders {
+    /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (ratelimit's defaults).
+    fn default() -> Self {
+        Self {
+            limit: "RateLimit-Limit".into(),
+            remaining: "RateLimit-Remaining".into(),
+            reset: "RateLimit-Reset".into(),
+        }
+    }
+}
+
+impl LegacyHeaders {
+    /// The three names, each checked to be an HTTP header name.
+    ///
+    /// ```
+    /// use weir_server::LegacyHeaders;
+    /// assert!(LegacyHeaders::new("X-Limit", "X-Left", "X-Reset").is_ok());
+    /// assert!(LegacyHeaders::new("X Limit", "X-Left", "X-Reset").is_err());
+    /// ```
+    pub fn new(limit: &str, remaining: &str, reset: &str) -> Result<Self, HeaderNameError> {
+        let check = |name: &str| {
+            let token = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if token {
+                Ok(name.to_string())
+            } else {
+                Err(HeaderNameError(name.to_string()))
+            }
+        };
+        Ok(Self {
+            limit: check(limit)?,
+            remaining: check(remaining)?,
+            reset: check(reset)?,
+        })
+    }
+
+    /// The limit header's name.
+    pub fn limit(&self) -> &str {
+        &self.limit
+    }
+
+    /// The remaining header's name.
+    pub fn remaining(&self) -> &str {
+        &self.remaining
+    }
+
+    /// The reset header's name.
+    pub fn reset(&self) -> &str {
+        &self.reset
+    }
+}
+
+/// The headers Envoy is asked to add to its responses (gRPC `response_headers_to_add`,
+/// `/json`'s `responseHeadersToAdd`). The default adds none, as envoyproxy/ratelimit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHeaders {
+    /// IETF and `X-RateLimit-*` headers (default: neither).
+    pub style: HeaderStyle,
+    /// ratelimit's own three headers (default: off).
+    pub legacy: Option<LegacyHeaders>,
+}
+
+impl Default for ResponseHeaders {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+impl ResponseHeaders {
+    /// No header at all.
+    pub const NONE: ResponseHeaders = ResponseHeaders {
+        style: HeaderStyle {
+            ietf: false,
+            x_ratelimit: false,
+        },
+        legacy: None,
+    };
+
+    /// The headers for `verdict`, as `(name, value)` pairs; empty when no limit applied.
+    pub fn render(&self, verdict: &Verdict) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = rate_limit_headers(verdict, self.style)
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect();
+        if let (Some(names), Some((_, decision))) = (&self.legacy, verdict.tightest()) {
+            out.push((names.limit.clone(), decision.limit.to_string()));
+            out.push((names.remaining.clone(), decision.remaining.to_string()));
+            out.push((
+                names.reset.clone(),
+                ceil_secs(decision.reset_after).to_string(),
+            ));
+        }
+        out
+    }
+}
 
 /// The headers for `verdict`, as `(name, value)` pairs; empty when no limit applied.
 /// Rendered by `weir_tower` (one implementation for the server, the layer and the proxy);
@@ -120,5 +238,49 @@ mod tests {
             statuses: vec![Status::unmatched()],
         };
         assert!(rate_limit_headers(&none, HeaderStyle::default()).is_empty());
+    }
+
+    #[test]
+    fn envoy_gets_no_header_by_default_and_ratelimits_three_when_asked() {
+        let minute = Rule::fixed_window(100, Duration::from_secs(60)).unwrap();
+        let verdict = Verdict {
+            overall: Code::Ok,
+            statuses: vec![status("api.user", minute, 40, true)],
+        };
+        assert!(ResponseHeaders::default().render(&verdict).is_empty());
+        let legacy = ResponseHeaders {
+            legacy: Some(LegacyHeaders::default()),
+            ..ResponseHeaders::NONE
+        };
+        let pairs = |v: Vec<(String, String)>| {
+            v.into_iter()
+                .map(|(n, v)| format!("{n}: {v}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            pairs(legacy.render(&verdict)),
+            [
+                "RateLimit-Limit: 100",
+                "RateLimit-Remaining: 40",
+                "RateLimit-Reset: 60"
+            ]
+        );
+        let renamed = ResponseHeaders {
+            legacy: Some(LegacyHeaders::new("X-Limit", "X-Left", "X-Reset").unwrap()),
+            ..ResponseHeaders::NONE
+        };
+        assert_eq!(
+            pairs(renamed.render(&verdict)),
+            ["X-Limit: 100", "X-Left: 40", "X-Reset: 60"]
+        );
+        let none = Verdict {
+            overall: Code::Ok,
+            statuses: vec![Status::unmatched()],
+        };
+        assert!(legacy.render(&none).is_empty());
+        assert_eq!(
+            LegacyHeaders::new("ok", "", "x").unwrap_err().to_string(),
+            "\"\" is not a valid HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only)"
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! - **`POST /v1/check`**, Weir's JSON API, with rate-limit headers and `429`;
 //! - **`POST /json`**, envoyproxy/ratelimit's JSON endpoint.
 //!
-//! Around them: `/healthz`, `/readyz`, `/metrics`, an admin API (only with a token), hot
+//! Around them: `/healthz`, `/readyz`, `/healthcheck`, `grpc.health.v1.Health`, `/metrics`, an admin API (only with a token), hot
 //! reload of the rule files (a bad file keeps the old rules), shadow mode and gradual
 //! roll-out.
 //!
@@ -57,6 +57,7 @@ pub mod fuzzing;
 mod grpc;
 mod grpc_listener;
 mod headers;
+mod health;
 mod heavy_hitters;
 mod http;
 mod metrics;
@@ -64,6 +65,7 @@ mod reload;
 mod rls;
 mod rollout;
 mod rules;
+mod runtime_dir;
 mod serve;
 mod settings;
 mod shared_clock;
@@ -79,10 +81,13 @@ pub use decide::{deny_all, CheckRequest, DecideError, Engine, ServerLimiter};
 pub use envoy_unit::{envoy_limit, EnvoyLimit};
 pub use error::ServerError;
 pub use grpc::RlsService;
-pub use headers::{rate_limit_headers, HeaderStyle};
+pub use headers::{
+    rate_limit_headers, HeaderNameError, HeaderStyle, LegacyHeaders, ResponseHeaders,
+};
+pub use health::HEALTH_SERVICES;
 pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use http::{router, serve_http, serve_http_with, HttpLimits, Peer};
-pub use metrics::{InFlight, Metrics, Outcome, RuleCounters};
+pub use metrics::{InFlight, Metrics, NearLimit, Outcome, RuleCounters};
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;
 pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleSource, Snapshot};

@@ -41,12 +41,32 @@ impl Default for ReloadSettings {
 /// target's identity (device, inode), size, modification time and a hash of the content.
 /// Any change to what `RuleSet::load` would read changes it. Blocking I/O.
 pub fn stamp(path: &Path) -> u64 {
-    let mut hasher = foldhash::quality::FixedState::with_seed(0x5745_4952).build_hasher();
     let files = match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => rule_files(path),
         Ok(_) => vec![path.to_path_buf()],
         Err(_) => Vec::new(),
     };
+    stamp_files(files)
+}
+
+/// The [`stamp`] of what `source` loads (0 for rules built into the binary).
+pub(crate) fn stamp_source(source: &RuleSource) -> u64 {
+    match source {
+        RuleSource::Path(path) => stamp(path),
+        RuleSource::Runtime {
+            dir,
+            ignore_dotfiles,
+        } => {
+            let files = crate::runtime_dir::files(dir, *ignore_dotfiles);
+            // A directory that cannot be listed stamps differently from any listing.
+            files.map_or(1, stamp_files)
+        }
+        _ => 0,
+    }
+}
+
+fn stamp_files(files: Vec<PathBuf>) -> u64 {
+    let mut hasher = foldhash::quality::FixedState::with_seed(0x5745_4952).build_hasher();
     hasher.write_usize(files.len());
     for file in files {
         hasher.write(file.as_os_str().as_encoded_bytes());
@@ -107,8 +127,8 @@ fn rule_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-async fn stamp_async(path: PathBuf) -> u64 {
-    tokio::task::spawn_blocking(move || stamp(&path))
+async fn stamp_async(source: RuleSource) -> u64 {
+    tokio::task::spawn_blocking(move || stamp_source(&source))
         .await
         .unwrap_or(0)
 }
@@ -131,8 +151,10 @@ fn watch_dirs(path: &Path) -> Vec<PathBuf> {
 /// Starts the watch (if enabled) and the poll for `book`'s source, as one task. Returns
 /// `None` for the built-in example, which never changes. Abort the task to stop it.
 pub fn spawn(book: Arc<RuleBook>, settings: ReloadSettings) -> Option<tokio::task::JoinHandle<()>> {
-    let RuleSource::Path(path) = book.source().clone() else {
-        return None;
+    let source = book.source().clone();
+    let path = match &source {
+        RuleSource::Path(path) | RuleSource::Runtime { dir: path, .. } => path.clone(),
+        _ => return None,
     };
     let (tx, mut rx) = mpsc::channel::<()>(1);
     let watcher = if settings.watch {
@@ -156,7 +178,7 @@ pub fn spawn(book: Arc<RuleBook>, settings: ReloadSettings) -> Option<tokio::tas
             };
             // Reload only when the files differ from what the last attempt read (a bad
             // file is reported once, not on every poll).
-            if stamp_async(path.clone()).await != book.stamp() {
+            if stamp_async(source.clone()).await != book.stamp() {
                 book.reload(trigger).await;
             }
         }

@@ -27,7 +27,7 @@ use weir_config::{Descriptor, LimitOverride, Unit};
 
 use crate::decide::{CheckRequest, DecideError};
 use crate::envoy_unit::envoy_limit;
-use crate::headers::{ceil_secs, rate_limit_headers, HeaderStyle};
+use crate::headers::{ceil_secs, ResponseHeaders};
 use crate::verdict::{Code, Status, Verdict};
 
 /// Converts Envoy's request. Fails on what Weir cannot honour (negative hits, an unknown
@@ -162,15 +162,16 @@ fn whole_seconds(until: std::time::Duration) -> ProtoDuration {
     }
 }
 
-/// Renders a verdict as Envoy's response, with the rate-limit headers `style` asks for.
-pub fn response(verdict: &Verdict, style: HeaderStyle) -> RateLimitResponse {
+/// Renders a verdict as Envoy's response, with the rate-limit headers `headers` asks for.
+pub fn response(verdict: &Verdict, headers: &ResponseHeaders) -> RateLimitResponse {
     RateLimitResponse {
         overall_code: code(verdict.overall),
         statuses: verdict.statuses.iter().map(status).collect(),
-        response_headers_to_add: rate_limit_headers(verdict, style)
+        response_headers_to_add: headers
+            .render(verdict)
             .into_iter()
             .map(|(key, value)| HeaderValue {
-                key: key.to_string(),
+                key,
                 value,
                 ..HeaderValue::default()
             })

@@ -17,7 +17,7 @@ use weir_config::{ConfigError, RuleSet};
 use weir_core::Clock;
 
 use crate::metrics::{Metrics, RuleCounters};
-use crate::reload::stamp;
+use crate::reload::stamp_source;
 use crate::settings::RuleCheck;
 use crate::shared_clock::SharedClock;
 
@@ -62,8 +62,17 @@ pub struct ConfigStatus {
 pub enum RuleSource {
     /// The documented example rules (`RuleSet::example()`), used when no `--config` is given.
     Example,
-    /// A rule file or a directory of them.
+    /// A rule file or a directory of them (its `*.yaml` / `*.yml` files).
     Path(PathBuf),
+    /// envoyproxy/ratelimit's runtime directory: every file under it, in subdirectories
+    /// too, whatever its name (`runtime_dir.rs`).
+    Runtime {
+        /// `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY`.
+        dir: PathBuf,
+        /// Skip entries whose name starts with a dot (ratelimit's
+        /// `RUNTIME_IGNOREDOTFILES`).
+        ignore_dotfiles: bool,
+    },
     /// Rules built into the binary (e.g. `weir proxy`'s example rules), named for errors.
     Inline {
         /// The name errors and `/admin/config` show.
@@ -79,6 +88,10 @@ impl RuleSource {
         match self {
             RuleSource::Example => Ok(RuleSet::example()),
             RuleSource::Path(path) => RuleSet::load(path),
+            RuleSource::Runtime {
+                dir,
+                ignore_dotfiles,
+            } => crate::runtime_dir::load(dir, *ignore_dotfiles),
             RuleSource::Inline { name, yaml } => RuleSet::parse(name, yaml),
         }
     }
@@ -86,7 +99,9 @@ impl RuleSource {
     fn describe(&self) -> String {
         match self {
             RuleSource::Example => "(built-in example)".to_string(),
-            RuleSource::Path(path) => path.display().to_string(),
+            RuleSource::Path(path) | RuleSource::Runtime { dir: path, .. } => {
+                path.display().to_string()
+            }
             RuleSource::Inline { name, .. } => format!("(built-in {name})"),
         }
     }
@@ -254,11 +269,7 @@ async fn load(
     let describe = source.describe();
     let origin = PathBuf::from(&describe);
     let read = move || {
-        let files = match &source {
-            RuleSource::Example => 0,
-            RuleSource::Path(path) => stamp(path),
-            RuleSource::Inline { .. } => 0,
-        };
+        let files = stamp_source(&source);
         let loaded = source.load().and_then(|rules| match validate {
             Some(check) => check(&rules)
                 .map(|()| rules)

@@ -90,6 +90,7 @@ pub async fn serve(
         }),
     };
     tracing::info!("weir serve: shutting down, finishing in-flight requests");
+    app.start_draining();
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(settings.shutdown_grace, async {
         let _ = (&mut http_task).await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use weir_resilience::FailoverConfig;
 
 use crate::admin_token::AdminToken;
-use crate::headers::HeaderStyle;
+use crate::headers::{HeaderStyle, ResponseHeaders};
 use crate::reload::ReloadSettings;
 use crate::rules::RuleSource;
 use crate::shared_clock::SharedClock;
@@ -34,6 +34,9 @@ pub struct Settings {
     pub store: StoreSpec,
     /// The failover guard of a network store: timeouts, breaker, instance count.
     pub failover: FailoverConfig,
+    /// The prefix of every key a network store writes (default: the store's, `weir`).
+    /// Instances sharing limits must use the same one.
+    pub key_prefix: Option<String>,
     /// Whose clock a network store decides by (default: the store's own, where it has one).
     pub store_clock: StoreClock,
     /// Global shadow mode: every denial is counted and reported, none enforced.
@@ -44,12 +47,23 @@ pub struct Settings {
     /// are served (default yes). `weir proxy` turns them off unless asked: on its API
     /// listener they would let anyone who reaches it spend clients' budgets.
     pub decision_api: bool,
-    /// Which rate-limit headers to send (HTTP responses and Envoy's headers to add).
+    /// Which rate-limit headers `/v1/check` answers carry (default: the IETF ones).
     pub headers: HeaderStyle,
+    /// Which headers Envoy is asked to add to its responses (gRPC and `/json`; default
+    /// none, as envoyproxy/ratelimit: they would show rule ids to end clients).
+    pub envoy_headers: ResponseHeaders,
+    /// The share of a limit used past which an allowed decision counts as `near_limit`
+    /// (default 0.8, envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`).
+    pub near_limit_ratio: f64,
     /// The clock of every decision (default: the system clock).
     pub clock: SharedClock,
     /// When the rules are read again.
     pub reload: ReloadSettings,
+    /// Whether a server whose network store does not answer (each rule's failure policy
+    /// deciding) is still ready (default yes). Off, `/readyz`, `/healthcheck` and the gRPC
+    /// health service say not ready then, as envoyproxy/ratelimit with
+    /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`.
+    pub ready_in_fallback: bool,
     /// How often the memory store is swept of expired keys (default 10 s).
     pub sweep_interval: Duration,
     /// The longest one HTTP or gRPC request may take (default 5 s).
@@ -101,13 +115,17 @@ impl Default for Settings {
                 capacity: StoreSpec::DEFAULT_MEMORY_CAPACITY,
             },
             failover: FailoverConfig::default(),
+            key_prefix: None,
             store_clock: StoreClock::default(),
             shadow: false,
             admin_token: None,
             decision_api: true,
             headers: HeaderStyle::default(),
+            envoy_headers: ResponseHeaders::NONE,
+            near_limit_ratio: 0.8,
             clock: SharedClock::default(),
             reload: ReloadSettings::default(),
+            ready_in_fallback: true,
             sweep_interval: Duration::from_secs(10),
             request_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),

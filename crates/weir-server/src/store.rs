@@ -58,6 +58,17 @@ impl AnyStore {
         failover: FailoverConfig,
         clock: StoreClock,
     ) -> Result<AnyStore, StoreUrlError> {
+        Self::open_prefixed(spec, failover, clock, None)
+    }
+
+    /// [`AnyStore::open`] with `prefix` in front of every key a network store writes
+    /// (instead of the store's default, `weir`); the memory store ignores it.
+    pub fn open_prefixed(
+        spec: &StoreSpec,
+        failover: FailoverConfig,
+        clock: StoreClock,
+        prefix: Option<&str>,
+    ) -> Result<AnyStore, StoreUrlError> {
         match spec {
             StoreSpec::Memory { capacity } => Ok(AnyStore::Memory(
                 MemoryStore::builder().capacity(*capacity).build(),
@@ -67,16 +78,23 @@ impl AnyStore {
                     StoreClock::Store => TimeSource::Store,
                     StoreClock::Process => TimeSource::Process,
                 };
-                let store = RedisStore::builder(url.as_str())
+                let mut builder = RedisStore::builder(url.as_str())
                     .timeout(failover.timeout)
-                    .time_source(time)
+                    .time_source(time);
+                if let Some(prefix) = prefix {
+                    builder = builder.prefix(prefix);
+                }
+                let store = builder
                     .build()
                     .map_err(|e| StoreUrlError::Invalid(e.to_string()))?;
                 Ok(AnyStore::Redis(guard(store, failover)))
             }
             StoreSpec::Network { url, .. } => {
-                let store = MemcachedStore::builder(url)
-                    .timeout(failover.timeout)
+                let mut builder = MemcachedStore::builder(url).timeout(failover.timeout);
+                if let Some(prefix) = prefix {
+                    builder = builder.prefix(prefix);
+                }
+                let store = builder
                     .build()
                     .map_err(|e| StoreUrlError::Invalid(e.to_string()))?;
                 Ok(AnyStore::Memcached(guard(store, failover)))

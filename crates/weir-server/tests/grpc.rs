@@ -10,6 +10,7 @@ use common::{bounded, descriptor, envoy_readme_dir, request, scenarios, settings
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::google::protobuf::UInt64Value;
 use tonic::Code as GrpcCode;
+use weir_server::{HeaderStyle, LegacyHeaders, ResponseHeaders};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn envoy_readme_examples_answer_as_envoyproxy_ratelimit_does() {
@@ -97,26 +98,45 @@ async fn hits_addend_unknown_domains_and_bad_requests() {
     .await;
 }
 
+/// Envoy is asked to add no header unless configured, as envoyproxy/ratelimit (whose
+/// `LIMIT_RESPONSE_HEADERS_ENABLED` is off by default): a header would show rule ids to
+/// end clients. Issue 15.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn response_headers_follow_the_ietf_draft_and_optionally_x_ratelimit() {
+async fn envoy_gets_no_response_header_unless_configured() {
     bounded(async {
-        let (mut settings, _clock) = settings(Some(&envoy_readme_dir()));
-        settings.headers.x_ratelimit = true;
-        let server = TestServer::start(settings).await;
-        let mut rls = server.grpc_client().await;
-        let answer = rls
-            .should_rate_limit(request("internal", vec![descriptor(&[("azure", "x")])]))
-            .await
-            .unwrap()
-            .into_inner();
-        let headers: Vec<(String, String)> = answer
-            .response_headers_to_add
-            .iter()
-            .map(|h| (h.key.clone(), h.value.clone()))
-            .collect();
+        let (settings, _clock) = settings(Some(&envoy_readme_dir()));
+        assert_eq!(headers_for(settings).await, []);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_headers_are_ratelimits_three_or_the_ietf_draft_and_x_ratelimit() {
+    bounded(async {
         let expect = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let (mut settings, _clock) = settings(Some(&envoy_readme_dir()));
+        settings.envoy_headers = ResponseHeaders {
+            legacy: Some(LegacyHeaders::default()),
+            ..ResponseHeaders::NONE
+        };
         assert_eq!(
-            headers,
+            headers_for(settings).await,
+            [
+                expect("RateLimit-Limit", "100"),
+                expect("RateLimit-Remaining", "99"),
+                expect("RateLimit-Reset", "60"),
+            ]
+        );
+        let (mut settings, _clock) = common::settings(Some(&envoy_readme_dir()));
+        settings.envoy_headers = ResponseHeaders {
+            style: HeaderStyle {
+                ietf: true,
+                x_ratelimit: true,
+            },
+            legacy: None,
+        };
+        assert_eq!(
+            headers_for(settings).await,
             [
                 expect("ratelimit-policy", "\"internal.azure\";q=100;w=60"),
                 expect("ratelimit", "\"internal.azure\";r=99;t=60"),
@@ -125,10 +145,27 @@ async fn response_headers_follow_the_ietf_draft_and_optionally_x_ratelimit() {
                 expect("x-ratelimit-reset", "60"),
             ]
         );
-        drop(rls);
-        server.stop().await.unwrap();
     })
     .await;
+}
+
+/// The headers Envoy is asked to add to the answer of one request to a server with
+/// `settings`.
+async fn headers_for(settings: weir_server::Settings) -> Vec<(String, String)> {
+    let server = TestServer::start(settings).await;
+    let mut rls = server.grpc_client().await;
+    let answer = rls
+        .should_rate_limit(request("internal", vec![descriptor(&[("azure", "x")])]))
+        .await
+        .unwrap()
+        .into_inner();
+    drop(rls);
+    server.stop().await.unwrap();
+    answer
+        .response_headers_to_add
+        .iter()
+        .map(|h| (h.key.clone(), h.value.clone()))
+        .collect()
 }
 
 /// Sends raw bytes as the request message, whatever they are.

@@ -99,12 +99,9 @@ async fn json_endpoint_speaks_envoyproxy_ratelimit_protojson() {
                     "currentLimit": {"requestsPerUnit": 100, "unit": "MINUTE"},
                     "limitRemaining": 98,
                     "durationUntilReset": "60s"
-                }],
-                "responseHeadersToAdd": [
-                    {"key": "ratelimit-policy", "value": "\"internal.azure\";q=100;w=60"},
-                    {"key": "ratelimit", "value": "\"internal.azure\";r=98;t=60"}
-                ]
-            })
+                }]
+            }),
+            "no responseHeadersToAdd unless asked, as envoyproxy/ratelimit"
         );
         let blocked = r#"{"domain": "edge_proxy_per_ip", "descriptors": [{"entries": [{"key": "remote_address", "value": "50.0.0.5"}]}]}"#;
         let a = server.post("/json", blocked).await;

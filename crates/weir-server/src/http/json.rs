@@ -286,7 +286,7 @@ pub(crate) async fn handle(State(app): State<App>, RawBody(body): RawBody) -> Re
     };
     let over = verdict.overall == Code::OverLimit;
     metrics.request("json", if over { "over_limit" } else { "ok" });
-    let response = rls::response(&verdict, app.settings().headers);
+    let response = rls::response(&verdict, &app.settings().envoy_headers);
     let status = if over {
         StatusCode::TOO_MANY_REQUESTS
     } else {

@@ -1,6 +1,7 @@
 //! Operations endpoints: `/healthz` (the process answers), `/readyz` (it can decide: the
-//! store answers, or a failover guard's failure policies cover it), `/metrics`
-//! (Prometheus / OpenMetrics text).
+//! store answers, or a failover guard's failure policies cover it; JSON),
+//! `/healthcheck` (the same readiness as envoyproxy/ratelimit answers it: `200 OK`, else
+//! `500`), `/metrics` (Prometheus / OpenMetrics text).
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -23,6 +24,18 @@ pub(crate) async fn readyz(State(app): State<App>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, Json(readiness)).into_response()
+}
+
+/// `GET /healthcheck`: `200` with the body `OK` when ready, `500` when not (with the
+/// reason), as envoyproxy/ratelimit's health check.
+pub(crate) async fn healthcheck(State(app): State<App>) -> Response {
+    let readiness = app.readiness().await;
+    if readiness.ready {
+        (StatusCode::OK, "OK").into_response()
+    } else {
+        let reason = readiness.detail.unwrap_or_default();
+        (StatusCode::INTERNAL_SERVER_ERROR, format!("{reason}\n")).into_response()
+    }
 }
 
 /// `GET /metrics`.

@@ -31,6 +31,7 @@ pub fn router(app: App) -> Router {
     let mut router = router
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
+        .route("/healthcheck", get(ops::healthcheck))
         .route("/metrics", get(ops::metrics));
     if settings.admin_token.is_some() {
         router = router.nest("/admin", admin::routes(app.clone()));

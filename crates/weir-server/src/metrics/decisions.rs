@@ -44,11 +44,22 @@ impl Outcome {
     /// `shadow_denied` when its denial is not enforced, `near_limit` past 80% of the limit
     /// (envoyproxy/ratelimit's near-limit ratio).
     pub fn of(decision: Option<&weir_core::Decision>, shadow_denied: bool) -> Outcome {
+        Self::with_near_limit(decision, shadow_denied, NearLimit::DEFAULT)
+    }
+
+    /// [`Outcome::of`] with another near-limit threshold.
+    pub fn with_near_limit(
+        decision: Option<&weir_core::Decision>,
+        shadow_denied: bool,
+        near: NearLimit,
+    ) -> Outcome {
         match decision {
             None => Outcome::Unlimited,
             Some(_) if shadow_denied => Outcome::ShadowDenied,
             Some(d) if !d.allowed => Outcome::Denied,
-            Some(d) if near_limit(d) => Outcome::NearLimit,
+            Some(d) if near.reached(d.limit, d.limit.saturating_sub(d.remaining)) => {
+                Outcome::NearLimit
+            }
             Some(_) => Outcome::Allowed,
         }
     }
@@ -66,10 +77,47 @@ impl Outcome {
     }
 }
 
-/// More than 80% of the limit used.
-fn near_limit(d: &weir_core::Decision) -> bool {
-    let used = u128::from(d.limit.saturating_sub(d.remaining));
-    used * 10 > u128::from(d.limit) * 8
+/// The share of a limit past which a decision is `near_limit`: envoyproxy/ratelimit's
+/// `NEAR_LIMIT_RATIO` (default 0.8), kept in millionths so the decision path does integer
+/// arithmetic only. A limit is near once more than `floor(limit × ratio)` is used, as
+/// ratelimit's threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NearLimit {
+    ppm: u64,
+}
+
+impl NearLimit {
+    /// 0.8.
+    pub const DEFAULT: NearLimit = NearLimit { ppm: 800_000 };
+
+    /// The threshold of `ratio`, clamped to 0..=1 (a NaN is the default).
+    pub fn new(ratio: f64) -> NearLimit {
+        if ratio.is_nan() {
+            return Self::DEFAULT;
+        }
+        let ppm = (ratio.clamp(0.0, 1.0) * 1_000_000.0).round();
+        // In 0..=1e6 after the clamp: the cast is exact.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let ppm = ppm as u64;
+        NearLimit { ppm }
+    }
+
+    /// `floor(limit × ratio)`: hits past it are near the limit.
+    pub fn threshold(self, limit: u64) -> u64 {
+        let t = u128::from(limit) * u128::from(self.ppm) / 1_000_000;
+        u64::try_from(t).unwrap_or(u64::MAX)
+    }
+
+    /// Whether `used` of `limit` is past the threshold.
+    pub fn reached(self, limit: u64, used: u64) -> bool {
+        used > self.threshold(limit)
+    }
+}
+
+impl Default for NearLimit {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 impl EncodeLabelValue for Outcome {

@@ -11,5 +11,5 @@
 mod decisions;
 mod registry;
 
-pub use decisions::{Outcome, RuleCounters};
+pub use decisions::{NearLimit, Outcome, RuleCounters};
 pub use registry::{InFlight, Metrics};

@@ -1,0 +1,218 @@
+//! Issue 15's "done when": the built `weir` binary started with **only** envoyproxy/
+//! ratelimit's environment variables (a Redis on loopback from weir-testkit, a runtime
+//! directory of ratelimit's example configs, ratelimit's listener variables) answers
+//! `ShouldRateLimit` on Redis and the gRPC health check, serves `/healthcheck`, warns about
+//! the variable it cannot honour, and stops on SIGTERM. Every wait is bounded.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use tonic::transport::Channel;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+use weir_testkit::ports::free_port;
+use weir_testkit::servers::RedisServer;
+
+/// A `weir` process, killed if the test fails before SIGTERM.
+struct Weir {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Drop for Weir {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Weir {
+    /// The first log line holding `text` (all lines read meanwhile are kept).
+    fn wait_for(&mut self, text: &str) -> String {
+        if let Some(line) = self.seen.iter().find(|l| l.contains(text)) {
+            return line.clone();
+        }
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| {
+                    panic!("weir logs {text:?} within 20 s; it logged {:#?}", self.seen)
+                });
+            self.seen.push(line.clone());
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+}
+
+fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(key, value)| Entry {
+                key: key.to_string(),
+                value: value.to_string(),
+            })
+            .collect(),
+        ..RateLimitDescriptor::default()
+    }
+}
+
+fn request(domain: &str, entries: &[(&str, &str)]) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.to_string(),
+        descriptors: vec![descriptor(entries)],
+        hits_addend: 0,
+    }
+}
+
+#[test]
+fn weir_serve_runs_on_ratelimits_environment_alone() {
+    let redis = RedisServer::start();
+    let (http_port, grpc_port) = (free_port(), free_port());
+    let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ratelimit-runtime");
+    // The environment of ratelimit's own docker-compose example, and nothing else.
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .env_clear()
+        .env("USE_STATSD", "false")
+        .env("LOG_LEVEL", "debug")
+        .env("LOG_FORMAT", "json")
+        .env("REDIS_SOCKET_TYPE", "tcp")
+        .env("REDIS_URL", format!("127.0.0.1:{}", redis.port()))
+        .env("RUNTIME_ROOT", &runtime)
+        .env("RUNTIME_SUBDIRECTORY", "ratelimit")
+        .env("RUNTIME_WATCH_ROOT", "false")
+        .env("HOST", "127.0.0.1")
+        .env("PORT", http_port.to_string())
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("GRPC_PORT", grpc_port.to_string())
+        .env("DEBUG_PORT", "6070")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = mpsc::channel();
+    let mut weir = Weir {
+        child,
+        lines,
+        seen: Vec::new(),
+    };
+    let stderr = weir.child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+
+    let listening = weir.wait_for("weir serve: listening");
+    let event: serde_json::Value = serde_json::from_str(&listening).unwrap();
+    assert_eq!(event["fields"]["grpc"], format!("127.0.0.1:{grpc_port}"));
+    assert_eq!(event["fields"]["http"], format!("127.0.0.1:{http_port}"));
+    assert_eq!(
+        event["fields"]["store"],
+        format!("redis://127.0.0.1:{}", redis.port())
+    );
+    let warning = weir.wait_for("DEBUG_PORT is not honoured");
+    assert!(warning.contains("\"level\":\"WARN\""), "{warning}");
+
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let channel = Channel::from_shared(format!("http://127.0.0.1:{grpc_port}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut health = HealthClient::new(channel.clone());
+            for service in ["", "ratelimit"] {
+                let answer = health
+                    .check(HealthCheckRequest {
+                        service: service.into(),
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                assert_eq!(
+                    answer.status,
+                    i32::from(ServingStatus::Serving),
+                    "{service:?}"
+                );
+            }
+
+            // examples/ratelimit/config/example.yaml: 4 per minute for category=account.
+            let mut rls = RateLimitServiceClient::new(channel);
+            let account = request("rl", &[("category", "account")]);
+            for left in (0..4).rev() {
+                let answer = rls
+                    .should_rate_limit(account.clone())
+                    .await
+                    .unwrap()
+                    .into_inner();
+                assert_eq!(answer.overall_code, Code::Ok as i32);
+                assert_eq!(answer.statuses[0].limit_remaining, left);
+                assert!(
+                    answer.response_headers_to_add.is_empty(),
+                    "no headers unless enabled"
+                );
+            }
+            let answer = rls.should_rate_limit(account).await.unwrap().into_inner();
+            assert_eq!(answer.overall_code, Code::OverLimit as i32);
+            // config.yaml, and the file without an extension.
+            let mongo = rls
+                .should_rate_limit(request("mongo_cps", &[("database", "users")]))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(mongo.statuses[0].limit_remaining, 499);
+            let edge = rls
+                .should_rate_limit(request(
+                    "edge_proxy_per_ip",
+                    &[("remote_address", "10.0.0.1")],
+                ))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(edge.statuses[0].limit_remaining, 9);
+
+            let check = weir_server::client::send(
+                &format!("127.0.0.1:{http_port}"),
+                "GET",
+                "/healthcheck",
+                None,
+                None,
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+            assert_eq!((check.status, check.body.as_str()), (200, "OK"));
+        });
+    // The counts are in the Redis of REDIS_URL.
+    let keys = redis.raw("DBSIZE").unwrap();
+    assert!(keys.starts_with(':') && keys.trim() != ":0", "{keys}");
+
+    let pid = weir.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    weir.wait_for("weir serve: stopped");
+    let status = weir.child.wait().unwrap();
+    assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
+}
