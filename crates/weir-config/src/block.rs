@@ -7,11 +7,11 @@ use serde_saphyr::Spanned;
 use weir_core::{FailurePolicy, Lockout, Rule, RuleError};
 
 use crate::duration::{self, parse_duration};
+use crate::info::Format;
 use crate::params::{self, BuildError, Kind, Value};
 use crate::place::{line_of, Place};
 use crate::raw::{RawLockout, RawRateLimit, RawReplace, RawRule};
 use crate::request::{Limit, RateLimitSpec};
-use crate::ruleset::Format;
 use crate::unit::Unit;
 use crate::ConfigError;
 

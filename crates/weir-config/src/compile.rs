@@ -12,10 +12,10 @@ use serde_saphyr::Spanned;
 
 use crate::block::{self, Block};
 use crate::error::ConfigError;
+use crate::info::RuleInfo;
 use crate::limits::{MAX_DEPTH, MAX_DOMAIN_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::place::{line_of, Place};
 use crate::raw::RawDescriptor;
-use crate::ruleset::RuleInfo;
 use crate::tree::{Level, Node, Tree, ValueMatch};
 use crate::yaml;
 

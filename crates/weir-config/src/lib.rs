@@ -52,6 +52,7 @@ mod block;
 mod compile;
 mod duration;
 mod error;
+mod info;
 mod key;
 pub mod limits;
 mod matcher;
@@ -66,7 +67,8 @@ mod yaml;
 
 pub use duration::{parse_duration, DurationError};
 pub use error::{ConfigError, MatchError};
+pub use info::{Format, RuleInfo};
 pub use key::{bounded_value, build as descriptor_key};
 pub use request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
-pub use ruleset::{Format, RuleInfo, RuleSet};
+pub use ruleset::RuleSet;
 pub use unit::Unit;

@@ -7,12 +7,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::error::MatchError;
+use crate::info::RuleInfo;
 use crate::key;
 use crate::limits::{
     MAX_DESCRIPTORS, MAX_DOMAIN_LEN, MAX_ENTRIES, MAX_HITS_ADDEND, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 use crate::request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
-use crate::ruleset::{RuleInfo, RuleSet};
+use crate::ruleset::RuleSet;
 
 impl RuleSet {
     /// Matches a request's descriptors against `domain`'s rules: one entry per descriptor,
