@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use http::request::Parts;
 use weir_config::{Descriptor, Limit, Matched, RuleSet};
-use weir_core::{Clock, FailurePolicy, Key, Rule};
+use weir_core::{Algorithm, Clock, FailurePolicy, Key, Rule};
 use weir_server::{deny_all, enforced, App, Outcome};
 use weir_tower::{
     normalise_path, Applied, BoxFuture, ClientIp, Evaluation, LimitError, Limits, OnLimit,
@@ -85,7 +85,10 @@ impl ProxyLimits {
             return Err(ProxyRuleError::NoDomain);
         }
         for info in rules.rules().iter().filter(|r| r.domain.as_ref() == DOMAIN) {
-            if info.algorithm() == "concurrency" {
+            let concurrency = info
+                .rule()
+                .is_some_and(|r| matches!(r.algorithm(), Algorithm::Concurrency(_)));
+            if concurrency {
                 return Err(ProxyRuleError::Concurrency(info.id.to_string()));
             }
             if info.cost != 1 {
