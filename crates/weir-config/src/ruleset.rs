@@ -64,8 +64,9 @@ fn describe(kind: std::fs::FileType) -> &'static str {
     }
 }
 
-/// The embedded example rules (`config/example.yaml`).
-const EXAMPLE: &str = include_str!("../../../config/example.yaml");
+/// The embedded example rules: this crate's `example.yaml` (inside the package, so it
+/// publishes), which `config/example.yaml` links to.
+const EXAMPLE: &str = include_str!("../example.yaml");
 
 impl RuleSet {
     /// Loads a rule file, or every `*.yaml` / `*.yml` file of a directory (not recursive,

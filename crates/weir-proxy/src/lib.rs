@@ -49,5 +49,6 @@ pub use upstream::{Upstream, UpstreamError};
 /// The path as backends resolve it (one copy, shared with the tower layer's path conditions).
 pub use weir_tower::normalise_path;
 
-/// The proxy's example rules (`config/proxy.yaml`), run when no `--config` is given.
-pub const EXAMPLE_RULES: &str = include_str!("../../../config/proxy.yaml");
+/// The proxy's example rules (this crate's `proxy.yaml`, which `config/proxy.yaml` links
+/// to), run when no `--config` is given.
+pub const EXAMPLE_RULES: &str = include_str!("../proxy.yaml");
