@@ -150,18 +150,27 @@ impl ClientIp {
     }
 }
 
-/// The TCP peer of a request: axum's `ConnectInfo<SocketAddr>` (serve with
-/// `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo`
+/// The TCP peer of a request: axum's `ConnectInfo<SocketAddr>` (feature `axum`, on by
+/// default; serve with `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo`
 /// (feature `tonic`), or a plain `SocketAddr` in the request's extensions (what a hyper
 /// server or `weir proxy` inserts).
 pub fn peer_addr(extensions: &http::Extensions) -> Option<SocketAddr> {
-    let axum = || {
-        extensions
-            .get::<axum::extract::ConnectInfo<SocketAddr>>()
-            .map(|info| info.0)
-    };
     let plain = || extensions.get::<SocketAddr>().copied();
-    axum().or_else(plain).or_else(|| tonic_peer(extensions))
+    axum_peer(extensions)
+        .or_else(plain)
+        .or_else(|| tonic_peer(extensions))
+}
+
+#[cfg(feature = "axum")]
+fn axum_peer(extensions: &http::Extensions) -> Option<SocketAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|info| info.0)
+}
+
+#[cfg(not(feature = "axum"))]
+fn axum_peer(_extensions: &http::Extensions) -> Option<SocketAddr> {
+    None
 }
 
 #[cfg(feature = "tonic")]

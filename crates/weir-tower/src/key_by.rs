@@ -43,7 +43,8 @@ pub enum KeyBy {
     /// The request path (without the query) as backends resolve it
     /// ([`normalise_path`](crate::normalise_path)): one key however it is spelt.
     Path,
-    /// The route pattern (axum's `MatchedPath`, e.g. `/users/{id}`), else the path.
+    /// The route pattern (axum's `MatchedPath`, e.g. `/users/{id}`; feature `axum`), else
+    /// the path.
     Route,
     /// The user, as a function of the request finds it.
     User(UserFn),
@@ -147,16 +148,7 @@ impl KeyBy {
                 .get(name)
                 .map(|v| (name.as_str().to_string(), lossy(v.as_bytes()))),
             Self::Path => Some(("path".to_string(), normalise_path(parts.uri.path()))),
-            Self::Route => Some((
-                "route".to_string(),
-                parts
-                    .extensions
-                    .get::<axum::extract::MatchedPath>()
-                    .map_or_else(
-                        || normalise_path(parts.uri.path()),
-                        |m| m.as_str().to_string(),
-                    ),
-            )),
+            Self::Route => Some(("route".to_string(), route(parts))),
             Self::User(find) => find(parts).map(|user| ("user".to_string(), user)),
             Self::Custom(extractor) => {
                 return Ok(match extractor.extract(parts)? {
@@ -196,6 +188,24 @@ impl KeyExtractor for KeyBy {
             .push_entries(request, &mut out)?
             .then(|| KeyParts::from(out)))
     }
+}
+
+/// The route pattern axum matched, else the normalised path.
+#[cfg(feature = "axum")]
+fn route(parts: &Parts) -> String {
+    parts
+        .extensions
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(
+            || normalise_path(parts.uri.path()),
+            |m| m.as_str().to_string(),
+        )
+}
+
+/// Without axum there is no matched route: the normalised path.
+#[cfg(not(feature = "axum"))]
+fn route(parts: &Parts) -> String {
+    normalise_path(parts.uri.path())
 }
 
 /// A header value as text; bytes that are not UTF-8 are replaced, never dropped silently

@@ -38,12 +38,14 @@ pub(crate) struct Shared {
 /// use weir_core::Rule;
 /// use weir_tower::RateLimitLayer;
 ///
+/// # #[cfg(feature = "axum")] // axum's body and ConnectInfo
 /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let layer = RateLimitLayer::per_ip(Rule::per_second(10)?)?;
 /// let app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
 /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 /// axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
 /// # Ok(()) }
+/// # #[cfg(not(feature = "axum"))] fn main() {}
 /// ```
 ///
 /// Several policies, and an in-flight limit:
@@ -54,6 +56,7 @@ pub(crate) struct Shared {
 /// use weir_core::{Limiter, Rule};
 /// use weir_tower::{KeyBy, Policy, RateLimitLayer};
 ///
+/// # #[cfg(feature = "axum")]
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let per_ip = Policy::new("per_ip", Rule::gcra(10, Duration::from_secs(1), 20)?)?
 ///     .key(KeyBy::peer_ip());
@@ -67,6 +70,7 @@ pub(crate) struct Shared {
 ///         },
 ///     ));
 /// # Ok(()) }
+/// # #[cfg(not(feature = "axum"))] fn main() {}
 /// ```
 #[derive(Clone)]
 pub struct RateLimitLayer {

@@ -32,12 +32,14 @@
 //! use weir_core::Rule;
 //! use weir_tower::RateLimitLayer;
 //!
+//! # #[cfg(feature = "axum")] // axum's body and ConnectInfo
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let layer = RateLimitLayer::per_ip(Rule::per_second(10)?)?;
 //! let app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
 //! # let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 //! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
 //! # Ok(()) }
+//! # #[cfg(not(feature = "axum"))] fn main() {}
 //! ```
 //!
 //! Without the peer's address (plain `axum::serve`) the layer refuses every request
@@ -52,6 +54,7 @@
 //! use weir_core::{Limiter, Rule};
 //! use weir_tower::{InFlightLimit, KeyBy, OnLimit, Policy, RateLimitLayer};
 //!
+//! # #[cfg(feature = "axum")] // axum's body and ConnectInfo
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let policies = vec![
 //!     // Every client IP: 20 per second, bursts of 40.
@@ -74,6 +77,7 @@
 //! // Peer addresses reach the layer through ConnectInfo.
 //! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
 //! # Ok(()) }
+//! # #[cfg(not(feature = "axum"))] fn main() {}
 //! ```
 //!
 //! A handler that answers a `429` itself (a login lockout) gets the layer's headers from one
@@ -116,7 +120,7 @@ pub use response::RefusalBody;
 pub use service::{Degraded, Fallback, RateLimit, ResponseFuture};
 
 /// The Rust snippets of the repository's README, compiled (and the library's run) as
-/// doctests, so what a newcomer pastes builds.
-#[cfg(doctest)]
+/// doctests, so what a newcomer pastes builds (its tower snippets need axum).
+#[cfg(all(doctest, feature = "axum"))]
 #[doc = include_str!("../../../README.md")]
 mod readme {}

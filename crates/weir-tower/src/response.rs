@@ -119,14 +119,15 @@ fn extend(headers: &mut HeaderMap, from: HeaderMap) {
     }
 }
 
-/// A response body the layer can write its own answers in. Implemented for axum's and
-/// tonic's bodies (feature `tonic`, on by default), `String` and `Full<Bytes>`; implement it
-/// for your own body type to use the layer with it.
+/// A response body the layer can write its own answers in. Implemented for axum's body
+/// (feature `axum`) and tonic's (feature `tonic`), both on by default, `String` and
+/// `Full<Bytes>`; implement it for your own body type to use the layer with it.
 pub trait RefusalBody: Sized {
     /// A body holding `text` (empty for gRPC answers).
     fn from_text(text: String) -> Self;
 }
 
+#[cfg(feature = "axum")]
 impl RefusalBody for axum::body::Body {
     fn from_text(text: String) -> Self {
         Self::from(text)

@@ -2,6 +2,7 @@
 //! page, with `Retry-After` and the rate-limit headers the layer adds; an API client gets
 //! the layer's JSON. A handler's own headers are kept, not overwritten.
 
+#![cfg(feature = "axum")] // reads the peer address the way axum records it
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 mod common;

@@ -2,6 +2,7 @@
 //! tenant; anonymous callers fall to the per-IP limit; and a request the extractor cannot
 //! key (the authentication step missing) is refused, fail closed.
 
+#![cfg(feature = "axum")] // reads the peer address the way axum records it
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 mod common;

@@ -3,6 +3,7 @@
 //! unlock it; a success before that clears the count); and on a real socket under a manual
 //! clock, the locked answer's `Retry-After`, rounded up.
 
+#![cfg(feature = "axum")] // reads the peer address the way axum records it
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 #[path = "../examples/axum_app.rs"]

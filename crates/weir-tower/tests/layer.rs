@@ -2,6 +2,7 @@
 //! clones, the headers and the client-IP rules; through `oneshot` with a `ManualClock` for
 //! queueing, degrading, the in-flight limit and store failures, so no test sleeps.
 
+#![cfg(feature = "axum")] // reads the peer address the way axum records it
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 use std::convert::Infallible;

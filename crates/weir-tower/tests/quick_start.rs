@@ -2,6 +2,7 @@
 //! README write it) on real sockets: each client IP limited, with the headers; and served
 //! without the peer's address (plain `axum::serve`), refused — never let through unlimited.
 
+#![cfg(feature = "axum")] // reads the peer address the way axum records it
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 mod common;

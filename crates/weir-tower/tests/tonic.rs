@@ -2,6 +2,7 @@
 //! peer address comes from tonic's `TcpConnectInfo`, and a denial reaches the tonic client
 //! as `RESOURCE_EXHAUSTED` with the rate-limit headers in its metadata.
 
+#![cfg(feature = "tonic")] // reads the peer address the way tonic records it
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 use std::time::Duration;
