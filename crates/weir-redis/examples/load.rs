@@ -26,7 +26,7 @@
 //! it is still running 30 s after the deadline.
 //!
 //! Prints one JSON line: decisions/s, p50/p99 latency of one check (µs), the allowed share,
-//! errors, and for Redis the `EVALSHA`/`EVAL` calls counted by `INFO commandstats` during
+//! errors, and for Redis the `FCALL`/`EVALSHA`/`EVAL` calls counted by `INFO commandstats` during
 //! the measured phase (store calls per decision, Redis CPU µs per call and per decision);
 //! for memcached the commands counted by `stats`; with `--cache`, the checks the over-limit
 //! cache answered.
@@ -468,8 +468,16 @@ fn main() {
     let n = lat.len() as f64;
     let mut extra = String::new();
     if redis {
-        let calls = delta(&after, &before, &["evalsha.calls", "eval.calls"]);
-        let usec = delta(&after, &before, &["evalsha.usec", "eval.usec"]);
+        let calls = delta(
+            &after,
+            &before,
+            &["fcall.calls", "evalsha.calls", "eval.calls"],
+        );
+        let usec = delta(
+            &after,
+            &before,
+            &["fcall.usec", "evalsha.usec", "eval.usec"],
+        );
         extra.push_str(&format!(
             ",\"store_calls\":{calls},\"store_calls_per_decision\":{:.4},\
              \"redis_usec_per_call\":{:.2},\"redis_usec_per_decision\":{:.2}",

@@ -1,7 +1,8 @@
--- base.lua: the constants and the two primitives the fast path (fast.lua) shares with the
--- general path: exact floor division and decimal text. First of the files concatenated
--- into every script (src/scripts.rs), and kept to two functions: EVALSHA runs the whole
--- chunk on every call, and every function defined in it is built again each time.
+-- base.lua: the constants and the primitives the fast path (fast.lua) shares with the
+-- general path: exact floor division, decimal text, epoch alignment, and the rule as one
+-- ARGV field. First of the files concatenated into every script (src/scripts.rs), and kept
+-- small: under EVALSHA the whole chunk runs on every call, and every function defined in
+-- it is built again each time (a Redis 7 function library is built once).
 -- The time encoding is crates/weir-redis/src/lib.rs's ("Time encoding"): every instant
 -- is a signed offset in ns from the record's base (whole seconds since the Unix epoch),
 -- exact while |offset| < 2^53. Redis forbids globals: everything is a local of the one
@@ -44,4 +45,66 @@ local function fmt(x)
     return string.format('%d', x)
   end
   return string.format('%.0f', x)
+end
+
+-- The algorithms' parameter readers and fast-path adapters, by tag: each algorithm's file
+-- registers its `params` in PARAMS, and the four with a fast path their adapter in FASTS
+-- (see fast.lua).
+local PARAMS, FASTS = {}, {}
+
+-- The rule of one decision from its ARGV field (src/encode.rs `RuleArgs`): the algorithm
+-- tag, its three parameters ('-' for none) and, when there is a lockout, its base, max and
+-- forgive (ns): 'gc 10 100000000 1000000000' or 'fw 3 60000000000 - 5000000000 ...'. Parsed
+-- once per distinct text: a function library keeps RULES between calls (a bounded cache of
+-- values that never change, so nothing a replica would need); under EVALSHA it lives for
+-- one call. nil when the text is not a rule of an algorithm in this script.
+local RULES, RULE_COUNT = {}, 0
+local function rule(text)
+  local p = RULES[text]
+  if p ~= nil then
+    return p
+  end
+  local tag, a, b, c, lb, lm, lf =
+    string.match(text, '^(%l%l) (%S+) (%S+) (%S+) ?(%d*) ?(%d*) ?(%d*)$')
+  local params = PARAMS[tag]
+  if params == nil then
+    return nil
+  end
+  p = { tag = tag }
+  params(p, tonumber(a), tonumber(b), tonumber(c))
+  if lb ~= '' then
+    p.lock_base, p.lock_max, p.forgive = tonumber(lb), tonumber(lm), tonumber(lf)
+  end
+  if RULE_COUNT >= 1024 then
+    RULES, RULE_COUNT = {}, 0
+  end
+  RULES[text], RULE_COUNT = p, RULE_COUNT + 1
+  return p
+end
+
+-- T.align (prelude.lua) for the offset x from `base`, without its long multiplication:
+-- the start of the epoch-aligned period of w ns containing x, or nil when the phase (base
+-- * 10^9 mod w) is not computed here (the fast path then gives up). The phase is exact:
+-- below 2^30 the product is split into 16-bit halves of base (every partial product <
+-- 2^47), and a whole number of seconds gives (base mod seconds) * 10^9.
+local function fast_align(base, x, w)
+  if w == 1 then
+    return x
+  end
+  if base < 0 or base >= 4294967296 or base % 1 ~= 0 then
+    return nil
+  end
+  local phase
+  if w <= 1073741824 then
+    local m = SEC_NS % w
+    local low = base % 65536
+    local high = (base - low) / 65536
+    phase = (((high * m) % w) * 65536 + low * m) % w
+  elseif w % SEC_NS == 0 then
+    phase = (base % (w / SEC_NS)) * SEC_NS
+  else
+    return nil
+  end
+  local _, r = divmod(phase + x, w)
+  return x - r
 end

@@ -4,7 +4,7 @@
 -- given twice sees the first operation's result. A weir refusal fails only its own
 -- operation. The records are read with one MGET for the whole batch.
 -- KEYS = the distinct records. ARGV: 1 TTL grace in ms, 2 the number of operations N, 3
--- the number of distinct rules R, then the R rules (S.rule, 7 fields each), then per
+-- the number of distinct rules R, then the R rules (S.rule, one field each), then per
 -- operation 7 fields: the index of its key in KEYS, the index of its rule, seconds ('' =
 -- the store clock, read once for the batch), nanoseconds, then the operation (S.one).
 -- Reply: one flat array: per operation, the length of its reply of S.reply (or {-1, code,
@@ -18,7 +18,7 @@ return S.run(function()
   local seen = redis.call('MGET', unpack(KEYS))
   local out, n = {}, 0
   for i = 1, count do
-    local at = 4 + rules * 7 + (i - 1) * 7
+    local at = 4 + rules + (i - 1) * 7
     local sec, nsec
     if ARGV[at + 2] == '' then
       if store_sec == nil then
@@ -29,7 +29,7 @@ return S.run(function()
       sec, nsec = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
     end
     local slot = tonumber(ARGV[at])
-    local key, r = KEYS[slot], 4 + (ARGV[at + 1] - 1) * 7
+    local key, r = KEYS[slot], 3 + ARGV[at + 1]
     -- FAST raises nothing of its own (it gives up instead), so it needs no pcall: an
     -- error of Redis's fails the batch, as below.
     local allowed, rem, reset, retry, now_raw = FAST(key, sec, nsec, grace_ms, ARGV, at + 4, r, seen[slot])

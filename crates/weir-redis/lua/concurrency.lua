@@ -138,5 +138,5 @@ do
     return ' ' .. cmsgpack.pack(packed)
   end
 
-  ALG.cc = M
+  PARAMS.cc, ALG.cc = M.params, M
 end

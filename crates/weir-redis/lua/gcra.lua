@@ -1,33 +1,66 @@
 -- gcra.lua: GCRA, the leaky bucket meter kept as one theoretical arrival time.
 -- Mirrors crates/weir-core/src/algorithm/gcra.rs step for step (same state, same
--- integers); weir-testkit's conformance suite checks they agree.
+-- integers); weir-testkit's conformance suite checks they agree, on both paths.
 -- State field: t = the theoretical arrival time (offset; PAST for a fresh key).
+-- Two parts (src/scripts.rs places them): the step over plain numbers, which the fast
+-- path (fast.lua) and the general path share, then the general path's module.
+local GC = {}
+
+function GC.params(p, a, b, c)
+  p.burst, p.interval, p.tolerance = a, b, c
+end
+
+-- The check at now on the arrival time t: allowed (boolean), remaining, reset, retry, and
+-- the arrival time after it.
+function GC.check(p, t, now, cost)
+  local max, interval, tolerance = math.max, p.interval, p.tolerance
+  local tat = max(t, now)
+  local new_tat = tat + max(cost, 1) * interval
+  local at, ok, retry = tat, true, 0
+  if new_tat - now <= tolerance then
+    if cost ~= 0 then
+      t, at = new_tat, new_tat
+    end
+  else
+    ok, retry = false, max(new_tat - tolerance - now, 0)
+  end
+  local remaining = divmod(max(tolerance - max(at - now, 0), 0), interval)
+  return ok, remaining, max(at - now, 0), retry, t
+end
+
+-- The fast path's adapter (fast.lua): the record's fields as matched by `shape` (live or
+-- not), the check, then the new expiry, the fields as text and the count to bound.
+GC.shape = '^gc (%-?%d+) (%-?%d+) (%-?%d+)$'
+
+function GC.fast(p, live, v1, _, _, now, _, cost)
+  local t = PAST
+  if live then
+    t = tonumber(v1)
+    if t == nil then
+      return nil
+    end
+  end
+  local ok, rem, reset, retry
+  ok, rem, reset, retry, t = GC.check(p, t, now, cost)
+  local text = fmt(t)
+  -- The expiry is t: its text too.
+  return ok, rem, reset, retry, t, ' ' .. text, 0, text
+end
+
+PARAMS.gc, FASTS.gc = GC.params, GC
+
+-- @general
 do
   local M = {}
-
-  function M.params(p, a, b, c)
-    p.burst, p.interval, p.tolerance = a, b, c
-  end
-
-  local function remaining(p, tat, now)
-    return N.divmod(math.max(p.tolerance - math.max(tat - now, 0), 0), p.interval)
-  end
 
   function M.fresh()
     return { t = PAST }
   end
 
   function M.check(p, st, now, cost)
-    local tat = math.max(st.t, now)
-    local new_tat = tat + math.max(cost, 1) * p.interval
-    if new_tat - now <= p.tolerance then
-      if cost == 0 then
-        return allow(remaining(p, tat, now), N.till(tat, now))
-      end
-      st.t = new_tat
-      return allow(remaining(p, new_tat, now), N.till(new_tat, now))
-    end
-    return deny(remaining(p, tat, now), N.till(tat, now), N.till(new_tat - p.tolerance, now))
+    local ok, rem, reset, retry, t = GC.check(p, st.t, now, cost)
+    st.t = t
+    return decision(ok, rem, reset, retry)
   end
 
   function M.penalize(p, st, now, n)

@@ -91,5 +91,5 @@ do
     return ' ' .. fmt(st.v) .. ' ' .. fmt(st.l)
   end
 
-  ALG.lb = M
+  PARAMS.lb, ALG.lb = M.params, M
 end

@@ -76,5 +76,5 @@ do
     return ' ' .. fmt(st.n)
   end
 
-  ALG.lq = M
+  PARAMS.lq, ALG.lq = M.params, M
 end

@@ -6,7 +6,7 @@
 -- read as fresh (not held).
 -- KEYS = the distinct records. ARGV: 1 TTL grace in ms, 2 seconds ('' = TIME), 3
 -- nanoseconds, 4 cost, 5 the number of limits L, then per limit: the index of its key in
--- KEYS and its rule (S.rule), 8 fields each.
+-- KEYS and its rule (S.rule), 2 fields each.
 -- Reply: {5, allowed, then per limit: allowed, remaining, reset, retry, delay}.
 return S.run(function()
   local grace_ms = tonumber(ARGV[1])
@@ -18,10 +18,10 @@ return S.run(function()
   end
   local each, slot_of, allowed = {}, {}, true
   for i = 1, count do
-    local at = 6 + (i - 1) * 8
+    local at = 6 + (i - 1) * 2
     local slot = tonumber(ARGV[at])
     local rec = recs[slot]
-    local p = S.rule(ARGV, at + 1)
+    local p = S.rule(ARGV[at + 1])
     local _, d = S.apply(p, rec, 'c', cost, '', rec.now)
     each[i], slot_of[i] = d, slot
     allowed = allowed and d.ok

@@ -154,5 +154,10 @@ local function deny(remaining, reset, retry)
   return { ok = false, rem = remaining, reset = reset, retry = retry, delay = 0 }
 end
 
+-- A decision from the shared steps' values (allowed as a boolean).
+local function decision(ok, remaining, reset, retry)
+  return { ok = ok, rem = remaining, reset = reset, retry = retry, delay = 0 }
+end
+
 -- The algorithms, by tag; each file below registers one.
 local ALG = {}

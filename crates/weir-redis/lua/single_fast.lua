@@ -2,7 +2,7 @@
 -- general path is even defined: tries the fast path (fast.lua), which also reads the
 -- clock; its answer is the script's, otherwise single.lua runs the general step.
 -- KEYS[1] = the record. ARGV: 1 TTL grace in ms, 2 seconds ('' = the store clock, TIME),
--- 3 nanoseconds, 4-6 the operation, 7-13 its rule (S.one).
+-- 3 nanoseconds, 4-6 the operation, 7 its rule (S.one).
 -- The fast path's reply is a decision as text, 'allowed remaining reset retry' (decimal,
 -- no delay; src/reply.rs), which Redis converts for less than a table.
 -- FAST_OK false: FAST_A is the error. FAST_A nil: FAST_B is the record's GET and FAST_C,

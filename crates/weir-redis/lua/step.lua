@@ -5,21 +5,14 @@
 -- here can fail on bad input.
 local S = {}
 
--- The rule of one decision from 7 ARGV fields starting at i: algorithm tag, its three
--- parameters, and the lockout (base, max, forgive; empty when there is none).
-function S.rule(argv, i)
-  local tag = argv[i]
-  local M = ALG[tag]
-  if M == nil then
-    error('weir: algorithm ' .. tostring(tag) .. ' is not in this script')
+-- The rule of one decision from its ARGV field (`rule` in base.lua), with its algorithm's
+-- module.
+function S.rule(text)
+  local p = rule(text)
+  if p == nil then
+    error('weir: algorithm ' .. tostring(string.sub(text, 1, 2)) .. ' is not in this script')
   end
-  local p = { tag = tag, M = M }
-  M.params(p, tonumber(argv[i + 1]), tonumber(argv[i + 2]), tonumber(argv[i + 3]))
-  if argv[i + 4] ~= '' then
-    p.lock_base = tonumber(argv[i + 4])
-    p.lock_max = tonumber(argv[i + 5])
-    p.forgive = tonumber(argv[i + 6])
-  end
+  p.M = ALG[p.tag]
   return p
 end
 
@@ -207,11 +200,11 @@ end
 -- One operation on the record at `key` (Store::apply): load it, run the step, store it
 -- iff it is live (and held, or the operation adds usage), delete it otherwise; mirrors
 -- crates/weir-testkit/src/model.rs `Model::apply`. `argv[i..i+2]`: operation, its number
--- (cost, units, duration or TTL in ns), holder; `argv[r..r+6]` the rule (S.rule). `raw` is the
+-- (cost, units, duration or TTL in ns), holder; `argv[r]` the rule (S.rule). `raw` is the
 -- key's GET when the fast path (fast.lua) read it already and gave up.
 function S.one(key, sec, nsec, grace_ms, argv, i, r, raw)
   local op, n, holder = argv[i], tonumber(argv[i + 1]) or 0, argv[i + 2]
-  local p = S.rule(argv, r)
+  local p = S.rule(argv[r])
   local rec = R.load(key, sec, nsec, raw)
   local kind, out = S.apply(p, rec, op, n, holder, rec.now)
   local action, enc = S.prepare(rec, S.creates(op, n))

@@ -1,97 +1,129 @@
 -- token_bucket.lua: the token bucket (capacity, one token per interval, initial tokens).
 -- Mirrors crates/weir-core/src/algorithm/token_bucket.rs step for step (same state, same
--- integers); weir-testkit's conformance suite checks they agree.
+-- integers); weir-testkit's conformance suite checks they agree, on both paths.
 -- State fields: t = whole tokens at l, l = when the last whole token was added (offset;
 -- in the future after a penalty beyond zero tokens).
+-- Two parts (src/scripts.rs places them): the step over plain numbers, which the fast
+-- path (fast.lua) and the general path share, then the general path's module.
+local TB = {}
+
+function TB.params(p, a, b, c)
+  p.capacity, p.interval, p.initial = a, b, c
+end
+
+-- Tokens and refill instant at now.
+function TB.refill(p, t, l, now)
+  local capacity = p.capacity
+  local tokens, last = math.min(t, capacity), l
+  if now > last then
+    local added = divmod(now - last, p.interval)
+    tokens = math.min(tokens + added, capacity)
+    if tokens == capacity then
+      last = now
+    else
+      last = last + added * p.interval
+    end
+  end
+  return tokens, last
+end
+
+local function full_at(p, tokens, last)
+  return last + math.max(p.capacity - tokens, 0) * p.interval
+end
+
+-- The check at now on (t, l): allowed (boolean), remaining, reset, retry, and (t, l) after it.
+function TB.check(p, t, l, now, cost)
+  local max = math.max
+  local tokens, last = TB.refill(p, t, l, now)
+  local want = max(cost, 1)
+  if tokens >= want then
+    if cost > 0 then
+      tokens = tokens - cost
+      t, l = tokens, last
+    end
+    return true, tokens, max(full_at(p, tokens, last) - now, 0), 0, t, l
+  end
+  local ready = last + (want - tokens) * p.interval
+  return false, tokens, max(full_at(p, tokens, last) - now, 0), max(ready - now, 0), t, l
+end
+
+function TB.fresh_at(p, t, l)
+  local full = full_at(p, math.min(t, p.capacity), l)
+  if p.initial < p.capacity then
+    -- A full bucket is more than a fresh one here: kept one more refill period.
+    return full + p.capacity * p.interval
+  end
+  return full
+end
+
+-- The fast path's adapter (fast.lua): the record's fields as matched by `shape` (live or
+-- not), the check, then the new expiry, the fields as text and the count to bound.
+TB.shape = '^tb (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$'
+
+function TB.fast(p, live, v1, v2, _, now, _, cost)
+  local t, l = p.initial, now
+  if live then
+    t, l = tonumber(v1), tonumber(v2)
+    if t == nil or l == nil then
+      return nil
+    end
+  end
+  local ok, rem, reset, retry
+  ok, rem, reset, retry, t, l = TB.check(p, t, l, now, cost)
+  return ok, rem, reset, retry, TB.fresh_at(p, t, l), ' ' .. fmt(t) .. ' ' .. fmt(l), 0
+end
+
+PARAMS.tb, FASTS.tb = TB.params, TB
+
+-- @general
 do
   local M = {}
-
-  function M.params(p, a, b, c)
-    p.capacity, p.interval, p.initial = a, b, c
-  end
-
-  -- Tokens and refill instant at now.
-  local function refill(p, st, now)
-    local tokens = math.min(st.t, p.capacity)
-    local last = st.l
-    if now > last then
-      local added = N.divmod(now - last, p.interval)
-      tokens = math.min(tokens + added, p.capacity)
-      if tokens == p.capacity then
-        last = now
-      else
-        last = last + added * p.interval
-      end
-    end
-    return { t = tokens, l = last }
-  end
-
-  local function full_at(p, s)
-    return s.l + math.max(p.capacity - s.t, 0) * p.interval
-  end
-
-  local function put(st, s)
-    st.t, st.l = s.t, s.l
-  end
 
   function M.fresh(p, now)
     return { t = p.initial, l = now }
   end
 
   function M.check(p, st, now, cost)
-    local s = refill(p, st, now)
-    local want = math.max(cost, 1)
-    if s.t >= want then
-      if cost > 0 then
-        s.t = s.t - cost
-        put(st, s)
-      end
-      return allow(s.t, N.till(full_at(p, s), now))
-    end
-    local ready = s.l + (want - s.t) * p.interval
-    return deny(s.t, N.till(full_at(p, s), now), N.till(ready, now))
+    local ok, rem, reset, retry, t, l = TB.check(p, st.t, st.l, now, cost)
+    st.t, st.l = t, l
+    return decision(ok, rem, reset, retry)
   end
 
   function M.penalize(p, st, now, n)
-    local s = refill(p, st, now)
-    if n <= s.t then
-      s.t = s.t - n
+    local tokens, last = TB.refill(p, st.t, st.l, now)
+    if n <= tokens then
+      tokens = tokens - n
     else
-      local debt = n - s.t
-      s.t = 0
-      s.l = s.l + debt * p.interval
+      local debt = n - tokens
+      tokens = 0
+      last = last + debt * p.interval
     end
-    put(st, s)
+    st.t, st.l = tokens, last
   end
 
   function M.reward(p, st, now, n)
-    local s = refill(p, st, now)
-    if s.l > now then
-      local debt = N.div_ceil(s.l - now, p.interval)
+    local tokens, last = TB.refill(p, st.t, st.l, now)
+    if last > now then
+      local debt = N.div_ceil(last - now, p.interval)
       local paid = math.min(debt, n)
-      s.l = math.max(s.l - paid * p.interval, now)
+      last = math.max(last - paid * p.interval, now)
       n = n - paid
     end
-    s.t = math.min(s.t + n, p.capacity)
-    if s.t == p.capacity then
-      s.l = math.max(s.l, now)
+    tokens = math.min(tokens + n, p.capacity)
+    if tokens == p.capacity then
+      last = math.max(last, now)
     end
-    put(st, s)
+    st.t, st.l = tokens, last
   end
 
   function M.used(p, st, now)
-    local s = refill(p, st, now)
-    local debt = N.div_ceil(math.max(s.l - now, 0), p.interval)
-    return (p.capacity - s.t) + debt
+    local tokens, last = TB.refill(p, st.t, st.l, now)
+    local debt = N.div_ceil(math.max(last - now, 0), p.interval)
+    return (p.capacity - tokens) + debt
   end
 
   function M.fresh_at(p, st)
-    local full = full_at(p, { t = math.min(st.t, p.capacity), l = st.l })
-    if p.initial < p.capacity then
-      -- A full bucket is more than a fresh one here: kept one more refill period.
-      return full + p.capacity * p.interval
-    end
-    return full
+    return TB.fresh_at(p, st.t, st.l)
   end
 
   -- The fields as they follow the record's head (record.lua): ' <t> <l>'.

@@ -111,5 +111,5 @@ do
     return ' ' .. fmt(st.s) .. ' ' .. fmt(st.p) .. ' ' .. fmt(st.c)
   end
 
-  ALG.ww = M
+  PARAMS.ww, ALG.ww = M.params, M
 end

@@ -23,7 +23,7 @@ use weir_core::StoreError;
 
 use crate::encode::Args;
 use crate::exec::Exec;
-use crate::scripts::{self, Tag};
+use crate::scripts::{Entry, Tag};
 
 /// How concurrent decisions are coalesced (see [`RedisStoreBuilder::batch`](crate::RedisStoreBuilder::batch)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,10 @@ impl Batcher {
         crate::exec::in_runtime()?;
         if let Some(permit) = self.idle() {
             // The caller (store.rs) bounds this wait; no second timer.
-            let result = self.exec.invoke(&self.exec.single(tag, name, block)).await;
+            let result = self
+                .exec
+                .invoke(&self.exec.single(tag, &name, &block))
+                .await;
             drop(permit);
             return result;
         }
@@ -207,7 +210,7 @@ fn by_slot(jobs: Vec<Job>) -> Vec<Vec<Job>> {
 }
 
 /// The fields of a job's block before its rule: seconds, nanoseconds, operation, number,
-/// holder; the rule's seven follow (`S.rule`).
+/// holder; the rule's one field follows (`S.rule`).
 const HEAD: usize = 5;
 
 /// Runs one batch and hands each job its reply.
@@ -216,16 +219,16 @@ async fn run(exec: Arc<Exec>, jobs: Vec<Job>) {
     // (1-based, as Lua counts). Keys are found by hash (a batch may hold 1000); rules,
     // usually one or two, by comparison.
     let mut names: HashMap<&[u8], usize> = HashMap::with_capacity(jobs.len());
-    let mut rules: Vec<&[Vec<u8>]> = Vec::new();
-    let mut inv = scripts::batch().prepare_invoke();
+    let mut keys: Vec<&[u8]> = Vec::with_capacity(jobs.len());
+    let mut rules: Vec<&[u8]> = Vec::new();
     let mut refs: Vec<(usize, usize)> = Vec::with_capacity(jobs.len());
     for job in &jobs {
         let next = names.len() + 1;
         let name = *names.entry(job.name.as_slice()).or_insert_with(|| {
-            inv.key(job.name.as_slice());
+            keys.push(job.name.as_slice());
             next
         });
-        let rule = job.block.0.get(HEAD..).unwrap_or_default();
+        let rule = job.block.0.get(HEAD).map_or(&[][..], Vec::as_slice);
         let rule = match rules.iter().position(|r| *r == rule) {
             Some(i) => i + 1,
             None => {
@@ -235,23 +238,22 @@ async fn run(exec: Arc<Exec>, jobs: Vec<Job>) {
         };
         refs.push((name, rule));
     }
-    inv.arg(exec.grace_ms);
-    inv.arg(jobs.len());
-    inv.arg(rules.len());
+    let mut call = exec.prepare(Entry::Batch, keys.len());
+    for key in keys {
+        call.key(key);
+    }
+    call.arg(exec.grace_ms).arg(jobs.len()).arg(rules.len());
     for rule in &rules {
-        for field in *rule {
-            inv.arg(field.as_slice());
-        }
+        call.arg(*rule);
     }
     for (job, (name, rule)) in jobs.iter().zip(&refs) {
-        inv.arg(*name);
-        inv.arg(*rule);
+        call.arg(*name).arg(*rule);
         for field in job.block.0.iter().take(HEAD) {
-            inv.arg(field.as_slice());
+            call.arg(field.as_slice());
         }
     }
-    let result = exec.call(&inv).await;
-    drop(inv);
+    let result = exec.call(&call).await;
+    drop(call);
     let replies = match result {
         Ok(Value::Array(flat)) => split(flat, jobs.len())
             .ok_or_else(|| StoreError::Corrupt("the batch reply does not match the batch".into())),

@@ -3,6 +3,7 @@
 //! first call connects.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use crate::connection::Link;
 use crate::error::BuildError;
 use crate::exec::Exec;
 use crate::keys;
+use crate::scripts::Path;
 use crate::store::{Inner, RedisStore};
 use crate::tls::TlsFiles;
 use crate::url::{self, Target};
@@ -52,6 +54,10 @@ pub struct RedisStoreBuilder {
     ttl_grace: Option<Duration>,
     batching: Option<Batching>,
     tls: TlsFiles,
+    /// The scripts' path (tests of the general path alone: [`Path::General`]).
+    pub(crate) path: Path,
+    /// `EVALSHA` from the start, as on a server without functions (tests of that form).
+    pub(crate) eval: bool,
 }
 
 impl RedisStore {
@@ -71,6 +77,8 @@ impl RedisStore {
             ttl_grace: None,
             batching: None,
             tls: TlsFiles::default(),
+            path: Path::Fast,
+            eval: false,
         }
     }
 
@@ -193,6 +201,8 @@ impl RedisStoreBuilder {
             redactor,
             timeout: self.timeout,
             grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+            path: self.path,
+            eval: AtomicBool::new(self.eval),
         });
         Ok(RedisStore {
             inner: Arc::new(Inner {

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, RedisResult, ScriptInvocation, Value};
+use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
 
 use crate::url::Target;
 
@@ -28,11 +28,11 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
-    /// Runs a script (EVALSHA; on NOSCRIPT, SCRIPT LOAD and EVALSHA again).
-    pub(crate) async fn invoke(&mut self, inv: &ScriptInvocation<'_>) -> RedisResult<Value> {
+    /// Sends one command (routed by its key, or to every primary, on a Cluster).
+    pub(crate) async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match self {
-            Self::Node(c) => inv.invoke_async(c).await,
-            Self::Cluster(c) => inv.invoke_async(c).await,
+            Self::Node(c) => cmd.query_async(c).await,
+            Self::Cluster(c) => cmd.query_async(c).await,
         }
     }
 

@@ -1,4 +1,4 @@
-//! What goes into `ARGV`: a rule as seven fields, an operation as three, `now` as whole
+//! What goes into `ARGV`: a rule as one field, an operation as three, `now` as whole
 //! seconds and nanoseconds. Also the store-level checks that keep every number the Lua
 //! side computes exact (below 2^53): a rule or operation beyond [`MAX_SPAN`] is refused
 //! here with [`CheckError::Invalid`], before any round trip. Validation of the operation
@@ -20,7 +20,7 @@ pub(crate) const MAX_SPAN_NS: u64 = 1 << 51;
 
 const BEYOND: &str = "is beyond the Redis store's horizon of 2^51 ns (about 26 days) or 2^51 units";
 
-/// A rule as `ARGV`: its script's tag, then tag, three parameters, and the lockout.
+/// A rule as `ARGV`: its algorithm's tag, three parameters, and the lockout.
 #[derive(Debug, Clone)]
 pub(crate) struct RuleArgs {
     pub(crate) tag: Tag,
@@ -29,27 +29,33 @@ pub(crate) struct RuleArgs {
 }
 
 impl RuleArgs {
-    /// Appends the seven fields `S.rule` reads.
-    pub(crate) fn write(&self, out: &mut Args) {
-        out.text(self.tag.as_str());
+    /// The one field `rule` (lua/base.lua) reads: the tag and the three parameters, `-`
+    /// for none, then the lockout's three when there is one, separated by spaces:
+    /// `gc 10 100000000 1000000000`. The same rule is always the same text, so scripts
+    /// and batches can tell rules apart by it.
+    pub(crate) fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::with_capacity(48);
+        out.push_str(self.tag.as_str());
         for p in self.params {
             match p {
-                Some(v) => out.num(v),
-                None => out.text(""),
+                Some(v) => {
+                    let _ = write!(out, " {v}");
+                }
+                None => out.push_str(" -"),
             }
         }
-        match self.lockout {
-            Some([base, max, forgive]) => {
-                out.num(base);
-                out.num(max);
-                out.num(forgive);
-            }
-            None => {
-                out.text("");
-                out.text("");
-                out.text("");
+        if let Some(lockout) = self.lockout {
+            for v in lockout {
+                let _ = write!(out, " {v}");
             }
         }
+        out
+    }
+
+    /// Appends the rule's field.
+    pub(crate) fn write(&self, out: &mut Args) {
+        out.0.push(self.text().into_bytes());
     }
 }
 
@@ -80,10 +86,10 @@ impl Args {
         }
     }
 
-    /// Appends every argument to a script invocation.
-    pub(crate) fn apply_to(&self, inv: &mut redis::ScriptInvocation<'_>) {
+    /// Appends every argument to a script call.
+    pub(crate) fn apply_to(&self, call: &mut crate::exec::Call) {
         for a in &self.0 {
-            inv.arg(a.as_slice());
+            call.arg(a.as_slice());
         }
     }
 }
@@ -258,6 +264,18 @@ mod tests {
             rule_args(&rule).unwrap().params,
             [Some(10), Some(1_000_000_000), Some(3)]
         );
+        assert_eq!(rule_args(&rule).unwrap().text(), "tb 10 1000000000 3");
+    }
+
+    #[test]
+    fn a_rule_is_one_field_with_its_lockout_last() {
+        let lockout = weir_core::Lockout::new(Duration::from_secs(5)).unwrap();
+        let rule = Rule::fixed_window(3, Duration::from_secs(60))
+            .unwrap()
+            .with_lockout(lockout);
+        let text = rule_args(&rule).unwrap().text();
+        assert!(text.starts_with("fw 3 60000000000 - 5000000000 "), "{text}");
+        assert_eq!(text.split(' ').count(), 7);
     }
 
     #[test]

@@ -1,24 +1,77 @@
-//! One script call: connect if needed, `EVALSHA` (loading the script on `NOSCRIPT`), all
-//! under the store's timeout, with every failure mapped to a [`StoreError`]. Shared by
-//! direct calls (`store.rs`) and batches (`batch.rs`).
+//! One script call: connect if needed, `FCALL` of Weir's function library (loading it on
+//! "function not found"), or `EVALSHA` of the entry point's script on a server without
+//! functions (Redis 6.2; loading the script on `NOSCRIPT`), all under the store's timeout,
+//! with every failure mapped to a [`StoreError`]. Shared by direct calls (`store.rs`) and
+//! batches (`batch.rs`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::{ScriptInvocation, Value};
+use redis::{Arg, Cmd, RedisError, Value};
 use weir_core::StoreError;
 
-use crate::connection::Link;
+use crate::connection::{Conn, Link};
 use crate::encode::Args;
 use crate::error;
-use crate::scripts::{self, Tag};
+use crate::scripts::{self, Entry, Path, Tag};
 use crate::url::Redactor;
 
-/// What every call needs: the connection, how to scrub messages, and the time bound.
+/// What every call needs: the connection, how to scrub messages, the time bound, and which
+/// scripts to run how.
 pub(crate) struct Exec {
     pub(crate) link: Link,
     pub(crate) redactor: Redactor,
     pub(crate) timeout: Duration,
     pub(crate) grace_ms: u64,
+    /// The scripts: with the fast path (always, but in tests of the general path).
+    pub(crate) path: Path,
+    /// Set once the server has answered that it has no functions (or in tests of the
+    /// `EVALSHA` form): every call is then an `EVALSHA`.
+    pub(crate) eval: AtomicBool,
+}
+
+/// One script call being built: its entry point, and its keys and arguments as an `FCALL`
+/// (`FCALL <function> <number of keys> <keys> <arguments>`; an `EVALSHA` takes the same
+/// after the script's hash).
+pub(crate) struct Call {
+    entry: Entry,
+    cmd: Cmd,
+}
+
+impl Call {
+    /// Appends a key (all keys come before the arguments).
+    pub(crate) fn key(&mut self, key: &[u8]) -> &mut Self {
+        self.cmd.arg(key);
+        self
+    }
+
+    /// Appends an argument.
+    pub(crate) fn arg(&mut self, arg: impl redis::ToRedisArgs) -> &mut Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// The same call as an `EVALSHA` of `hash`.
+    fn evalsha(&self, hash: &str) -> Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(hash);
+        for arg in self.cmd.args_iter().skip(2) {
+            if let Arg::Simple(bytes) = arg {
+                cmd.arg(bytes);
+            }
+        }
+        cmd
+    }
+}
+
+/// The server has functions but not (yet) Weir's library: a new or restarted node.
+fn function_missing(err: &RedisError) -> bool {
+    err.to_string().contains("Function not found")
+}
+
+/// The server has no functions at all (before Redis 7).
+fn functions_unknown(err: &RedisError) -> bool {
+    err.to_string().contains("unknown command")
 }
 
 /// Refuses to start outside a Tokio runtime, where timers (and redis-rs) would panic.
@@ -29,23 +82,31 @@ pub(crate) fn in_runtime() -> Result<(), StoreError> {
 }
 
 impl Exec {
+    /// A call of `entry` with `keys` keys, to be given its keys then its arguments.
+    pub(crate) fn prepare(&self, entry: Entry, keys: usize) -> Call {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(scripts::scripts(self.path).function(entry))
+            .arg(keys);
+        Call { entry, cmd }
+    }
+
     /// Runs a script in one round trip, under the timeout.
-    pub(crate) async fn call(&self, inv: &ScriptInvocation<'_>) -> Result<Value, StoreError> {
-        self.bounded(self.invoke(inv)).await
+    pub(crate) async fn call(&self, call: &Call) -> Result<Value, StoreError> {
+        self.bounded(self.invoke(call)).await
     }
 
     /// Runs a script in one round trip, for a caller that bounds the wait itself. The
     /// call's future (redis-rs's script invocation, a large state machine) is boxed, so
     /// that the futures of the callers that hold it stay small: moving them (into a
     /// timeout, a task) copies them.
-    pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value, StoreError> {
+    pub(crate) async fn invoke(&self, call: &Call) -> Result<Value, StoreError> {
         Box::pin(async {
             let (generation, mut conn) = self
                 .link
                 .get()
                 .await
                 .map_err(|e| error::store(&e, &self.redactor, self.timeout))?;
-            match conn.invoke(inv).await {
+            match self.run(&mut conn, call).await {
                 Ok(value) => {
                     self.link.succeeded();
                     Ok(value)
@@ -59,14 +120,42 @@ impl Exec {
         .await
     }
 
-    /// One operation on the record `name` as a call of its algorithm's single script;
-    /// `timed` is `now` then the operation block (ARGV from 2 on).
-    pub(crate) fn single(&self, tag: Tag, name: Vec<u8>, timed: Args) -> ScriptInvocation<'static> {
-        let mut inv = scripts::single(tag).prepare_invoke();
-        inv.key(name);
-        inv.arg(self.grace_ms);
-        timed.apply_to(&mut inv);
-        inv
+    /// `FCALL`, loading the library if the server lacks it; `EVALSHA` (loading the script
+    /// if the server lacks it) on a server without functions.
+    async fn run(&self, conn: &mut Conn, call: &Call) -> redis::RedisResult<Value> {
+        let scripts = scripts::scripts(self.path);
+        if !self.eval.load(Ordering::Relaxed) {
+            match conn.query(&call.cmd).await {
+                Err(e) if function_missing(&e) => {
+                    let mut load = redis::cmd("FUNCTION");
+                    load.arg("LOAD").arg("REPLACE").arg(scripts.library());
+                    conn.query(&load).await?;
+                    return conn.query(&call.cmd).await;
+                }
+                Err(e) if functions_unknown(&e) => self.eval.store(true, Ordering::Relaxed),
+                result => return result,
+            }
+        }
+        let source = scripts.script(call.entry);
+        let eval = call.evalsha(&source.hash);
+        match conn.query(&eval).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                let mut load = redis::cmd("SCRIPT");
+                load.arg("LOAD").arg(&source.text);
+                conn.query(&load).await?;
+                conn.query(&eval).await
+            }
+            result => result,
+        }
+    }
+
+    /// One operation on the record `name` as a call of the single entry point under its
+    /// algorithm (`tag`); `timed` is `now` then the operation block (ARGV from 2 on).
+    pub(crate) fn single(&self, tag: Tag, name: &[u8], timed: &Args) -> Call {
+        let mut call = self.prepare(Entry::One(tag), 1);
+        call.key(name).arg(self.grace_ms);
+        timed.apply_to(&mut call);
+        call
     }
 
     /// PING, under the timeout.

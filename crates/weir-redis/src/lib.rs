@@ -185,6 +185,8 @@ mod encode;
 mod error;
 mod exec;
 mod keys;
+#[cfg(test)]
+mod paths;
 mod reply;
 mod scripts;
 mod store;

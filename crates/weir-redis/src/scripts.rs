@@ -1,20 +1,33 @@
-//! The Lua scripts, assembled at compile time from `lua/*.lua`: one per algorithm for a
-//! single operation (base, the fast path and its head, then the general path: prelude,
-//! record, that algorithm, step, `single.lua`) and one with every algorithm for several
-//! limits at once (`multi.lua`) and for a batch of operations (`batch.lua`). The store
-//! picks one here and runs it by `EVALSHA` (`redis::Script` loads it on `NOSCRIPT` and
-//! retries).
+//! The Lua scripts, assembled once at load time from `lua/*.lua`, in two forms from the
+//! same files:
 //!
-//! Order matters for cost: `EVALSHA` runs the whole chunk on every call, and each function
-//! it defines is a closure built per call. The fast path (`fast.lua`) and the single
-//! script's head (`single_fast.lua`) come before the general path's definitions, so a
-//! call the fast path answers returns before building any of them.
+//! - **A Redis 7 function library** (`FUNCTION LOAD`, called by `FCALL`): every algorithm
+//!   and three entry points, one operation (`single_fast.lua` then `single.lua`), a batch
+//!   (`batch.lua`) and several limits at once (`multi.lua`), each wrapped as a function
+//!   of `(KEYS, ARGV)`. The library is built once per server, so a call runs only its
+//!   entry point. Its name carries a hash of its text (`weir_<16 hex>`), so versions that
+//!   share a server never replace each other's functions.
+//! - **`EVALSHA` scripts**, for a server without functions (Redis 6.2): one per
+//!   algorithm for a single operation (base, that algorithm's shared part, the fast path
+//!   and its head, then the general path: prelude, record, that algorithm's module, step,
+//!   `single.lua`), one with every algorithm for several limits and one for a batch.
+//!   `EVALSHA` runs the whole chunk on every call and each function it defines is a
+//!   closure built per call, so the fast path and the single script's head come before
+//!   the general path's definitions: a call the fast path answers returns before building
+//!   any of them.
+//!
+//! Each algorithm exists once in Lua: its file's first part (up to the `-- @general` line)
+//! is the step over plain numbers that the fast path (`fast.lua`, which holds no algorithm)
+//! and the general path both call; the rest is the general path's module around it. The
+//! first part goes before `fast.lua`, the rest after the prelude.
+//!
+//! Each form also exists without the fast path ([`Path::General`]), so that the
+//! conformance suite checks the general path alone on every algorithm.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 use weir_core::Algorithm;
-
 /// The algorithm tag a record stores (`a`, the first field of its string) and scripts dispatch on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tag {
@@ -44,6 +57,20 @@ impl Tag {
         })
     }
 
+    /// The position of the tag's algorithm in [`ALGORITHMS`].
+    fn index(self) -> usize {
+        match self {
+            Self::FixedWindow => 0,
+            Self::Sliding => 1,
+            Self::Weighted => 2,
+            Self::TokenBucket => 3,
+            Self::LeakyBucket => 4,
+            Self::Gcra => 5,
+            Self::LeakyQueue => 6,
+            Self::Concurrency => 7,
+        }
+    }
+
     /// The tag as the Lua side spells it.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -60,103 +87,225 @@ impl Tag {
 }
 
 macro_rules! lua {
-    ($($file:literal),*) => {
-        concat!($(include_str!(concat!("../lua/", $file)), "\n"),*)
+    ($file:literal) => {
+        include_str!(concat!("../lua/", $file))
     };
 }
 
-macro_rules! single {
-    ($algorithm:literal) => {
-        lua!(
-            "base.lua",
-            "fast.lua",
-            "single_fast.lua",
-            "prelude.lua",
-            "record.lua",
-            $algorithm,
-            "step.lua",
-            "single.lua"
-        )
-    };
+const BASE: &str = lua!("base.lua");
+const FAST: &str = lua!("fast.lua");
+/// The fast path of [`Path::General`]: it never answers.
+const NO_FAST: &str = "local function FAST() return nil end";
+const SINGLE_FAST: &str = lua!("single_fast.lua");
+const PRELUDE: &str = lua!("prelude.lua");
+const RECORD: &str = lua!("record.lua");
+const STEP: &str = lua!("step.lua");
+const SINGLE: &str = lua!("single.lua");
+const MULTI: &str = lua!("multi.lua");
+const BATCH: &str = lua!("batch.lua");
+
+/// Every algorithm's file, in [`Tag::index`] order.
+const ALGORITHMS: [&str; 8] = [
+    lua!("fixed_window.lua"),
+    lua!("sliding.lua"),
+    lua!("weighted_window.lua"),
+    lua!("token_bucket.lua"),
+    lua!("leaky_bucket.lua"),
+    lua!("gcra.lua"),
+    lua!("leaky_queue.lua"),
+    lua!("concurrency.lua"),
+];
+
+/// The line that ends an algorithm file's shared part.
+const GENERAL: &str = "\n-- @general\n";
+
+/// An algorithm file as (its shared part, its general module); a file without the
+/// `-- @general` line is all general module.
+fn parts(file: &str) -> (&str, &str) {
+    file.split_once(GENERAL).unwrap_or(("", file))
 }
 
-/// The source of the multi-limit script (every algorithm).
-pub(crate) const MULTI_SOURCE: &str = lua!(
-    "base.lua",
-    "prelude.lua",
-    "record.lua",
-    "fixed_window.lua",
-    "sliding.lua",
-    "weighted_window.lua",
-    "token_bucket.lua",
-    "leaky_bucket.lua",
-    "gcra.lua",
-    "leaky_queue.lua",
-    "concurrency.lua",
-    "step.lua",
-    "multi.lua"
-);
-
-/// The source of the batch script (every algorithm).
-pub(crate) const BATCH_SOURCE: &str = lua!(
-    "base.lua",
-    "fast.lua",
-    "prelude.lua",
-    "record.lua",
-    "fixed_window.lua",
-    "sliding.lua",
-    "weighted_window.lua",
-    "token_bucket.lua",
-    "leaky_bucket.lua",
-    "gcra.lua",
-    "leaky_queue.lua",
-    "concurrency.lua",
-    "step.lua",
-    "batch.lua"
-);
-
-struct Scripts {
-    single: [Script; 8],
-    multi: Script,
-    batch: Script,
+/// Whether a script tries the fast path before the general one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Path {
+    /// The fast path first (what a store runs).
+    #[default]
+    Fast,
+    /// The general path alone (what the conformance suite also checks).
+    General,
 }
 
-static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    single: [
-        Script::new(single!("fixed_window.lua")),
-        Script::new(single!("sliding.lua")),
-        Script::new(single!("weighted_window.lua")),
-        Script::new(single!("token_bucket.lua")),
-        Script::new(single!("leaky_bucket.lua")),
-        Script::new(single!("gcra.lua")),
-        Script::new(single!("leaky_queue.lua")),
-        Script::new(single!("concurrency.lua")),
-    ],
-    multi: Script::new(MULTI_SOURCE),
-    batch: Script::new(BATCH_SOURCE),
-});
+/// What a call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// One operation under the tag's algorithm (`single_fast.lua`, `single.lua`).
+    One(Tag),
+    /// A batch of operations (`batch.lua`).
+    Batch,
+    /// Several limits at once (`multi.lua`).
+    Multi,
+}
 
-/// The script of one operation under `tag`'s algorithm.
-pub(crate) fn single(tag: Tag) -> &'static Script {
-    let scripts = &*SCRIPTS;
-    match tag {
-        Tag::FixedWindow => &scripts.single[0],
-        Tag::Sliding => &scripts.single[1],
-        Tag::Weighted => &scripts.single[2],
-        Tag::TokenBucket => &scripts.single[3],
-        Tag::LeakyBucket => &scripts.single[4],
-        Tag::Gcra => &scripts.single[5],
-        Tag::LeakyQueue => &scripts.single[6],
-        Tag::Concurrency => &scripts.single[7],
+/// The scripts of one [`Path`], in both forms.
+pub(crate) struct Scripts {
+    single: [Source; 8],
+    batch: Source,
+    multi: Source,
+    library: String,
+    /// The functions of the one, batch and multi entry points.
+    functions: [String; 3],
+}
+
+/// An `EVALSHA` script: its text (for `SCRIPT LOAD`) and its hash.
+pub(crate) struct Source {
+    pub(crate) text: String,
+    pub(crate) hash: String,
+}
+
+impl Source {
+    fn new(text: String) -> Self {
+        let hash = Script::new(&text).get_hash().to_owned();
+        Self { text, hash }
     }
 }
 
-/// The script of several limits at once.
-pub(crate) fn multi() -> &'static Script {
-    &SCRIPTS.multi
+impl Scripts {
+    /// The `EVALSHA` script of `entry`.
+    pub(crate) fn script(&self, entry: Entry) -> &Source {
+        match entry {
+            Entry::One(tag) => &self.single[tag.index()],
+            Entry::Batch => &self.batch,
+            Entry::Multi => &self.multi,
+        }
+    }
+
+    /// The library function of `entry` (for `FCALL`).
+    pub(crate) fn function(&self, entry: Entry) -> &str {
+        let [one, batch, multi] = &self.functions;
+        match entry {
+            Entry::One(_) => one,
+            Entry::Batch => batch,
+            Entry::Multi => multi,
+        }
+    }
+
+    /// The library's source, as `FUNCTION LOAD` takes it.
+    pub(crate) fn library(&self) -> &str {
+        &self.library
+    }
 }
 
-/// The script of a batch of single operations.
-pub(crate) fn batch() -> &'static Script {
-    &SCRIPTS.batch
+fn build(path: Path) -> Scripts {
+    let fast = match path {
+        Path::Fast => FAST,
+        Path::General => NO_FAST,
+    };
+    let join = |pieces: &[&str]| pieces.join("\n");
+    let cores: Vec<&str> = ALGORITHMS.iter().map(|f| parts(f).0).collect();
+    let cores = join(&cores);
+    let generals: Vec<&str> = ALGORITHMS.iter().map(|f| parts(f).1).collect();
+    let generals = join(&generals);
+    let single = ALGORITHMS.map(|file| {
+        let (core, general) = parts(file);
+        Source::new(join(&[
+            BASE,
+            core,
+            fast,
+            SINGLE_FAST,
+            PRELUDE,
+            RECORD,
+            general,
+            STEP,
+            SINGLE,
+        ]))
+    });
+    let batch = join(&[BASE, &cores, fast, PRELUDE, RECORD, &generals, STEP, BATCH]);
+    let multi = join(&[BASE, &cores, PRELUDE, RECORD, &generals, STEP, MULTI]);
+    let wrap = |name: &str, body: &[&str]| {
+        format!(
+            "local function {name}(KEYS, ARGV)\n{}\nend",
+            body.join("\n")
+        )
+    };
+    let body = join(&[
+        BASE,
+        &cores,
+        fast,
+        PRELUDE,
+        RECORD,
+        &generals,
+        STEP,
+        &wrap("ONE", &[SINGLE_FAST, SINGLE]),
+        &wrap("BATCH", &[BATCH]),
+        &wrap("MULTI", &[MULTI]),
+    ]);
+    let hash = Script::new(&body).get_hash().to_owned();
+    let name = format!("weir_{}", hash.get(..16).unwrap_or(&hash));
+    let functions = [
+        format!("{name}_one"),
+        format!("{name}_batch"),
+        format!("{name}_multi"),
+    ];
+    let library = format!(
+        "#!lua name={name}\n{body}\n\
+         redis.register_function('{}', ONE)\n\
+         redis.register_function('{}', BATCH)\n\
+         redis.register_function('{}', MULTI)\n",
+        functions[0], functions[1], functions[2]
+    );
+    Scripts {
+        single,
+        batch: Source::new(batch),
+        multi: Source::new(multi),
+        library,
+        functions,
+    }
+}
+
+static FAST_SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| build(Path::Fast));
+static GENERAL_SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| build(Path::General));
+
+/// The scripts of `path`.
+pub(crate) fn scripts(path: Path) -> &'static Scripts {
+    match path {
+        Path::Fast => &FAST_SCRIPTS,
+        Path::General => &GENERAL_SCRIPTS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_four_fast_algorithms_share_their_step_and_the_rest_have_none() {
+        for (i, file) in ALGORITHMS.iter().enumerate() {
+            let (core, general) = parts(file);
+            let fast = [0, 1, 3, 5].contains(&i);
+            assert_eq!(core.contains("FASTS."), fast, "algorithm {i}");
+            assert!(general.contains("ALG."), "algorithm {i}");
+            assert_eq!(file.matches(GENERAL).count(), usize::from(fast));
+        }
+        // No algorithm is written in the fast path: it only calls the adapters.
+        assert!(!FAST.contains("p.interval") && !FAST.contains("p.window"));
+    }
+
+    #[test]
+    fn the_library_names_its_functions_after_its_hash() {
+        let scripts = scripts(Path::Fast);
+        let name = scripts.function(Entry::Batch).trim_end_matches("_batch");
+        assert!(scripts
+            .library()
+            .starts_with(&format!("#!lua name={name}\n")));
+        assert_eq!(name.len(), "weir_".len() + 16);
+        let general = super::scripts(Path::General);
+        assert_ne!(
+            general.function(Entry::Multi),
+            scripts.function(Entry::Multi)
+        );
+        assert_ne!(
+            general.script(Entry::One(Tag::Gcra)).hash,
+            scripts.script(Entry::One(Tag::Gcra)).hash
+        );
+    }
 }

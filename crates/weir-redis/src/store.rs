@@ -11,7 +11,8 @@ use crate::batch::Batcher;
 use crate::builder::TimeSource;
 use crate::encode::{self, Args};
 use crate::exec::Exec;
-use crate::{keys, reply, scripts};
+use crate::scripts::Entry;
+use crate::{keys, reply};
 
 /// A rate-limit store in Redis or Valkey: single node, Sentinel or Cluster.
 ///
@@ -69,7 +70,11 @@ impl Inner {
         timed.0.extend(block.0);
         let value = match &self.batcher {
             Some(batcher) => self.exec.bounded(batcher.submit(name, tag, timed)).await?,
-            None => self.exec.call(&self.exec.single(tag, name, timed)).await?,
+            None => {
+                self.exec
+                    .call(&self.exec.single(tag, &name, &timed))
+                    .await?
+            }
         };
         reply::outcome(value, rule, &op)
     }
@@ -126,12 +131,12 @@ impl Inner {
             args.num(u64::try_from(*slot).unwrap_or(u64::MAX));
             rule.write(&mut args);
         }
-        let mut inv = scripts::multi().prepare_invoke();
+        let mut call = self.exec.prepare(Entry::Multi, names.len());
         for (_, name) in &names {
-            inv.key(name.as_slice());
+            call.key(name);
         }
-        args.apply_to(&mut inv);
-        let value = self.exec.call(&inv).await?;
+        args.apply_to(&mut call);
+        let value = self.exec.call(&call).await?;
         let rules: Vec<&Rule> = limits.iter().map(|(_, r)| r).collect();
         reply::decisions(value, &rules)
     }

@@ -86,11 +86,15 @@ fn runtime_share(url: &str, key: &Key, rule: Rule, now: u64, runtime: usize, bat
     })
 }
 
-/// Script calls Redis has run so far (EVALSHA and EVAL).
+/// Script calls Redis has run so far (FCALL, EVALSHA and EVAL).
 fn script_calls(redis: &RedisServer) -> u64 {
     let info = redis.raw("INFO commandstats").unwrap_or_default();
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter(|l| {
+            ["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"]
+                .iter()
+                .any(|c| l.starts_with(c))
+        })
         .filter_map(|l| {
             l.split("calls=")
                 .nth(1)?

@@ -94,6 +94,7 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    program: &'static str,
 }
 
 impl RedisServer {
@@ -105,6 +106,12 @@ impl RedisServer {
     /// A server with extra `redis-server` arguments (e.g. `--cluster-enabled yes`).
     pub fn start_with(extra: &[&str]) -> Self {
         require("redis-server", "redis-server");
+        Self::start_program("redis-server", extra)
+    }
+
+    /// A server run by another program that takes `redis-server`'s arguments, such as
+    /// `valkey-server` (the caller checks that it is installed).
+    pub fn start_program(program: &'static str, extra: &[&str]) -> Self {
         for _ in 0..START_ATTEMPTS {
             let port = free_port();
             let mut server = Self {
@@ -112,12 +119,13 @@ impl RedisServer {
                 port,
                 dir: scratch_dir("redis", port),
                 extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+                program,
             };
             if server.try_spawn() {
                 return server;
             }
         }
-        panic!("redis-server did not start on any of {START_ATTEMPTS} ports");
+        panic!("{program} did not start on any of {START_ATTEMPTS} ports");
     }
 
     fn spawn(&mut self) {
@@ -130,7 +138,7 @@ impl RedisServer {
 
     /// Starts the process on `self.port`; `false` if it exited before answering.
     fn try_spawn(&mut self) -> bool {
-        let mut child = Command::new("redis-server")
+        let mut child = Command::new(self.program)
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
             .arg("--dir")
@@ -140,8 +148,8 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn redis-server");
-        let port = self.port;
-        let up = wait_ready(&format!("redis-server on port {port}"), &mut child, || {
+        let (port, program) = (self.port, self.program);
+        let up = wait_ready(&format!("{program} on port {port}"), &mut child, || {
             ask(port, b"PING\r\n").is_some_and(|r| r.starts_with("+PONG"))
         });
         if up {
