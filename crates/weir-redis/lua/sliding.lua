@@ -17,10 +17,11 @@ function SL.params(p, a, b, c)
   p.limit, p.window, p.precision = a, b, c
 end
 
--- The deque: `buf` holds `cnt` packed buckets from bucket `head` on (1-based), then
--- `extra` holds buckets decoded or added during this call ({start, count} pairs, flat).
+-- The deque: `buf` holds `cnt` packed buckets from bucket `head` on (1-based; bucket 1
+-- starts after `off` bytes, so that the record's own string can serve without a copy),
+-- then `extra` holds buckets decoded or added during this call ({start, count} pairs, flat).
 function SL.fresh()
-  return { buf = '', head = 1, cnt = 0, extra = {}, total = 0 }
+  return { buf = '', off = 0, head = 1, cnt = 0, extra = {}, total = 0 }
 end
 
 function SL.len(st)
@@ -30,7 +31,7 @@ end
 -- Bucket i (1-based, oldest first): start, count.
 function SL.get(st, i)
   if i <= st.cnt then
-    local start, count = struct.unpack('<dd', st.buf, (st.head + i - 2) * WIDTH + 1)
+    local start, count = struct.unpack('<dd', st.buf, st.off + (st.head + i - 2) * WIDTH + 1)
     return start, count
   end
   local j = (i - st.cnt) * 2
@@ -133,9 +134,12 @@ function SL.fields(st)
   if SL.len(st) == 0 then
     return ''
   end
-  local packed = string.sub(st.buf, (st.head - 1) * WIDTH + 1, (st.head - 1 + st.cnt) * WIDTH)
+  local from = st.off + (st.head - 1) * WIDTH
+  local packed = string.sub(st.buf, from + 1, from + st.cnt * WIDTH)
   local extra = st.extra
-  if #extra > 0 then
+  if #extra == 2 then
+    packed = packed .. struct.pack('<dd', extra[1], extra[2])
+  elseif #extra > 0 then
     local parts = { packed }
     for i = 1, #extra, 2 do
       parts[#parts + 1] = struct.pack('<dd', extra[i], extra[i + 1])
@@ -157,11 +161,12 @@ function SL.fast(p, live, v1, v2, raw, now, base, cost)
   end
   local st = SL.fresh()
   if live then
-    local total, buf = tonumber(v1), string.sub(raw, v2)
-    if total == nil or #buf == 0 or #buf % WIDTH ~= 0 then
+    -- The buckets are the record's bytes from v2 on.
+    local total, size = tonumber(v1), #raw - v2 + 1
+    if total == nil or size == 0 or size % WIDTH ~= 0 then
       return nil
     end
-    st.buf, st.cnt, st.total = buf, #buf / WIDTH, total
+    st.buf, st.off, st.cnt, st.total = raw, v2 - 1, size / WIDTH, total
   end
   local ok, rem, reset, retry = SL.check(p, st, now, cost, start)
   return ok, rem, reset, retry, SL.empty_at(p, st), SL.fields(st), st.total
@@ -245,7 +250,7 @@ do
         local start, count = SL.get(st, i)
         SL.push_back(st, start - shift, count)
       end
-      st.buf, st.cnt = '', 0
+      st.buf, st.off, st.cnt = '', 0, 0
     end
     return st
   end
