@@ -204,4 +204,24 @@ mod tests {
         assert_eq!(x["x-ratelimit-reset"], "30");
         assert!(!x.contains_key("ratelimit"));
     }
+
+    /// A denial that is not enforced (a shadow rule's, in `weir proxy`) lets the request
+    /// through: its response carries the rate-limit headers but no `Retry-After`.
+    #[test]
+    fn an_allowed_evaluation_has_no_retry_after_even_with_a_shadow_denial() {
+        let applied = vec![Applied {
+            name: Arc::from("shadow"),
+            window: Duration::from_secs(60),
+            decision: denied(Duration::from_secs(5)),
+        }];
+        let mut evaluation = Evaluation {
+            applied,
+            ..Evaluation::unlimited()
+        };
+        let headers = evaluation.headers(HeaderStyle::default());
+        assert!(!headers.contains_key(RETRY_AFTER));
+        assert_eq!(headers["ratelimit"], r#""shadow";r=0;t=5"#);
+        evaluation.allowed = false;
+        assert_eq!(evaluation.headers(HeaderStyle::default())[RETRY_AFTER], "5");
+    }
 }

@@ -290,6 +290,37 @@ mod tests {
         );
     }
 
+    /// A custom extractor in a combination: its parts join the others'; its "no key" and
+    /// its error mean what they mean alone.
+    #[test]
+    fn a_custom_extractor_combines_like_the_built_in_ones() {
+        struct Tenant;
+        impl KeyExtractor for Tenant {
+            fn extract(&self, request: &Parts) -> Result<Option<KeyParts>, KeyError> {
+                match request.headers.get("x-tenant").map(|v| v.to_str()) {
+                    None => Ok(None),
+                    Some(Ok(t)) => Ok(Some(KeyParts::new("tenant", t))),
+                    Some(Err(_)) => Err(KeyError::new("x-tenant is not text")),
+                }
+            }
+        }
+        let key = KeyBy::all([KeyBy::custom(Tenant), KeyBy::path()]);
+        let p = parts("/a", &[("x-tenant", "acme")], None);
+        assert_eq!(
+            key.entries(&p),
+            Some(vec![pair("tenant", "acme"), pair("path", "/a")])
+        );
+        assert_eq!(key.extract(&parts("/a", &[], None)), Ok(None));
+        let mut bad = parts("/a", &[], None);
+        bad.headers
+            .insert("x-tenant", http::HeaderValue::from_bytes(b"\xff").unwrap());
+        assert_eq!(
+            key.extract(&bad).unwrap_err().to_string(),
+            "x-tenant is not text"
+        );
+        assert!(!key.needs_peer());
+    }
+
     #[test]
     fn a_missing_part_means_no_key() {
         let p = parts("/", &[], None);
