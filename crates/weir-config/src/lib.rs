@@ -72,3 +72,8 @@ pub use key::{bounded_value, build as descriptor_key};
 pub use request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
 pub use ruleset::RuleSet;
 pub use unit::Unit;
+
+// The README's examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

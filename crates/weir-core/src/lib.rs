@@ -198,3 +198,8 @@ pub use rule::{Algorithm, FailurePolicy, Lockout, Mode, Rule, MAX_SPAN};
 pub use state::{Guard, Record, State};
 pub use step::{Op, Outcome};
 pub use store::{Decisions, MemoryStats, MemoryStore, MemoryStoreBuilder, Store};
+
+// The README's examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
