@@ -47,9 +47,13 @@ struct Args {
     /// Keys, chosen uniformly at random per check
     #[arg(long, default_value_t = 100_000)]
     keys: u64,
-    /// How long to run, in seconds (ignored with --requests)
+    /// How long to measure, in seconds (ignored with --requests)
     #[arg(long, default_value_t = 3.0)]
     secs: f64,
+    /// How long to run first without measuring, in seconds (slices grow with a key's demand;
+    /// ignored with --requests)
+    #[arg(long, default_value_t = 0.0)]
+    warmup: f64,
     /// Checks per task instead of a duration
     #[arg(long)]
     requests: Option<u64>,
@@ -111,7 +115,11 @@ async fn main() -> anyhow::Result<()> {
     let clock = SystemClock::new();
     let totals = Arc::new(Totals::default());
     let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(args.secs);
+    let warmup = match args.requests {
+        Some(_) => Duration::ZERO,
+        None => Duration::from_secs_f64(args.warmup),
+    };
+    let deadline = start + warmup + Duration::from_secs_f64(args.secs);
     let period = args
         .offered
         .map(|rate| Duration::from_secs_f64(args.concurrency as f64 / rate.max(1e-9)));
@@ -152,19 +160,29 @@ async fn main() -> anyhow::Result<()> {
             }
         }));
     }
+    // What the warm-up did is subtracted from the totals.
+    tokio::time::sleep(warmup).await;
+    let measured_from = Instant::now();
+    let before = (
+        totals.decisions.load(Ordering::Relaxed),
+        totals.allowed.load(Ordering::Relaxed),
+        store.stats(),
+    );
     for task in tasks {
         task.await?;
     }
-    let secs = start.elapsed().as_secs_f64();
+    let secs = measured_from.elapsed().as_secs_f64();
     let stats = store.stats();
-    let decisions = totals.decisions.load(Ordering::Relaxed);
+    let decisions = totals.decisions.load(Ordering::Relaxed) - before.0;
+    let allowed = totals.allowed.load(Ordering::Relaxed) - before.1;
     let calls = match args.mode {
         Mode::Exact => decisions,
-        Mode::Leased => stats.claims,
+        Mode::Leased => stats.claims - before.2.claims,
     };
+    let units_granted = stats.units_granted - before.2.units_granted;
     println!(
         "{{\"mode\":\"{:?}\",\"algorithm\":\"{}\",\"limit\":{},\"window_s\":{},\"concurrency\":{},\
-         \"keys\":{},\"offered\":{},\"secs\":{secs:.3},\"decisions\":{decisions},\
+         \"keys\":{},\"offered\":{},\"warmup_s\":{},\"secs\":{secs:.3},\"decisions\":{decisions},\
          \"decisions_per_s\":{:.0},\"allowed\":{},\"errors\":{},\"store_calls\":{calls},\
          \"calls_per_decision\":{:.5},\"units_granted\":{},\"held_units\":{}}}",
         args.mode,
@@ -174,11 +192,12 @@ async fn main() -> anyhow::Result<()> {
         args.concurrency,
         args.keys,
         args.offered.unwrap_or(0.0),
+        warmup.as_secs_f64(),
         decisions as f64 / secs,
-        totals.allowed.load(Ordering::Relaxed),
+        allowed,
         totals.errors.load(Ordering::Relaxed),
         calls as f64 / (decisions.max(1)) as f64,
-        stats.units_granted,
+        units_granted,
         store.held_units(clock.now_ns()),
     );
     Ok(())
