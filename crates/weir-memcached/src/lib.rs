@@ -212,3 +212,8 @@ pub use builder::MemcachedStoreBuilder;
 pub use error::ConfigError;
 pub use layout::MAX_BUCKETS;
 pub use store::MemcachedStore;
+
+// The README's examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -47,3 +47,8 @@ pub use breaker::Mode;
 pub use deny_cache::{OverLimitCache, OverLimitStats};
 pub use failover::{FailoverConfig, FailoverStats, FailoverStore};
 pub use lease::{LeaseConfig, LeaseStats, LeasedStore};
+
+// The README's examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
