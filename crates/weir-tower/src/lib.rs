@@ -124,3 +124,8 @@ pub use service::{Degraded, Fallback, RateLimit, ResponseFuture};
 #[cfg(all(doctest, feature = "axum"))]
 #[doc = include_str!("../../../README.md")]
 mod readme {}
+
+// The README's examples are compiled and run as doctests (they use axum).
+#[cfg(all(doctest, feature = "axum"))]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;
