@@ -52,3 +52,8 @@ pub use weir_tower::normalise_path;
 /// The proxy's example rules (this crate's `proxy.yaml`, which `config/proxy.yaml` links
 /// to), run when no `--config` is given.
 pub const EXAMPLE_RULES: &str = include_str!("../proxy.yaml");
+
+// The README's examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
