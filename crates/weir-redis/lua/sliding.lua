@@ -86,7 +86,13 @@ function SL.add(p, st, n, start)
     -- A lagging clock counts into the newest bucket, never an older one.
     start = math.max(start, back_start)
     if back_start == start or full then
-      SL.pop_back(st)
+      -- pop_back, without decoding the bucket again
+      local k = #st.extra
+      if k > 0 then
+        st.extra[k], st.extra[k - 1] = nil, nil
+      else
+        st.cnt = st.cnt - 1
+      end
       SL.push_back(st, start, back_count + n)
       st.total = st.total + n
       return

@@ -1,5 +1,5 @@
 //! Batching: concurrent [`Store::apply`](weir_core::Store::apply) calls coalesced into one
-//! `EVALSHA` of `lua/batch.lua`, which runs them one after another exactly as one call
+//! call of `lua/batch.lua`, which runs them one after another exactly as one call
 //! each would. A collector task takes the first waiting decision, gathers more for up to
 //! `max_wait` or until `max_decisions` (and, while earlier batches are in flight, whatever
 //! queues up meanwhile), groups them by Cluster slot (a script's keys must share one), and

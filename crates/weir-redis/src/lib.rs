@@ -7,10 +7,11 @@
 //!
 //! The path of one decision: [`Limiter`](weir_core::Limiter) (or any caller) calls
 //! [`Store::apply`](weir_core::Store::apply) on a [`RedisStore`]. The operation is validated
-//! on this side by the pure step itself, encoded into `ARGV`, and sent as one `EVALSHA` of
-//! the script for the rule's algorithm (or coalesced with other calls into one batch); the
-//! script reads the key's record (one string), runs the step, writes it back with a TTL if
-//! it changed, and replies with the decision.
+//! on this side by the pure step itself, encoded into `ARGV`, and sent as one `FCALL` of
+//! Weir's Redis function library (`EVALSHA` of the algorithm's script on a server without
+//! functions), or coalesced with other calls into one batch; the script reads the key's
+//! record (one string), runs the step, writes it back with a TTL if it changed, and
+//! replies with the decision.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -44,6 +45,12 @@
 //! | `redis+cluster://[user:password@]host:port,host:port,...` | a Cluster, from any seed nodes |
 //! | `redis+sentinel://[user:password@]host:port,.../master_name[/db]` | the master Sentinel names; credentials are the data nodes' |
 //!
+//! **Valkey** speaks the same protocol and has the same functions; `tests/valkey.rs` runs
+//! the conformance suite against a `valkey-server` when one is on `PATH`. Debian 12 has no
+//! Valkey package, so on such a machine that test prints a `SKIPPED` line (visible in
+//! `cargo test`'s output) and checks nothing: the suite has not been run against Valkey
+//! there.
+//!
 //! TLS is redis-rs's over rustls with the ring provider (no system OpenSSL); it is
 //! installed as rustls's process-wide default the first time a `rediss://` store is built,
 //! unless the application installed one. The CA and client files can also be given by
@@ -59,24 +66,35 @@
 //!
 //! ## Design
 //!
-//! **One script per algorithm.** `lua/` holds `base.lua` (constants, the clock, exact
-//! integer primitives), a shared prelude (the rest of the integer helpers, epoch
-//! alignment), `record.lua` (the record's string), `step.lua` (expiry, block, lockout,
-//! dispatch, expiry again: `step.rs` line for line), one file per algorithm (each mirrors
-//! its Rust file and says which), and the entry points: `single.lua` (one operation), `multi.lua`
-//! (`check_all`), `batch.lua` (a batch). `scripts.rs` concatenates them with
-//! `include_str!` into one script per algorithm, plus the multi and batch scripts, which
-//! carry every algorithm. Scripts run by `EVALSHA`; on `NOSCRIPT` (a restarted or new
-//! node) redis-rs loads the script and retries. User input never reaches the script
-//! text: keys go in `KEYS`, every value in `ARGV`.
+//! **Each algorithm once in Lua.** `lua/` holds `base.lua` (constants, exact integer
+//! primitives, epoch alignment without long multiplication, the rule's one `ARGV` field),
+//! a shared prelude (the rest of the integer helpers, the clock, exact epoch alignment),
+//! `record.lua` (the record's string), `step.lua` (expiry, block, lockout, dispatch,
+//! expiry again: `step.rs` line for line), one file per algorithm (each mirrors its Rust
+//! file and says which), and the entry points: `single_fast.lua` and `single.lua` (one
+//! operation), `multi.lua` (`check_all`), `batch.lua` (a batch). `scripts.rs` assembles
+//! them at load time into a Redis 7 **function library** (`FUNCTION LOAD`, then `FCALL`
+//! of its three entry points; named after a hash of its text, so versions never replace
+//! each other's), and into `EVALSHA` scripts for a server without functions (Redis 6.2:
+//! the first "unknown command" switches the store to them): one per algorithm, plus the
+//! multi and batch scripts, which carry every algorithm. A node that lacks the library (a
+//! new or restarted one, or after `FUNCTION FLUSH`) answers "function not found", and the
+//! store loads it and calls again; likewise a script on `NOSCRIPT`. User input never
+//! reaches the script text: keys go in `KEYS`, every value in `ARGV`. A rule is one
+//! `ARGV` field (`gc 10 100000000 1000000000`), which the library parses once per distinct
+//! text and keeps (a bounded cache of constants, nothing a replica needs).
 //!
-//! **The fast path.** `EVALSHA` runs a script's whole chunk on every call, so every
-//! function the general path defines is built again per call. `fast.lua` answers the
-//! common call, a check under GCRA, the token bucket, the fixed window or the sliding log
-//! / window on a key with no block or lockout strikes, straight-line and before the
-//! general path is defined; it computes exactly what the general path would, and hands
-//! anything else (with the record it read, having written nothing) to the general path.
-//! Single and batch scripts use it; the conformance suite exercises both paths.
+//! **The fast path.** `fast.lua` answers the common call, a check under GCRA, the token
+//! bucket, the fixed window or the sliding log / window on a key with no block or lockout
+//! strikes, straight-line; it hands anything else (with the record it read, having
+//! written nothing) to the general path. It holds no algorithm: the first part of each of
+//! those four algorithm files (up to its `-- @general` line) is the step over plain
+//! numbers, and both the fast path (through the file's small adapter) and the general
+//! module after it call that step. So an algorithm exists twice in all, once in Rust and
+//! once in Lua. Under `EVALSHA`, which runs a script's whole chunk on every call, the fast
+//! path and the shared steps come before the general path's definitions, so a call they
+//! answer builds none of those. The conformance suite runs every entry point with the fast
+//! path, without it, and in the `EVALSHA` form (`src/paths.rs`).
 //!
 //! **Time encoding.** Time is integer nanoseconds since the Unix epoch (about 1.7·10^18),
 //! but Lua numbers are doubles, exact only up to 2^53. So `now` travels as two integers
@@ -167,7 +185,7 @@
 //! or waits unbounded.
 //!
 //! **Batching** ([`RedisStoreBuilder::batch`], off by default). Concurrent decisions are
-//! coalesced into one `EVALSHA` of `batch.lua` (up to N decisions, gathered for up to T
+//! coalesced into one call of `batch.lua` (up to N decisions, gathered for up to T
 //! after the first, or whatever queued while two earlier batches were in flight), which
 //! runs each exactly as it would run alone. With no wait (T zero), a decision that finds
 //! nothing in flight or queued goes at once as an unbatched call, so a lone caller pays no
@@ -197,3 +215,8 @@ pub use builder::{RedisStoreBuilder, TimeSource};
 pub use encode::MAX_SPAN;
 pub use error::BuildError;
 pub use store::RedisStore;
+
+// The README's examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
