@@ -21,7 +21,7 @@ use crate::duration::parse_duration;
 pub(crate) enum Headers {
     /// IETF RateLimit-Policy and RateLimit
     Ietf,
-    /// X-RateLimit-Limit, -Remaining and -Reset (as envoyproxy/ratelimit)
+    /// X-RateLimit-Limit, -Remaining and -Reset (the IETF draft's first form)
     XRatelimit,
     /// Both
     Both,
@@ -73,7 +73,7 @@ pub(crate) struct EngineArgs {
     #[arg(long, value_name = "PATH", env = "WEIR_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
 
-    /// Rate-limit headers on HTTP answers (and for Envoy to add)
+    /// Rate-limit headers on /v1/check answers (Envoy's: weir serve --grpc-headers)
     #[arg(long, value_enum, value_name = "KIND", env = "WEIR_HEADERS", default_value_t = Headers::Ietf)]
     headers: Headers,
 

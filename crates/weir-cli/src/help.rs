@@ -40,9 +40,18 @@ Endpoints:
   POST /json       envoyproxy/ratelimit's JSON endpoint
   POST /v1/acquire {\"domain\", \"entries\", \"holder\", \"ttl_ms\"}: a lease of a concurrency rule
   POST /v1/release {\"domain\", \"entries\", \"holder\"}: give it back
-  gRPC             envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit on --grpc
-  GET  /healthz, /readyz, /metrics (Prometheus)
+  gRPC             envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit on --grpc,
+                   and grpc.health.v1.Health (services \"ratelimit\" and \"\")
+  GET  /healthz, /readyz, /healthcheck (200 OK or 500, as ratelimit), /metrics (Prometheus)
   /admin/...       only with WEIR_ADMIN_TOKEN or --admin-token-file (Bearer token)
+
+envoyproxy/ratelimit's environment:
+  REDIS_URL, REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_AUTH, REDIS_TLS*, BACKEND_TYPE,
+  MEMCACHE_HOST_PORT, RUNTIME_ROOT/_SUBDIRECTORY/_APPDIRECTORY, HOST, PORT, GRPC_HOST,
+  GRPC_PORT, LOG_LEVEL, LOG_FORMAT, SHADOW_MODE, NEAR_LIMIT_RATIO, CACHE_KEY_PREFIX,
+  LIMIT_RESPONSE_HEADERS_ENABLED, LIMIT_*_HEADER and the GRPC_SERVER_TLS settings are read
+  when set, after the flags and WEIR_* variables; one Weir cannot honour is named in a
+  start-up warning (docs/envoy-ratelimit-env.md maps each). --no-ratelimit-env reads none.
 
 Examples:
   # The example rules on the memory store
@@ -52,7 +61,11 @@ Examples:
   weir serve --config rules/ --store redis+cluster://10.0.0.1:7000,10.0.0.2:7000 --instances 4
 
   # Try a new rule set without enforcing it, logging JSON
-  weir serve --config rules/ --shadow --log-format json";
+  weir serve --config rules/ --shadow --log-format json
+
+  # In place of envoyproxy/ratelimit, with its environment
+  REDIS_SOCKET_TYPE=tcp REDIS_URL=redis:6379 RUNTIME_ROOT=/data RUNTIME_SUBDIRECTORY=ratelimit \\
+    weir serve";
 
 /// Shown after `weir proxy --help`.
 pub(crate) const PROXY: &str = "\

@@ -66,7 +66,7 @@ enum Command {
             keeps the rules in force). Stops gracefully on SIGTERM or SIGINT. Every option \
             can also be set by its WEIR_* environment variable."
     )]
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
 
     /// Protect a backend: a reverse proxy that applies the rules before forwarding
     #[command(

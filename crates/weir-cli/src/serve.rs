@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
-use weir_server::{HeaderStyle, LegacyHeaders, ResponseHeaders, RuleSource, Settings};
+use std::path::PathBuf;
+
+use weir_server::{HeaderStyle, LegacyHeaders, ResponseHeaders, RuleSource, Settings, TlsFiles};
 
 use crate::duration::parse_duration;
 use crate::engine_args::{bind, run, shutdown_signal, EngineArgs, Fallbacks};
@@ -85,6 +87,62 @@ pub(crate) struct ServeArgs {
     /// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION)
     #[arg(long, env = "WEIR_FALLBACK_NOT_READY")]
     fallback_not_ready: bool,
+
+    /// Serve gRPC over TLS with this certificate chain (PEM; with --grpc-tls-key)
+    /// [default: none, or GRPC_SERVER_TLS_CERT with GRPC_SERVER_USE_TLS=true]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "WEIR_GRPC_TLS_CERT",
+        requires = "grpc_tls_key"
+    )]
+    grpc_tls_cert: Option<PathBuf>,
+
+    /// The gRPC certificate's private key (PEM) [or GRPC_SERVER_TLS_KEY]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "WEIR_GRPC_TLS_KEY",
+        requires = "grpc_tls_cert"
+    )]
+    grpc_tls_key: Option<PathBuf>,
+
+    /// Mutual TLS on gRPC: clients must show a certificate from this CA (PEM)
+    /// [or GRPC_CLIENT_TLS_CACERT]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "WEIR_GRPC_TLS_CLIENT_CA",
+        requires = "grpc_tls_cert"
+    )]
+    grpc_tls_client_ca: Option<PathBuf>,
+
+    /// Serve HTTP over TLS with this certificate chain (PEM; with --http-tls-key)
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "WEIR_HTTP_TLS_CERT",
+        requires = "http_tls_key"
+    )]
+    http_tls_cert: Option<PathBuf>,
+
+    /// The HTTP certificate's private key (PEM)
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "WEIR_HTTP_TLS_KEY",
+        requires = "http_tls_cert"
+    )]
+    http_tls_key: Option<PathBuf>,
+
+    /// Mutual TLS on HTTP: clients must show a certificate from this CA (PEM)
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "WEIR_HTTP_TLS_CLIENT_CA",
+        requires = "http_tls_cert"
+    )]
+    http_tls_client_ca: Option<PathBuf>,
 
     /// Read none of envoyproxy/ratelimit's environment variables (REDIS_URL, PORT, …)
     #[arg(long, env = "WEIR_NO_RATELIMIT_ENV")]
@@ -161,9 +219,17 @@ impl ServeArgs {
         };
         settings.ready_in_fallback = !(self.fallback_not_ready
             || (std::env::var_os("WEIR_FALLBACK_NOT_READY").is_none() && rl.fallback_not_ready));
-        if rl.grpc_tls.is_some() {
-            bail!("GRPC_SERVER_USE_TLS: this build of weir serve has no gRPC TLS yet");
-        }
+        settings.grpc_tls = match (&self.grpc_tls_cert, &self.grpc_tls_key, &rl.grpc_tls) {
+            (Some(cert), Some(key), _) => Some(tls(cert, key, self.grpc_tls_client_ca.as_ref())),
+            (None, None, Some(files)) => {
+                Some(tls(&files.cert, &files.key, files.client_ca.as_ref()))
+            }
+            _ => None,
+        };
+        settings.http_tls = match (&self.http_tls_cert, &self.http_tls_key) {
+            (Some(cert), Some(key)) => Some(tls(cert, key, self.http_tls_client_ca.as_ref())),
+            _ => None,
+        };
         Ok(settings)
     }
 
@@ -204,6 +270,15 @@ impl ServeArgs {
                 legacy: None,
             },
         })
+    }
+}
+
+/// TLS with `cert` and `key`, and mutual TLS with `client_ca`.
+fn tls(cert: &PathBuf, key: &PathBuf, client_ca: Option<&PathBuf>) -> TlsFiles {
+    let files = TlsFiles::new(cert, key);
+    match client_ca {
+        Some(ca) => files.require_client_cert(ca),
+        None => files,
     }
 }
 

@@ -195,6 +195,16 @@ impl Engine {
             snapshot
                 .counters
                 .matched(&request.domain, &m.rule_id, outcome);
+            if let Some(decision) = &status.decision {
+                snapshot.counters.hits(
+                    &request.domain,
+                    &m.rule_id,
+                    decision,
+                    m.hits(request.hits_addend),
+                    status.shadow_denied,
+                    self.near,
+                );
+            }
             overall.add(&status, m.quota_mode);
             statuses.push(status);
         }

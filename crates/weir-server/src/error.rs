@@ -4,6 +4,7 @@
 use weir_config::ConfigError;
 
 use crate::store_url::StoreUrlError;
+use crate::tls::TlsError;
 
 /// The server could not start, or a listener failed. The message already holds the
 /// cause's, so no `source()` is exposed: a report that prints the chain (`anyhow`'s `{:#}`)
@@ -23,6 +24,14 @@ pub enum ServerError {
     /// The gRPC listener failed.
     #[error("grpc server: {0}")]
     Grpc(std::io::Error),
+    /// A listener's TLS cannot be set up (names the listener and the file).
+    #[error("{listener} TLS: {error}")]
+    Tls {
+        /// `gRPC` or `HTTP`.
+        listener: &'static str,
+        /// Why.
+        error: TlsError,
+    },
 }
 
 impl From<ConfigError> for ServerError {

@@ -9,6 +9,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::{Request, Response, Status};
+use weir_core::Clock as _;
 
 use crate::app::App;
 use crate::decide::DecideError;
@@ -66,10 +67,14 @@ impl RateLimitService for RlsService {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let metrics = self.app.engine().metrics();
+        let clock = self.app.engine().limiter().clock();
+        let start_ns = clock.now_ns();
         let decided = match rls::check_request(request.into_inner()) {
             Ok(check) => self.app.engine().decide(&check).await,
             Err(error) => Err(error),
         };
+        let took_ns = clock.now_ns().saturating_sub(start_ns);
+        metrics.request_duration("grpc", std::time::Duration::from_nanos(took_ns));
         match decided {
             Ok(verdict) => {
                 metrics.request(

@@ -27,6 +27,7 @@ use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tonic::service::Routes;
 use tower::ServiceExt as _;
 
@@ -44,6 +45,7 @@ pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 200;
 pub(crate) async fn serve_grpc(
     listener: TcpListener,
     app: App,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let settings = app.settings().clone();
@@ -84,12 +86,26 @@ pub(crate) async fn serve_grpc(
                     Ok::<_, Infallible>(response)
                 }
             });
-            let connection =
-                builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+            let service = TowerToHyperService::new(service);
+            let builder = builder.clone();
+            let tls = tls.clone();
             let idle = settings.grpc_idle_timeout;
             let grace = settings.grpc_keepalive_timeout;
             async move {
-                drive(connection, stop, activity.idle_for(idle), grace, peer).await;
+                let idle = activity.idle_for(idle);
+                match tls {
+                    None => {
+                        let connection = builder.serve_connection(TokioIo::new(stream), service);
+                        drive(connection, stop, idle, grace, peer).await;
+                    }
+                    Some(tls) => {
+                        if let Some(stream) = crate::tls::handshake(&tls, stream, peer).await {
+                            let connection =
+                                builder.serve_connection(TokioIo::new(stream), service);
+                            drive(connection, stop, idle, grace, peer).await;
+                        }
+                    }
+                }
             }
         },
     )

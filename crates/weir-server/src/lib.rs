@@ -71,6 +71,7 @@ mod settings;
 mod shared_clock;
 mod store;
 mod store_url;
+mod tls;
 mod verdict;
 
 pub use accept::warn_if_files_run_short;
@@ -96,4 +97,10 @@ pub use settings::{RuleCheck, Settings};
 pub use shared_clock::SharedClock;
 pub use store::{AnyStore, Guarded, StoreClock};
 pub use store_url::{StoreSpec, StoreUrlError, SUPPORTED_STORES};
+pub use tls::{TlsError, TlsFiles};
 pub use verdict::{Code, MatchedRule, Status, Verdict};
+
+// The README's examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -52,6 +52,15 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let settings = app.settings().clone();
+    let tls = |files: &Option<crate::tls::TlsFiles>, listener, alpn: &[&[u8]]| {
+        files
+            .as_ref()
+            .map(|files| crate::tls::acceptor(files, alpn))
+            .transpose()
+            .map_err(|error| ServerError::Tls { listener, error })
+    };
+    let grpc_tls = tls(&settings.grpc_tls, "gRPC", &[b"h2"])?;
+    let http_tls = tls(&settings.http_tls, "HTTP", &[b"http/1.1"])?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let background = spawn_background(&app);
 
@@ -62,19 +71,22 @@ pub async fn serve(
         rules = %app.config_status().source,
         shadow = settings.shadow,
         admin = settings.admin_token.is_some(),
+        grpc_tls = grpc_tls.is_some(),
+        http_tls = http_tls.is_some(),
         "weir serve: listening"
     );
     crate::accept::warn_if_files_run_short(2, settings.max_connections);
 
     let router = http::router(app.clone());
-    let mut http_task = tokio::spawn(http::serve_http_with(
+    let mut http_task = tokio::spawn(http::serve_http_tls(
         http,
         router,
         http::HttpLimits::of(&settings),
         http::Peer::Unrecorded,
+        http_tls,
         stopped(stop_rx.clone()),
     ));
-    let mut grpc_task = tokio::spawn(serve_grpc(grpc, app.clone(), stopped(stop_rx)));
+    let mut grpc_task = tokio::spawn(serve_grpc(grpc, app.clone(), grpc_tls, stopped(stop_rx)));
 
     let early = tokio::select! {
         () = shutdown => None,

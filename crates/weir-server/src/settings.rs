@@ -14,6 +14,7 @@ use crate::rules::RuleSource;
 use crate::shared_clock::SharedClock;
 use crate::store::StoreClock;
 use crate::store_url::StoreSpec;
+use crate::tls::TlsFiles;
 
 /// Settings of one server.
 ///
@@ -94,6 +95,10 @@ pub struct Settings {
     pub grpc_keepalive_interval: Duration,
     /// See `grpc_keepalive_interval`.
     pub grpc_keepalive_timeout: Duration,
+    /// TLS on the gRPC listener (default: none; plaintext HTTP/2).
+    pub grpc_tls: Option<TlsFiles>,
+    /// TLS on the HTTP listener (default: none).
+    pub http_tls: Option<TlsFiles>,
     /// How long shutdown waits for in-flight requests (default 30 s).
     pub shutdown_grace: Duration,
     /// How many keys the top-denied sketch tracks (default 256).
@@ -135,6 +140,8 @@ impl Default for Settings {
             grpc_idle_timeout: Duration::from_secs(300),
             grpc_keepalive_interval: Duration::from_secs(60),
             grpc_keepalive_timeout: Duration::from_secs(20),
+            grpc_tls: None,
+            http_tls: None,
             shutdown_grace: Duration::from_secs(30),
             top_denied_capacity: 256,
             validate: None,

@@ -27,6 +27,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
 use crate::accept::{accept_loop, drive};
@@ -124,6 +125,19 @@ pub async fn serve_http_with(
     peer_info: Peer,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    serve_http_tls(listener, router, limits, peer_info, None, shutdown).await
+}
+
+/// [`serve_http_with`], over TLS when `tls` is given (the handshake is each connection's,
+/// bounded by `tls::HANDSHAKE_TIMEOUT`; a client that fails it is dropped).
+pub(crate) async fn serve_http_tls(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    peer_info: Peer,
+    tls: Option<TlsAcceptor>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -146,15 +160,25 @@ pub async fn serve_http_with(
                     request
                 },
             ));
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let builder = builder.clone();
+            let tls = tls.clone();
             // HTTP/1's idle bound is the header-read timeout, which hyper enforces.
-            drive(
-                connection,
-                stop,
-                std::future::pending(),
-                Duration::ZERO,
-                peer,
-            )
+            async move {
+                let idle = std::future::pending();
+                match tls {
+                    None => {
+                        let connection = builder.serve_connection(TokioIo::new(stream), service);
+                        drive(connection, stop, idle, Duration::ZERO, peer).await;
+                    }
+                    Some(tls) => {
+                        if let Some(stream) = crate::tls::handshake(&tls, stream, peer).await {
+                            let connection =
+                                builder.serve_connection(TokioIo::new(stream), service);
+                            drive(connection, stop, idle, Duration::ZERO, peer).await;
+                        }
+                    }
+                }
+            }
         },
     )
     .await

@@ -17,5 +17,6 @@ mod listener;
 mod ops;
 mod router;
 
+pub(crate) use listener::serve_http_tls;
 pub use listener::{serve_http, serve_http_with, HttpLimits, Peer};
 pub use router::router;

@@ -11,6 +11,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use weir_core::Clock as _;
 
 use super::body::BodyRead;
 use super::error::{method_not_allowed, ApiError};
@@ -52,7 +53,7 @@ async fn not_found() -> ApiError {
 /// `request_timeout` (a slow store never hangs a client), and counts it in flight
 /// meanwhile. Out of time while the body is still arriving, the client was slow: `408`
 /// (and the connection closes, its body half read); otherwise the server was: `503`.
-async fn bounded(State(app): State<App>, mut request: Request, next: Next) -> Response {
+async fn bounded(State(app): State<App>, request: Request, next: Next) -> Response {
     let max_header_bytes = app.settings().max_header_bytes;
     let header_bytes: usize = request
         .headers()
@@ -70,6 +71,31 @@ async fn bounded(State(app): State<App>, mut request: Request, next: Next) -> Re
         .into_response();
     }
     let _in_flight = app.metrics().http_request_started();
+    let api = api_of(request.uri().path());
+    let clock = app.engine().limiter().clock().clone();
+    let start_ns = clock.now_ns();
+    let response = answer(&app, request, next).await;
+    if let Some(api) = api {
+        let took_ns = clock.now_ns().saturating_sub(start_ns);
+        app.metrics()
+            .request_duration(api, std::time::Duration::from_nanos(took_ns));
+    }
+    response
+}
+
+/// The `api` label of a path's requests; `None` for the operations endpoints.
+fn api_of(path: &str) -> Option<&'static str> {
+    match path {
+        "/v1/check" => Some("http"),
+        "/json" => Some("json"),
+        "/v1/acquire" | "/v1/release" => Some("lease"),
+        _ if path.starts_with("/admin/") || path == "/admin" => Some("admin"),
+        _ => None,
+    }
+}
+
+/// The request within its time bound (see [`bounded`]).
+async fn answer(app: &App, mut request: Request, next: Next) -> Response {
     let limit = app.settings().request_timeout;
     let body = (!request.body().is_end_stream()).then(BodyRead::default);
     if let Some(body) = &body {

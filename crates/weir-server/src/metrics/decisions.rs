@@ -10,6 +10,8 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEn
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
+use super::hits::{HitFamilies, RuleHits};
+
 /// The domain label of a request whose domain no rule file defines.
 pub const UNKNOWN_DOMAIN: &str = "_unknown";
 
@@ -140,6 +142,8 @@ pub struct RuleCounters {
     pub(crate) no_rule: HashMap<Arc<str>, Counter>,
     pub(crate) unknown_domain: Counter,
     pub(crate) family: Family<DecisionLabels, Counter>,
+    pub(crate) hits: HashMap<Arc<str>, RuleHits>,
+    pub(crate) hit_families: HitFamilies,
 }
 
 impl RuleCounters {
@@ -165,6 +169,29 @@ impl RuleCounters {
                     })
                     .inc();
             }
+        }
+    }
+
+    /// Counts `hits` of rule `rule_id` of `domain` that `decision` decided, in
+    /// envoyproxy/ratelimit's hit counters (`shadow_denied`: denied, not enforced).
+    pub fn hits(
+        &self,
+        domain: &str,
+        rule_id: &str,
+        decision: &weir_core::Decision,
+        hits: u64,
+        shadow_denied: bool,
+        near: NearLimit,
+    ) {
+        match self.hits.get(rule_id) {
+            Some(counters) => counters.count(decision, hits, shadow_denied, near),
+            // A limit override from the request: its id is `domain.<override>`, bounded.
+            None => self.hit_families.counters(domain, rule_id).count(
+                decision,
+                hits,
+                shadow_denied,
+                near,
+            ),
         }
     }
 

@@ -4,11 +4,17 @@
 //! (ratelimit's `detailed_metric` is accepted and adds nothing here, by design: see
 //! config/README.md; the most denied keys are in the admin API instead).
 //!
+//! Besides Weir's own series: envoyproxy/ratelimit's hit counters under its Prometheus names
+//! (`hits.rs`), a latency histogram per API, `weir_build_info`, and the process metrics
+//! (`process.rs`, from `/proc/self`).
+//!
 //! The decision path touches only pre-built counters ([`RuleCounters`], rebuilt with each
 //! rule snapshot) and the store latency histogram; store and cache counters kept by
-//! `weir-resilience` are copied in when `/metrics` is scraped.
+//! `weir-resilience`, and the process metrics, are read when `/metrics` is scraped.
 
 mod decisions;
+mod hits;
+mod process;
 mod registry;
 
 pub use decisions::{NearLimit, Outcome, RuleCounters};

@@ -17,6 +17,8 @@ use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
 
 use super::decisions::{DecisionLabels, Outcome, RuleCounters, UNKNOWN_DOMAIN};
+use super::hits::HitFamilies;
+use super::process::ProcessMetrics;
 use crate::store::AnyStore;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -24,6 +26,19 @@ struct RequestLabels {
     api: &'static str,
     result: &'static str,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ApiLabels {
+    api: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// The APIs of `weir_requests_total` and `weir_request_duration_seconds`.
+const APIS: [&str; 5] = ["grpc", "http", "json", "lease", "admin"];
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct StoreLabels {
@@ -63,6 +78,9 @@ pub struct Metrics {
     config_rules: Gauge,
     admin_denied: Counter,
     in_flight: Gauge,
+    request_duration: Family<ApiLabels, Histogram>,
+    hit_families: HitFamilies,
+    process: ProcessMetrics,
     seen: Mutex<Seen>,
 }
 
@@ -162,7 +180,32 @@ impl Metrics {
             "HTTP requests being handled now",
             in_flight.clone(),
         );
+        let request_duration = Family::<ApiLabels, Histogram>::new_with_constructor(
+            (|| Histogram::new(exponential_buckets(0.000_1, 2.0, 16))) as fn() -> Histogram,
+        );
+        registry.register_with_unit(
+            "weir_request_duration",
+            "Time one request took, by API (grpc, http, json, lease, admin), from its arrival to its answer",
+            Unit::Seconds,
+            request_duration.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        registry.register(
+            "weir_build_info",
+            "Always 1: the running Weir's version",
+            build_info.clone(),
+        );
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        let hit_families = HitFamilies::register(&mut registry);
+        let process = ProcessMetrics::register(&mut registry);
         // Series that alerts use exist from the start, at zero.
+        for api in APIS {
+            let _ = request_duration.get_or_create(&ApiLabels { api });
+        }
         fallback
             .get_or_create(&StoreLabels { store: store_kind })
             .set(0);
@@ -176,7 +219,7 @@ impl Metrics {
             let _ = reloads.get_or_create(&ResultLabels { result });
         }
         config_ok.set(1);
-        let request_counters = ["grpc", "http", "json", "lease", "admin"]
+        let request_counters = APIS
             .into_iter()
             .flat_map(|api| {
                 ["ok", "over_limit", "invalid", "error"].map(|result| RequestLabels { api, result })
@@ -204,6 +247,9 @@ impl Metrics {
             config_rules,
             admin_denied,
             in_flight,
+            request_duration,
+            hit_families,
+            process,
             seen: Mutex::default(),
         }
     }
@@ -212,7 +258,14 @@ impl Metrics {
     pub fn rule_counters(&self, rules: &RuleSet) -> RuleCounters {
         let mut by_rule = HashMap::new();
         let mut no_rule = HashMap::new();
+        let mut hits = HashMap::new();
         for info in rules.rules() {
+            if !info.is_unlimited() {
+                hits.insert(
+                    Arc::clone(&info.id),
+                    self.hit_families.counters(&info.domain, &info.id),
+                );
+            }
             let counters = Outcome::RULE_OUTCOMES.map(|outcome| {
                 self.decisions.get_or_create_owned(&DecisionLabels {
                     domain: info.domain.to_string(),
@@ -240,6 +293,8 @@ impl Metrics {
             no_rule,
             unknown_domain,
             family: self.decisions.clone(),
+            hits,
+            hit_families: self.hit_families.clone(),
         }
     }
 
@@ -250,6 +305,13 @@ impl Metrics {
             Some((_, counter)) => counter.inc(),
             None => self.requests.get_or_create(&labels).inc(),
         };
+    }
+
+    /// Records how long one request of `api` took.
+    pub fn request_duration(&self, api: &'static str, took: Duration) {
+        self.request_duration
+            .get_or_create(&ApiLabels { api })
+            .observe(took.as_secs_f64());
     }
 
     /// Records one store call's duration.
@@ -312,6 +374,7 @@ impl Metrics {
     }
 
     fn collect(&self, store: &AnyStore) {
+        self.process.refresh();
         if let Some(memory) = store.memory() {
             self.memory_keys
                 .set(i64::try_from(memory.len()).unwrap_or(i64::MAX));

@@ -1,0 +1,196 @@
+//! TLS for the listeners (gRPC, HTTP): a certificate chain and key from PEM files, and
+//! optionally a CA whose certificates clients **must** show (mutual TLS, as
+//! envoyproxy/ratelimit's `GRPC_CLIENT_TLS_CACERT`). rustls with the ring provider (the one
+//! weir-redis uses for `rediss://`), TLS 1.3. The files are read once, when the server
+//! starts: a missing or unreadable file, a file without a certificate or key, or a key that
+//! does not match is an error naming the file, and the server does not start.
+//!
+//! Not here: accepting connections (`accept.rs`) and what they speak; the handshake is done
+//! by each listener's connection task, bounded by [`HANDSHAKE_TIMEOUT`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+
+/// The longest a client may take to finish its TLS handshake.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The files of one listener's TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsFiles {
+    /// The server's certificate chain (PEM, leaf first).
+    pub cert: PathBuf,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// The CA (PEM) that clients' certificates must chain to: with it, a client without
+    /// such a certificate is refused (mutual TLS). `None`: no client certificate asked.
+    pub client_ca: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// TLS with `cert` and `key`, no client certificate asked.
+    pub fn new(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        Self {
+            cert: cert.into(),
+            key: key.into(),
+            client_ca: None,
+        }
+    }
+
+    /// Clients must show a certificate from the CA in `ca` (mutual TLS).
+    pub fn require_client_cert(mut self, ca: impl Into<PathBuf>) -> Self {
+        self.client_ca = Some(ca.into());
+        self
+    }
+}
+
+/// TLS that cannot be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("{}: cannot read the {what}: {source}", file.display())]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// Which file it is.
+        what: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file holds nothing usable.
+    #[error("{}: {reason}", file.display())]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// A TLS acceptor for `files`, offering `alpn` (e.g. `h2` for gRPC).
+pub(crate) fn acceptor(files: &TlsFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs = certificates(&files.cert, "certificate chain")?;
+    let key_pem = read(&files.key, "private key")?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Invalid {
+        file: files.key.clone(),
+        reason: format!("no PEM private key ({e})"),
+    })?;
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Invalid {
+            file: files.cert.clone(),
+            reason: e.to_string(),
+        })?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for cert in certificates(ca, "client CA")? {
+                roots.add(cert).map_err(|e| TlsError::Invalid {
+                    file: ca.clone(),
+                    reason: format!("not a usable CA certificate: {e}"),
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| TlsError::Invalid {
+                    file: ca.clone(),
+                    reason: e.to_string(),
+                })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| TlsError::Invalid {
+            file: files.key.clone(),
+            reason: format!("the key does not fit the certificate chain: {e}"),
+        })?;
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+fn read(file: &Path, what: &'static str) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(file).map_err(|source| TlsError::Read {
+        file: file.to_path_buf(),
+        what,
+        source,
+    })
+}
+
+fn certificates(file: &Path, what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read(file, what)?;
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| TlsError::Invalid {
+            file: file.to_path_buf(),
+            reason: format!("not PEM certificates ({e})"),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::Invalid {
+            file: file.to_path_buf(),
+            reason: format!("no PEM certificate in the {what}"),
+        });
+    }
+    Ok(certs)
+}
+
+/// The TLS stream of `stream`, or `None` (logged at debug) when the client does not finish
+/// a handshake in time or fails it (no certificate from the CA, among others).
+pub(crate) async fn handshake(
+    acceptor: &TlsAcceptor,
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+) -> Option<TlsStream<TcpStream>> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(error)) => {
+            tracing::debug!(%peer, %error, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake not finished in time");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_empty_file_is_named() {
+        let err = acceptor(&TlsFiles::new("/nonexistent/c.pem", "/k.pem"), &[])
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .starts_with("/nonexistent/c.pem: cannot read the certificate chain"),
+            "{err}"
+        );
+        let dir = std::env::temp_dir().join(format!("weir-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "nothing here").unwrap();
+        let err = acceptor(&TlsFiles::new(&empty, &empty), &[]).err().unwrap();
+        assert!(
+            err.to_string()
+                .ends_with("no PEM certificate in the certificate chain"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
