@@ -8,9 +8,11 @@
 //! - **`POST /v1/check`**, Weir's JSON API, with rate-limit headers and `429`;
 //! - **`POST /json`**, envoyproxy/ratelimit's JSON endpoint.
 //!
-//! Around them: `/healthz`, `/readyz`, `/healthcheck`, `grpc.health.v1.Health`, `/metrics`, an admin API (only with a token), hot
-//! reload of the rule files (a bad file keeps the old rules), shadow mode and gradual
-//! roll-out.
+//! Around them: `/healthz`, `/readyz`, and as envoyproxy/ratelimit `/healthcheck` and
+//! `grpc.health.v1.Health` (`health.rs`); `/metrics`; an admin API (only with a token); hot
+//! reload of the rule files (a bad file keeps the old rules; ratelimit's runtime directory
+//! in `runtime_dir.rs`); shadow mode and gradual roll-out; TLS and mutual TLS on either
+//! listener (`tls.rs`).
 //!
 //! The path of one decision: an API parses its request (`http/`, `grpc.rs` + `rls.rs`) →
 //! `decide.rs` matches it against the rule snapshot in force (`rules.rs`, swapped by

@@ -124,7 +124,7 @@ pub struct RuleBook {
     current: RwLock<Arc<Snapshot>>,
     status: Mutex<ConfigStatus>,
     changed: watch::Sender<u64>,
-    /// The [`stamp`] of the files as the last load attempt read them.
+    /// The [`stamp`](crate::stamp) of the files as the last load attempt read them.
     stamp: AtomicU64,
     metrics: Arc<Metrics>,
     clock: SharedClock,
@@ -200,7 +200,7 @@ impl RuleBook {
         self.changed.subscribe()
     }
 
-    /// The [`stamp`] of the rule files as the last load attempt read them: the watcher
+    /// The [`stamp`](crate::stamp) of the rule files as the last load attempt read them: the watcher
     /// reloads when what is on disk differs.
     pub fn stamp(&self) -> u64 {
         self.stamp.load(Ordering::Acquire)
