@@ -1,0 +1,84 @@
+//! # weir-resp
+//!
+//! A Redis-protocol (RESP2 and RESP3) front end for Weir: any language's Redis client
+//! becomes a Weir client, as with redis-cell and throttlecrab, with no SDK to write. It
+//! decides on a [`weir_core::Limiter`] over any [`weir_core::Store`] (memory, Redis,
+//! memcached, behind whatever guards the caller put in front), so decisions made here and
+//! through `weir serve`'s HTTP and gRPC APIs share one store.
+//!
+//! | command | answers |
+//! | --- | --- |
+//! | `CL.THROTTLE key max_burst count period [quantity]` | redis-cell's `[limited, limit, remaining, retry_after, reset_after]`, its rounding, edge cases and error messages |
+//! | `THROTTLE key max_burst count period [quantity]` | throttlecrab's `[allowed, limit, remaining, reset_after, retry_after]` and errors |
+//! | `WEIR.CHECK domain key value [key value …] [HITS n]` | the rule files' verdict for one descriptor, `/v1/check`'s fields as a map |
+//! | `PING`, `ECHO`, `HELLO 2/3`, `CLIENT …`, `COMMAND [DOCS …]`, `SELECT 0`, `RESET`, `AUTH`, `CONFIG GET`, `QUIT` | as Redis does, for what clients send when they connect |
+//!
+//! Anything else is Redis's `ERR unknown command '…', with args beginning with: …`; a wrong
+//! argument count is `ERR wrong number of arguments for '…' command`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use weir_core::Limiter;
+//!
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:6380").await?;
+//! let rules = weir_config::RuleSet::example();
+//! weir_resp::serve(listener, Arc::new(Limiter::default()), rules, weir_resp::Settings::default(), async {
+//!     let _ = tokio::signal::ctrl_c().await;
+//! })
+//! .await;
+//! # Ok(()) }
+//! ```
+//!
+//! ```text
+//! $ redis-cli -p 6380 CL.THROTTLE user123 15 30 60
+//! 1) (integer) 0
+//! 2) (integer) 16
+//! 3) (integer) 15
+//! 4) (integer) -1
+//! 5) (integer) 2
+//! ```
+//!
+//! ## Limits
+//!
+//! Bounded whatever clients send ([`Settings`]): 4096 connections, 1024 arguments per
+//! command, 64 KiB per argument and 1 MiB per command (checked from the headers, before
+//! anything is buffered; a violation is answered `-ERR Protocol error: …` and the
+//! connection closed, as Redis does), idle connections closed after 5 minutes, each
+//! decision bounded by 5 seconds. Pipelined commands are answered in order; a client that
+//! does not read its replies stops being read. Keys are at most 511 bytes.
+//!
+//! ## Differences from redis-cell and throttlecrab
+//!
+//! Both are ported from their sources, and their test cases run here (`tests/`). Where
+//! their arithmetic breaks, Weir answers an error in their own form instead:
+//! - redis-cell: a negative rate (`count` and `period` of opposite signs), a negative
+//!   quantity (redis-cell would move the key's time back), and `max_burst`, quantity or
+//!   period beyond what its `i64` nanoseconds hold (292 years; redis-cell wraps around) or
+//!   a rate slower than one per 10 years (Weir's `MAX_SPAN`). Every other input, the
+//!   negative `max_burst` that makes the limit zero or negative and the rates faster than
+//!   one per microsecond included, answers what redis-cell answers.
+//! - throttlecrab: `max_burst` above 2³² (throttlecrab truncates it) and rates slower than
+//!   one per 10 years. And one deliberate change: throttlecrab lets a key idle for part of
+//!   its lifetime start from a time in the past and pass more than `max_burst` at once;
+//!   Weir's GCRA never does.
+//! - Records are Weir's: a key's TAT lives in the limiter's store under the rule
+//!   `cl.throttle` (or `throttle`), keyed by the client's key, so the two commands never
+//!   share a key's budget, and changing a key's parameters re-reads its TAT, as redis-cell
+//!   does.
+//!
+//! `WEIR.CHECK` decides exactly as `weir serve`'s engine does (matching, `replaces`,
+//! unlimited and zero-limit rules, hits above capacity, shadow and roll-out, quota mode,
+//! a full memory store's failure policy) but does not feed `weir serve`'s metrics or its
+//! top-denied keys.
+
+mod commands;
+mod connection;
+mod protocol;
+mod rules;
+mod server;
+mod settings;
+
+pub use rules::{Rules, SharedRules};
+pub use server::serve;
+pub use settings::Settings;

@@ -1,0 +1,95 @@
+//! The accept loop: at most [`Settings::max_connections`] connections at once (one past it
+//! is told Redis's `-ERR max number of clients reached` and closed), each served by its
+//! own task (`connection.rs`); on shutdown it stops accepting, lets every connection
+//! finish the command it is running, and returns once all are closed.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use weir_core::{Clock, Limiter, Store};
+
+use crate::commands::Shared;
+use crate::connection;
+use crate::rules::Rules;
+use crate::settings::Settings;
+
+/// Serves the RESP front end on `listener` until `shutdown` completes, then waits for the
+/// open connections to finish their current command.
+///
+/// `limiter` is anything that derefs to a [`Limiter`] (an `Arc<Limiter<S, C>>`, or a
+/// wrapper around a server's own), so every front end can share one store; `rules` are
+/// `WEIR.CHECK`'s ([`Rules`]: a `RuleSet`, [`SharedRules`](crate::SharedRules), …).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use weir_core::Limiter;
+///
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:6380").await?;
+/// let limiter = Arc::new(Limiter::default());
+/// let rules = weir_config::RuleSet::example();
+/// weir_resp::serve(listener, limiter, rules, weir_resp::Settings::default(), async {
+///     let _ = tokio::signal::ctrl_c().await;
+/// })
+/// .await;
+/// # Ok(()) }
+/// ```
+pub async fn serve<L, S, C, R>(
+    listener: TcpListener,
+    limiter: L,
+    rules: R,
+    settings: Settings,
+    shutdown: impl Future<Output = ()> + Send,
+) where
+    L: std::ops::Deref<Target = Limiter<S, C>> + Send + Sync + 'static,
+    S: Store,
+    C: Clock,
+    R: Rules,
+{
+    let slots = Arc::new(Semaphore::new(settings.max_connections));
+    let shared = Arc::new(Shared {
+        limiter,
+        rules,
+        settings,
+    });
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let mut next_id: u64 = 0;
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, _peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of file descriptors, usually: let connections close, then go on.
+                tracing::warn!(%error, "RESP front end: accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+            // Never waits: the reply fits in a fresh socket's buffer, or is dropped.
+            let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        next_id += 1;
+        let shared = Arc::clone(&shared);
+        let stopped = stopped.clone();
+        let id = next_id;
+        tasks.spawn(async move {
+            connection::handle(stream, shared, id, stopped).await;
+            drop(permit);
+        });
+    }
+    let _ = stop.send(true);
+    while tasks.join_next().await.is_some() {}
+}
