@@ -2,7 +2,9 @@
 //! ratelimit's environment variables (a Redis on loopback from weir-testkit, a runtime
 //! directory of ratelimit's example configs, ratelimit's listener variables) answers
 //! `ShouldRateLimit` on Redis and the gRPC health check, serves `/healthcheck`, warns about
-//! the variable it cannot honour, and stops on SIGTERM. Every wait is bounded.
+//! the variable it cannot honour, and stops on SIGTERM; and ratelimit's gRPC TLS variables
+//! (`GRPC_SERVER_USE_TLS` …) serve mutual TLS that refuses a client without a certificate.
+//! Every wait is bounded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
@@ -80,28 +82,12 @@ fn request(domain: &str, entries: &[(&str, &str)]) -> RateLimitRequest {
     }
 }
 
-#[test]
-fn weir_serve_runs_on_ratelimits_environment_alone() {
-    let redis = RedisServer::start();
-    let (http_port, grpc_port) = (free_port(), free_port());
-    let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ratelimit-runtime");
-    // The environment of ratelimit's own docker-compose example, and nothing else.
+/// Starts `weir serve` with `env` only, reading its log lines.
+fn start(env: &[(&str, String)]) -> Weir {
     let child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .arg("serve")
         .env_clear()
-        .env("USE_STATSD", "false")
-        .env("LOG_LEVEL", "debug")
-        .env("LOG_FORMAT", "json")
-        .env("REDIS_SOCKET_TYPE", "tcp")
-        .env("REDIS_URL", format!("127.0.0.1:{}", redis.port()))
-        .env("RUNTIME_ROOT", &runtime)
-        .env("RUNTIME_SUBDIRECTORY", "ratelimit")
-        .env("RUNTIME_WATCH_ROOT", "false")
-        .env("HOST", "127.0.0.1")
-        .env("PORT", http_port.to_string())
-        .env("GRPC_HOST", "127.0.0.1")
-        .env("GRPC_PORT", grpc_port.to_string())
-        .env("DEBUG_PORT", "6070")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -117,7 +103,128 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
             let _ = tx.send(line);
         }
     });
+    weir
+}
 
+fn runtime_root() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/ratelimit-runtime")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn ratelimits_grpc_tls_variables_serve_mutual_tls() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair,
+    };
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+
+    let dir = std::env::temp_dir().join(format!("weir-cli-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name
+        .push(DnType::CommonName, "weir cli test CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    for (who, name, usage) in [
+        ("server", "localhost", ExtendedKeyUsagePurpose::ServerAuth),
+        ("client", "envoy", ExtendedKeyUsagePurpose::ClientAuth),
+    ] {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &ca).unwrap();
+        std::fs::write(dir.join(format!("{who}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{who}.key")), key.serialize_pem()).unwrap();
+    }
+    let file = |name: &str| dir.join(name).display().to_string();
+    let grpc_port = free_port();
+    let mut weir = start(&[
+        ("LOG_FORMAT", "json".into()),
+        ("LOG_LEVEL", "info".into()),
+        ("RUNTIME_ROOT", runtime_root()),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit".into()),
+        ("HOST", "127.0.0.1".into()),
+        ("PORT", free_port().to_string()),
+        ("GRPC_HOST", "127.0.0.1".into()),
+        ("GRPC_PORT", grpc_port.to_string()),
+        ("GRPC_SERVER_USE_TLS", "true".into()),
+        ("GRPC_SERVER_TLS_CERT", file("server.pem")),
+        ("GRPC_SERVER_TLS_KEY", file("server.key")),
+        ("GRPC_CLIENT_TLS_CACERT", file("ca.pem")),
+    ]);
+    let listening = weir.wait_for("weir serve: listening");
+    assert!(listening.contains("\"grpc_tls\":true"), "{listening}");
+
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let ask = |identity: bool| {
+                let mut tls = ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(read("ca.pem")))
+                    .domain_name("localhost");
+                if identity {
+                    tls = tls.identity(Identity::from_pem(read("client.pem"), read("client.key")));
+                }
+                async move {
+                    let channel = Channel::from_shared(format!("https://127.0.0.1:{grpc_port}"))
+                        .unwrap()
+                        .tls_config(tls)
+                        .unwrap()
+                        .connect()
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    RateLimitServiceClient::new(channel)
+                        .should_rate_limit(request("mongo_cps", &[("database", "users")]))
+                        .await
+                        .map(|a| a.into_inner().overall_code)
+                        .map_err(|e| e.to_string())
+                }
+            };
+            assert_eq!(ask(true).await, Ok(Code::Ok as i32));
+            assert!(
+                ask(false).await.is_err(),
+                "a client without a certificate got in"
+            );
+        });
+    let pid = weir.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    weir.wait_for("weir serve: stopped");
+    assert!(weir.child.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn weir_serve_runs_on_ratelimits_environment_alone() {
+    let redis = RedisServer::start();
+    let (http_port, grpc_port) = (free_port(), free_port());
+    // The environment of ratelimit's own docker-compose example, and nothing else.
+    let mut weir = start(&[
+        ("USE_STATSD", "false".into()),
+        ("LOG_LEVEL", "debug".into()),
+        ("LOG_FORMAT", "json".into()),
+        ("REDIS_SOCKET_TYPE", "tcp".into()),
+        ("REDIS_URL", format!("127.0.0.1:{}", redis.port())),
+        ("RUNTIME_ROOT", runtime_root()),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit".into()),
+        ("RUNTIME_WATCH_ROOT", "false".into()),
+        ("HOST", "127.0.0.1".into()),
+        ("PORT", http_port.to_string()),
+        ("GRPC_HOST", "127.0.0.1".into()),
+        ("GRPC_PORT", grpc_port.to_string()),
+        ("DEBUG_PORT", "6070".into()),
+    ]);
     let listening = weir.wait_for("weir serve: listening");
     let event: serde_json::Value = serde_json::from_str(&listening).unwrap();
     assert_eq!(event["fields"]["grpc"], format!("127.0.0.1:{grpc_port}"));
