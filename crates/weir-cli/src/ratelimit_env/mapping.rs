@@ -121,6 +121,7 @@ pub(crate) const MAPPED: &[&str] = &[
     "MEMCACHE_SRV",
     "MEMCACHE_TLS",
     "SHADOW_MODE",
+    "USE_PROMETHEUS",
 ];
 
 /// Reads ratelimit's variables through `lookup`. A value that cannot be used (a port that
@@ -182,16 +183,23 @@ fn listener(
     if host.is_none() && port.is_none() {
         return Ok(None);
     }
+    let port = port.unwrap_or(default_port);
     let ip = match host.as_deref() {
         None => DEFAULT_HOST,
         Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        Some(text) => text
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse()
-            .with_context(|| format!("{host_var}={text:?}: not an IP address"))?,
+        Some(text) => match text.trim_start_matches('[').trim_end_matches(']').parse() {
+            Ok(ip) => ip,
+            // A host name, as Go's listener takes it: its first address.
+            Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(text, port))
+                .ok()
+                .and_then(|mut addrs| addrs.next())
+                .map(|addr| addr.ip())
+                .with_context(|| {
+                    format!("{host_var}={text:?}: not an IP address or a host name that resolves")
+                })?,
+        },
     };
-    Ok(Some(SocketAddr::new(ip, port.unwrap_or(default_port))))
+    Ok(Some(SocketAddr::new(ip, port)))
 }
 
 fn runtime_dir(vars: &Vars<'_>) -> anyhow::Result<Option<RuntimeDir>> {
@@ -375,7 +383,8 @@ mod tests {
             err(&[("PORT", "http")]),
             "PORT=\"http\": not a port number (0 to 65535)"
         );
-        assert!(err(&[("HOST", "example.com")]).starts_with("HOST=\"example.com\": not an IP"));
+        assert!(err(&[("HOST", "no-such-host.invalid")])
+            .starts_with("HOST=\"no-such-host.invalid\": not an IP address or a host name"));
         assert!(err(&[("LOG_LEVEL", "loud")]).starts_with("LOG_LEVEL=\"loud\""));
         assert!(err(&[("NEAR_LIMIT_RATIO", "1.5")]).starts_with("NEAR_LIMIT_RATIO=\"1.5\""));
         assert!(err(&[("CONFIG_TYPE", "GRPC_XDS_SOTW")]).contains("files only"));
