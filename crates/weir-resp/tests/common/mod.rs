@@ -1,0 +1,164 @@
+//! Test harness: the RESP front end on a real loopback socket (127.0.0.1:0) over the
+//! memory store and a `ManualClock`, a raw TCP client for exact bytes, and the `redis`
+//! crate's client. Nothing sleeps: time moves only when a test advances the clock, and
+//! every read waits for bytes (bounded by a generous timeout that only a hang reaches).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use weir_config::RuleSet;
+use weir_core::{Limiter, ManualClock, MemoryStore};
+use weir_resp::Settings;
+
+/// 2023-11-14T22:13:20Z, a whole second.
+pub const START_NS: u64 = 1_700_000_000_000_000_000;
+
+/// A hang, not a slow machine.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+pub struct Server {
+    pub addr: SocketAddr,
+    pub clock: ManualClock,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+pub async fn start() -> Server {
+    start_with(RuleSet::example(), Settings::default()).await
+}
+
+pub async fn start_with(rules: RuleSet, settings: Settings) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let clock = ManualClock::new(START_NS);
+    let limiter = Arc::new(Limiter::new(MemoryStore::default(), clock.clone()));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(weir_resp::serve(listener, limiter, rules, settings, async {
+        let _ = stopped.await;
+    }));
+    Server {
+        addr,
+        clock,
+        stop: Some(stop),
+        task,
+    }
+}
+
+impl Server {
+    /// Stops the server and waits until it has returned.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(PATIENCE, &mut self.task)
+            .await
+            .expect("the server stops")
+            .unwrap();
+    }
+
+    pub fn advance(&self, d: Duration) {
+        self.clock.advance(d);
+    }
+
+    /// A `redis` crate connection (RESP3 after `HELLO 3` when asked).
+    pub async fn client(&self, resp3: bool) -> redis::aio::MultiplexedConnection {
+        let proto = if resp3 { "?protocol=resp3" } else { "" };
+        let client = redis::Client::open(format!("redis://{}/{proto}", self.addr)).unwrap();
+        client.get_multiplexed_async_connection().await.unwrap()
+    }
+
+    /// A raw TCP connection.
+    pub async fn raw(&self) -> Raw {
+        Raw {
+            stream: TcpStream::connect(self.addr).await.unwrap(),
+            buffer: Vec::new(),
+        }
+    }
+}
+
+/// Encodes a command as a RESP multibulk request.
+pub fn request(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
+    }
+    out
+}
+
+pub struct Raw {
+    pub stream: TcpStream,
+    buffer: Vec<u8>,
+}
+
+impl Raw {
+    pub async fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
+    }
+
+    /// Sends one command and returns its reply's bytes (`expected_len` of them).
+    pub async fn call(&mut self, args: &[&str]) -> String {
+        self.send(&request(args)).await;
+        self.line().await
+    }
+
+    /// The next `\r\n`-terminated line.
+    pub async fn line(&mut self) -> String {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\r\n") {
+                let line: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                return String::from_utf8(line[..end].to_vec()).unwrap();
+            }
+            let mut chunk = [0u8; 4096];
+            let n = tokio::time::timeout(PATIENCE, self.stream.read(&mut chunk))
+                .await
+                .expect("a reply in time")
+                .unwrap();
+            assert!(n > 0, "closed before a whole line; got {:?}", String::from_utf8_lossy(&self.buffer));
+            self.buffer.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Exactly `n` more bytes.
+    pub async fn bytes(&mut self, n: usize) -> Vec<u8> {
+        while self.buffer.len() < n {
+            let mut chunk = [0u8; 65536];
+            let read = tokio::time::timeout(PATIENCE, self.stream.read(&mut chunk))
+                .await
+                .expect("bytes in time")
+                .unwrap();
+            assert!(read > 0, "closed early");
+            self.buffer.extend_from_slice(&chunk[..read]);
+        }
+        self.buffer.drain(..n).collect()
+    }
+
+    /// Everything until the server closes the connection.
+    pub async fn until_closed(&mut self) -> String {
+        loop {
+            let mut chunk = [0u8; 4096];
+            let read = tokio::time::timeout(PATIENCE, self.stream.read(&mut chunk))
+                .await
+                .expect("the server closes in time");
+            match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => self.buffer.extend_from_slice(&chunk[..n]),
+            }
+        }
+        String::from_utf8_lossy(&std::mem::take(&mut self.buffer)).into_owned()
+    }
+}
+
+/// Runs a `redis` crate command expecting integers.
+pub async fn ints(con: &mut redis::aio::MultiplexedConnection, args: &[&str]) -> Vec<i64> {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query_async(con).await.unwrap()
+}
