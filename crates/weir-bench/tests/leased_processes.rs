@@ -44,7 +44,7 @@ fn run_processes(url: &str, prefix: &str) -> (Vec<Run>, u64) {
                 .args(["--store", url, "--mode", "leased", "--algorithm", "gcra"])
                 .args(["--limit", &BURST.to_string(), "--window", "3600"])
                 .args(["--keys", "1", "--concurrency", "4", "--requests", "300"])
-                .args(["--prefix", prefix])
+                .args(["--prefix", prefix, "--instances", &PROCESSES.to_string()])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

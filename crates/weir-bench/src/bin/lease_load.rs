@@ -63,6 +63,10 @@ struct Args {
     /// A slice holds at most limit / this (LeaseConfig::limit_fraction)
     #[arg(long, default_value_t = LeaseConfig::default().limit_fraction)]
     limit_fraction: u64,
+    /// How many instances share each limit (LeaseConfig::instances: an overloaded key's
+    /// slice is at most this instance's share)
+    #[arg(long, default_value_t = 1)]
+    instances: u64,
     /// Prefix of every Redis key (runs that must not share records use different ones)
     #[arg(long, default_value = "weir-bench:")]
     prefix: String,
@@ -109,6 +113,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("--store {}", args.store))?;
     let config = LeaseConfig {
         limit_fraction: args.limit_fraction,
+        instances: args.instances,
         ..LeaseConfig::default()
     };
     let store = Arc::new(LeasedStore::new(redis, config));

@@ -11,7 +11,9 @@ use weir_core::Rule;
 /// A slice of rule `R` lives `ttl(R) = min(max_ttl, max(min_ttl, window(R) / window_fraction))`
 /// (`window` is [`Rule::window`]: the window, or the time a bucket takes to fill), so with
 /// the defaults a 1 s rule's slices live 100 ms and a 1 min rule's 6 s. A slice holds at most
-/// `cap(R) = min(max_slice, limit(R) / limit_fraction)` units (at least the request's cost).
+/// `cap(R) = min(max_slice, limit(R) / limit_fraction)` units (at least the request's cost),
+/// or up to `min(max_slice, limit(R) / instances)` when the instance denied the key since
+/// its last slice ([`overload_cap`](Self::overload_cap)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseConfig {
     /// A slice lives this fraction of its rule's window: `window / window_fraction`
@@ -26,6 +28,10 @@ pub struct LeaseConfig {
     /// A slice holds at most `limit / limit_fraction` units (default 4), so a key near its
     /// limit cannot sit idle in one instance's slice.
     pub limit_fraction: u64,
+    /// How many instances share each limit (default 1; `weir serve --instances`): an
+    /// instance turning a key's checks away claims at most its share of the limit, so
+    /// instances at overload split it instead of one taking it all.
+    pub instances: u64,
     /// The most keys whose slices are held at once (default 100 000). Beyond it, expired
     /// slices go first, then any; a dropped slice's units are lost (under-admission, never
     /// over-admission).
@@ -40,6 +46,7 @@ impl Default for LeaseConfig {
             max_ttl: Duration::from_secs(10),
             max_slice: 1000,
             limit_fraction: 4,
+            instances: 1,
             capacity: 100_000,
         }
     }
@@ -57,6 +64,15 @@ impl LeaseConfig {
     /// The most units one slice of `rule` may hold for a request of `cost`.
     pub fn cap(&self, rule: &Rule, cost: u64) -> u64 {
         let share = rule.limit() / self.limit_fraction.max(1);
+        self.max_slice.min(share).max(cost)
+    }
+
+    /// The most units a slice may hold when this instance has been denying the key since
+    /// its last slice (its demand is above what it gets): its share of the limit
+    /// (`limit / instances`), since units claimed by an instance turning requests away are
+    /// spent, not left idle.
+    pub fn overload_cap(&self, rule: &Rule, cost: u64) -> u64 {
+        let share = rule.limit() / self.instances.max(1);
         self.max_slice.min(share).max(cost)
     }
 }

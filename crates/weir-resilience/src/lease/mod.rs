@@ -24,8 +24,11 @@
 //! - **Under-admission.** Units sit idle only in slices: at any moment at most
 //!   `instances × cap` units of a key are claimed and unspent (`cap` is at most a quarter
 //!   of the limit by default), and they are back in the store's count once their slice
-//!   ages out of the rule's window. A claim the store refuses waits, locally, until the
-//!   units it asked for are back, at most `cap` units later than an exact check would.
+//!   ages out of the rule's window. An instance that has been turning the key's requests
+//!   away since its last slice may claim up to the whole limit (its demand spends it; this
+//!   is what keeps store calls low under overload): if its demand then stops, those units
+//!   sit idle for at most one lifetime. A claim the store refuses waits, locally, until
+//!   the units it asked for are back, at most `cap` units later than an exact check would.
 //! - **Outage.** Slices keep being spent while the store is away; the next claim fails and
 //!   the store below (usually a [`FailoverStore`](crate::FailoverStore)) applies the rule's
 //!   failure policy.
@@ -234,7 +237,11 @@ impl<S: Store> LeasedStore<S> {
             cost,
             now_ns,
             self.config.ttl_ns(rule),
-            self.config.cap(rule, cost),
+            if slice.overloaded {
+                self.config.overload_cap(rule, cost)
+            } else {
+                self.config.cap(rule, cost)
+            },
         );
         let notify = Arc::new(Notify::new());
         slice.claiming = Some(notify.clone());
@@ -307,8 +314,9 @@ impl<S: Store> LeasedStore<S> {
             let ttl_ns = self.config.ttl_ns(rule);
             let first = self.ask(target, key, rule, want, now_ns).await?;
             // A refused claim takes what is left when that is at least half of it and the
-            // rest is not back soon (a window's end, a slow refill); units back within a
-            // quarter lifetime are worth waiting for: one call for the whole slice.
+            // rest is not back within a quarter lifetime (a window's end, a slow refill):
+            // waiting would leave those units idle in the store. Units back sooner are
+            // worth waiting for: one call for the whole slice.
             let partial = want > cost
                 && first.remaining >= partial_floor(cost, want)
                 && slice::nanos(first.retry_after) > ttl_ns / 4;
@@ -324,9 +332,16 @@ impl<S: Store> LeasedStore<S> {
             let settled = guard.settle(|slice| {
                 if granted > 0 {
                     // When the grant left too few units for even a partial claim, the
-                    // store would refuse the next one until they are back: wait here.
+                    // store would refuse the next one until they are back: wait here. A
+                    // slice spent before then means the key is overloaded here, and the
+                    // next claim asks for the overload cap; and the other instances, also
+                    // waiting, go first: wait until every instance's share is back.
+                    let share = self.config.overload_cap(rule, cost).max(granted);
+                    let next = share
+                        .saturating_mul(self.config.instances.max(1))
+                        .min(rule.limit());
                     let back = (store.remaining < partial_floor(cost, granted))
-                        .then(|| rule.retry_after_allowed(&store, granted))
+                        .then(|| rule.retry_after_allowed(&store, next.max(cost)))
                         .flatten();
                     let d = slice.grant(granted, cost, &store, back, now_ns, ttl_ns);
                     (d, Some(slice.generation))

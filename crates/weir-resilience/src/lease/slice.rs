@@ -36,6 +36,9 @@ pub(super) struct Slice {
     denied: Option<(u64, Decision)>,
     /// Set while one check claims from the store; the key's other checks wait on it.
     pub(super) claiming: Option<Arc<Notify>>,
+    /// This instance denied a check of the key since the last grant: it wants more than
+    /// it gets, so the next slice may be as large as the limit (it will not sit idle).
+    pub(super) overloaded: bool,
     /// Units asked for since `since_ns`: the local demand, measured over at least one
     /// slice lifetime.
     demand: u64,
@@ -54,6 +57,7 @@ impl Slice {
             limit: 0,
             denied: None,
             claiming: None,
+            overloaded: false,
             demand: 0,
             since_ns: now_ns,
         }
@@ -93,6 +97,7 @@ impl Slice {
             return None;
         }
         self.demand = self.demand.saturating_add(cost);
+        self.overloaded = true;
         Some(Decision {
             retry_after: Duration::from_nanos(until_ns - now_ns),
             reset_after: Duration::from_nanos(self.reset_at_ns.saturating_sub(now_ns)),
@@ -134,6 +139,7 @@ impl Slice {
         self.store_remaining = store.remaining;
         self.reset_at_ns = now_ns.saturating_add(nanos(store.reset_after));
         self.limit = store.limit;
+        self.overloaded = false;
         self.denied = back.map(|wait| {
             let denial = Decision {
                 allowed: false,
