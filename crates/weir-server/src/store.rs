@@ -47,7 +47,11 @@ pub enum AnyStore {
 
 fn guard<S: Store>(store: S, failover: FailoverConfig) -> Guarded<S> {
     let guarded = OverLimitCache::new(FailoverStore::new(store, failover));
-    LeasedStore::new(guarded, LeaseConfig::default())
+    let lease = LeaseConfig {
+        instances: failover.instances,
+        ..LeaseConfig::default()
+    };
+    LeasedStore::new(guarded, lease)
 }
 
 impl AnyStore {
