@@ -156,6 +156,8 @@ fn ratelimits_grpc_tls_variables_serve_mutual_tls() {
         ("GRPC_SERVER_TLS_CERT", file("server.pem")),
         ("GRPC_SERVER_TLS_KEY", file("server.key")),
         ("GRPC_CLIENT_TLS_CACERT", file("ca.pem")),
+        ("LIMIT_RESPONSE_HEADERS_ENABLED", "true".into()),
+        ("LIMIT_REMAINING_HEADER", "X-Left".into()),
     ]);
     let listening = weir.wait_for("weir serve: listening");
     assert!(listening.contains("\"grpc_tls\":true"), "{listening}");
@@ -184,11 +186,23 @@ fn ratelimits_grpc_tls_variables_serve_mutual_tls() {
                     RateLimitServiceClient::new(channel)
                         .should_rate_limit(request("mongo_cps", &[("database", "users")]))
                         .await
-                        .map(|a| a.into_inner().overall_code)
+                        .map(|a| {
+                            let a = a.into_inner();
+                            let headers: Vec<String> = a
+                                .response_headers_to_add
+                                .iter()
+                                .map(|h| format!("{}: {}", h.key, h.value))
+                                .collect();
+                            (a.overall_code, headers)
+                        })
                         .map_err(|e| e.to_string())
                 }
             };
-            assert_eq!(ask(true).await, Ok(Code::Ok as i32));
+            // LIMIT_RESPONSE_HEADERS_ENABLED, with one header renamed.
+            let headers = ["RateLimit-Limit: 500", "X-Left: 499", "RateLimit-Reset: 1"]
+                .map(String::from)
+                .to_vec();
+            assert_eq!(ask(true).await, Ok((Code::Ok as i32, headers)));
             assert!(
                 ask(false).await.is_err(),
                 "a client without a certificate got in"
@@ -224,6 +238,7 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
         ("GRPC_HOST", "127.0.0.1".into()),
         ("GRPC_PORT", grpc_port.to_string()),
         ("DEBUG_PORT", "6070".into()),
+        ("CACHE_KEY_PREFIX", "rl_".into()),
     ]);
     let listening = weir.wait_for("weir serve: listening");
     let event: serde_json::Value = serde_json::from_str(&listening).unwrap();
@@ -308,10 +323,31 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
             .await
             .unwrap();
             assert_eq!((check.status, check.body.as_str()), (200, "OK"));
+
+            // Hits in ratelimit's names: 5 for category=account, 1 of them over the limit.
+            let metrics = weir_server::client::send(
+                &format!("127.0.0.1:{http_port}"),
+                "GET",
+                "/metrics",
+                None,
+                None,
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap()
+            .body;
+            let labels = r#"{domain="rl",key1="category_account",key2=""}"#;
+            for line in [
+                format!("ratelimit_service_rate_limit_total_hits{labels} 5"),
+                format!("ratelimit_service_rate_limit_over_limit{labels} 1"),
+                format!("ratelimit_service_rate_limit_within_limit{labels} 4"),
+            ] {
+                assert!(metrics.contains(&line), "missing {line}");
+            }
         });
-    // The counts are in the Redis of REDIS_URL.
-    let keys = redis.raw("DBSIZE").unwrap();
-    assert!(keys.starts_with(':') && keys.trim() != ":0", "{keys}");
+    // The counts are in the Redis of REDIS_URL, under CACHE_KEY_PREFIX.
+    let keys = redis.raw("KEYS *").unwrap();
+    assert!(keys.contains("rl_weir"), "{keys}");
 
     let pid = weir.child.id().to_string();
     assert!(Command::new("kill")
