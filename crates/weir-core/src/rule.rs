@@ -135,6 +135,35 @@ pub enum FailurePolicy {
     FailClosed,
 }
 
+impl FailurePolicy {
+    /// The policy for a request several rules limit together, when the store fails: fail
+    /// closed if any rule fails closed (one rule that must not fail open keeps the request
+    /// out), fail open only if every rule fails open, else the local fallback.
+    ///
+    /// ```
+    /// use weir_core::FailurePolicy::{FailClosed, FailOpen, LocalFallback};
+    /// use weir_core::FailurePolicy;
+    /// assert_eq!(FailurePolicy::strictest([FailOpen, FailClosed, LocalFallback]), FailClosed);
+    /// assert_eq!(FailurePolicy::strictest([FailOpen, LocalFallback]), LocalFallback);
+    /// assert_eq!(FailurePolicy::strictest([FailOpen, FailOpen]), FailOpen);
+    /// ```
+    pub fn strictest(policies: impl IntoIterator<Item = FailurePolicy>) -> FailurePolicy {
+        policies
+            .into_iter()
+            .fold(FailurePolicy::FailOpen, |strictest, p| {
+                match (strictest, p) {
+                    (FailurePolicy::FailClosed, _) | (_, FailurePolicy::FailClosed) => {
+                        FailurePolicy::FailClosed
+                    }
+                    (FailurePolicy::LocalFallback, _) | (_, FailurePolicy::LocalFallback) => {
+                        FailurePolicy::LocalFallback
+                    }
+                    _ => FailurePolicy::FailOpen,
+                }
+            })
+    }
+}
+
 /// A validated rule: an algorithm and its policies. Cheap to copy.
 ///
 /// ```

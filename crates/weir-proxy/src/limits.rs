@@ -20,16 +20,17 @@
 //!
 //! Unlike `weir serve` (Envoy's semantics: each descriptor on its own), the proxy checks a
 //! request's limits all-or-nothing: a denied or queued request consumes nothing, so waiting
-//! and trying again never charges twice. Shadow rules and `enforce_percent` work as in
-//! `weir serve`, and the decisions are counted in the same metrics.
+//! and trying again never charges twice. The decision is the server engine's own, in its
+//! all-or-nothing mode ([`weir_server::Engine::decide_all`]): shadow rules,
+//! `enforce_percent`, metrics and a failing or full store are handled by the one path both
+//! programs share.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::request::Parts;
-use weir_config::{Descriptor, Limit, Matched, RuleSet};
-use weir_core::{Algorithm, Clock, FailurePolicy, Key, Rule};
-use weir_server::{deny_all, enforced, App, Outcome};
+use weir_config::{Descriptor, RuleSet};
+use weir_core::{Algorithm, Clock, FailurePolicy};
+use weir_server::App;
 use weir_tower::{
     normalise_path, Applied, BoxFuture, ClientIp, Evaluation, LimitError, Limits, OnLimit,
 };
@@ -119,150 +120,48 @@ impl ProxyLimits {
         ]
     }
 
+    /// Decides a request on the server engine's one decide path, all-or-nothing
+    /// ([`weir_server::Engine::decide_all`]): the same matching, shadow, roll-out, metrics
+    /// and store-failure handling as `weir serve`. An error (a store that failed under a
+    /// rule that does not fail open, a request that could not be matched) refuses the
+    /// request: it never means "no limit".
     async fn decide(&self, parts: &Parts) -> Result<Evaluation, LimitError> {
-        let snapshot = self.app.rule_book().snapshot();
         let descriptors = self.descriptors(parts);
-        let matched: Vec<Matched> = match snapshot.rules.matches(DOMAIN, &descriptors) {
-            Ok(matched) => matched.into_iter().flatten().collect(),
-            // Descriptors are bounded and the domain is checked at start-up and on every
-            // reload (`check_rules`), so this should not happen; if it does, the request is
-            // refused: an error here must never mean "no limit".
-            Err(error) => {
-                tracing::warn!(%error, "proxy descriptors not matched: request refused");
-                return Err(LimitError {
-                    reason: format!("the request could not be matched to its limits: {error}"),
+        let verdict = self
+            .app
+            .engine()
+            .decide_all(DOMAIN, &descriptors, 1)
+            .await
+            .map_err(|error| {
+                tracing::warn!(%error, "proxy limits not decided: request refused");
+                LimitError {
+                    reason: error.to_string(),
                     on_failure: FailurePolicy::FailClosed,
-                });
-            }
-        };
-        let checked: Vec<(&Matched, Rule)> = matched
-            .iter()
-            .filter_map(|m| match m.limit {
-                Limit::Rule(rule) => Some((m, rule)),
-                _ => None,
-            })
-            .collect();
-        if let Some(m) = matched
-            .iter()
-            .find(|m| matches!(m.limit, Limit::Deny { .. }))
-        {
-            return Ok(self.deny_all(m));
-        }
-        if checked.is_empty() {
-            return Ok(Evaluation::unlimited());
-        }
-        let limits: Vec<(Key, Rule)> = checked.iter().map(|(m, r)| (m.key.clone(), *r)).collect();
-        let mut decisions = self.check_all(&limits, &checked).await?;
-        let global_shadow = self.app.engine().global_shadow();
-        let enforced_denial = |i: usize| {
-            let m = checked.get(i).map(|(m, _)| *m);
-            m.is_some_and(|m| !m.shadow && enforced(&m.key, m.enforce_percent) && !global_shadow)
-        };
-        let denied: Vec<usize> = (0..decisions.each.len())
-            .filter(|&i| decisions.each.get(i).is_some_and(|d| !d.allowed))
-            .collect();
-        let first_enforced = denied.iter().copied().find(|&i| enforced_denial(i));
-        if !denied.is_empty() && first_enforced.is_none() {
-            // Only shadow denials: report them, and charge the limits that allowed, as if
-            // the shadow rules were not there.
-            let allowing: Vec<(Key, Rule)> = limits
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !denied.contains(i))
-                .map(|(_, l)| l.clone())
-                .collect();
-            if !allowing.is_empty() {
-                let charged = self.check_all(&allowing, &checked).await?;
-                let mut fresh = charged.each.into_iter();
-                for (i, d) in decisions.each.iter_mut().enumerate() {
-                    if !denied.contains(&i) {
-                        if let Some(f) = fresh.next() {
-                            *d = f;
-                        }
-                    }
                 }
-            }
-        }
-        let counters = &snapshot.counters;
-        for (i, ((m, _), d)) in checked.iter().zip(&decisions.each).enumerate() {
-            let shadow_denied = !d.allowed && !enforced_denial(i);
-            counters.matched(DOMAIN, &m.rule_id, Outcome::of(Some(d), shadow_denied));
-            if !d.allowed {
-                self.app.engine().top_denied().record(&m.key, &m.rule_id);
-            }
-        }
-        let applied = checked
-            .iter()
-            .zip(&decisions.each)
-            .map(|((m, rule), d)| Applied {
-                name: Arc::clone(&m.rule_id),
-                window: rule.window(),
-                decision: *d,
-            })
-            .collect();
+            })?;
+        let queue_key = verdict
+            .denied_by
+            .and_then(|i| verdict.limits.get(i))
+            .map(|l| l.key.clone());
         Ok(Evaluation {
-            allowed: first_enforced.is_none(),
-            applied,
-            on_limit: self.on_limit,
-            queue_key: first_enforced
-                .and_then(|i| limits.get(i))
-                .map(|(k, _)| k.clone()),
-        })
-    }
-
-    async fn check_all(
-        &self,
-        limits: &[(Key, Rule)],
-        checked: &[(&Matched, Rule)],
-    ) -> Result<weir_core::Decisions, LimitError> {
-        let limiter = self.app.engine().limiter();
-        let clock = limiter.clock();
-        let start_ns = clock.now_ns();
-        let result = match limiter.store().memory() {
-            // The memory store decides at once, at this instant, on the records of each
-            // (rule, key) as the limiter would (the admin API reaches the same ones).
-            Some(memory) => memory.check_all_scoped_now(limits, 1, start_ns),
-            // A network store's future is large: boxed, so that this future (moved into a
-            // box on every request) stays small.
-            None => Box::pin(limiter.check_all(limits, 1)).await,
-        };
-        self.app.metrics().store_call(Duration::from_nanos(
-            clock.now_ns().saturating_sub(start_ns),
-        ));
-        result.map_err(|error| {
-            let policies = checked.iter().map(|(_, r)| r.failure_policy());
-            let on_failure = if policies.clone().any(|p| p == FailurePolicy::FailClosed) {
-                FailurePolicy::FailClosed
-            } else if policies.clone().all(|p| p == FailurePolicy::FailOpen) {
-                FailurePolicy::FailOpen
-            } else {
-                FailurePolicy::LocalFallback
-            };
-            LimitError {
-                reason: error.to_string(),
-                on_failure,
-            }
-        })
-    }
-
-    /// A `requests_per_unit: 0` rule: denied until its window ends.
-    fn deny_all(&self, m: &Matched) -> Evaluation {
-        let window = match m.limit {
-            Limit::Deny { window } => window,
-            _ => Duration::from_secs(1),
-        };
-        let now_ns = self.app.engine().limiter().clock().now_ns();
-        Evaluation {
-            allowed: false,
-            applied: vec![Applied {
-                name: Arc::clone(&m.rule_id),
-                window,
-                decision: deny_all(window, now_ns),
-            }],
+            allowed: verdict.allowed,
+            applied: verdict
+                .limits
+                .into_iter()
+                .map(|l| Applied {
+                    name: l.rule_id,
+                    window: l.window,
+                    decision: l.decision,
+                })
+                .collect(),
             // A block list: waiting or degrading would not help.
-            on_limit: OnLimit::Reject,
-            queue_key: None,
-        }
+            on_limit: if verdict.blocked {
+                OnLimit::Reject
+            } else {
+                self.on_limit
+            },
+            queue_key: if verdict.blocked { None } else { queue_key },
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The decision path every API shares: validate → match against the rule snapshot → one
 //! limiter check per matched descriptor → shadow and roll-out → metrics → a [`Verdict`].
-//! What the APIs add is only parsing and rendering.
+//! What the APIs add is only parsing and rendering. Its all-or-nothing mode, for
+//! `weir proxy`, is `decide_all.rs`.
 //!
 //! Semantics follow envoyproxy/ratelimit so that Envoy sees the same answers:
 //! - each descriptor is checked on its own (a request denied by one descriptor still
@@ -144,6 +145,17 @@ impl Engine {
     /// Whether the global shadow mode is on.
     pub fn global_shadow(&self) -> bool {
         self.global_shadow
+    }
+
+    /// The near-limit threshold of the metrics.
+    pub(crate) fn near(&self) -> NearLimit {
+        self.near
+    }
+
+    /// Notes that a full memory store refused a new key of `rules` (counted, logged, and
+    /// `/readyz` degraded for a while).
+    pub(crate) fn store_full(&self, now_ns: u64, capacity: usize, rules: &str) {
+        self.capacity.refused(now_ns, capacity, rules);
     }
 
     /// Decides one request.

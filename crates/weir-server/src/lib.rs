@@ -52,6 +52,7 @@ mod app;
 mod capacity;
 pub mod client;
 mod decide;
+mod decide_all;
 mod envoy_unit;
 mod error;
 #[doc(hidden)]
@@ -81,6 +82,7 @@ pub use admin_token::{AdminToken, TokenError};
 pub use app::{App, Readiness};
 pub use client::{ClientError, HttpAnswer};
 pub use decide::{deny_all, CheckRequest, DecideError, Engine, ServerLimiter};
+pub use decide_all::{AllVerdict, LimitDecision};
 pub use envoy_unit::{envoy_limit, EnvoyLimit};
 pub use error::ServerError;
 pub use grpc::RlsService;

@@ -186,21 +186,9 @@ impl<S: Store, C: Clock> Policies<S, C> {
 /// A failure of the limiter, with the strictest failure policy of the limits involved
 /// (fail closed beats the rest: one rule that must not fail open keeps the request out).
 fn failure(matched: &[&Policy], error: &CheckError) -> LimitError {
-    let closed = matched
-        .iter()
-        .any(|p| p.rule.failure_policy() == FailurePolicy::FailClosed);
-    let open = matched
-        .iter()
-        .all(|p| p.rule.failure_policy() == FailurePolicy::FailOpen);
     LimitError {
         reason: error.to_string(),
-        on_failure: if closed {
-            FailurePolicy::FailClosed
-        } else if open {
-            FailurePolicy::FailOpen
-        } else {
-            FailurePolicy::LocalFallback
-        },
+        on_failure: FailurePolicy::strictest(matched.iter().map(|p| p.rule.failure_policy())),
     }
 }
 
