@@ -117,6 +117,16 @@ pub(crate) struct ServeArgs {
     )]
     grpc_tls_client_ca: Option<PathBuf>,
 
+    /// With --grpc-tls-client-ca: client certificates must also be valid for this DNS name or
+    /// IP address [or GRPC_CLIENT_TLS_SAN]
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "WEIR_GRPC_TLS_CLIENT_NAME",
+        requires = "grpc_tls_client_ca"
+    )]
+    grpc_tls_client_name: Option<String>,
+
     /// Serve HTTP over TLS with this certificate chain (PEM; with --http-tls-key)
     #[arg(
         long,
@@ -220,14 +230,22 @@ impl ServeArgs {
         settings.ready_in_fallback = !(self.fallback_not_ready
             || (std::env::var_os("WEIR_FALLBACK_NOT_READY").is_none() && rl.fallback_not_ready));
         settings.grpc_tls = match (&self.grpc_tls_cert, &self.grpc_tls_key, &rl.grpc_tls) {
-            (Some(cert), Some(key), _) => Some(tls(cert, key, self.grpc_tls_client_ca.as_ref())),
-            (None, None, Some(files)) => {
-                Some(tls(&files.cert, &files.key, files.client_ca.as_ref()))
-            }
+            (Some(cert), Some(key), _) => Some(tls(
+                cert,
+                key,
+                self.grpc_tls_client_ca.as_ref(),
+                self.grpc_tls_client_name.as_deref(),
+            )),
+            (None, None, Some(files)) => Some(tls(
+                &files.cert,
+                &files.key,
+                files.client_ca.as_ref(),
+                files.client_name.as_deref(),
+            )),
             _ => None,
         };
         settings.http_tls = match (&self.http_tls_cert, &self.http_tls_key) {
-            (Some(cert), Some(key)) => Some(tls(cert, key, self.http_tls_client_ca.as_ref())),
+            (Some(cert), Some(key)) => Some(tls(cert, key, self.http_tls_client_ca.as_ref(), None)),
             _ => None,
         };
         Ok(settings)
@@ -273,13 +291,21 @@ impl ServeArgs {
     }
 }
 
-/// TLS with `cert` and `key`, and mutual TLS with `client_ca`.
-fn tls(cert: &PathBuf, key: &PathBuf, client_ca: Option<&PathBuf>) -> TlsFiles {
-    let files = TlsFiles::new(cert, key);
-    match client_ca {
-        Some(ca) => files.require_client_cert(ca),
-        None => files,
+/// TLS with `cert` and `key`, mutual TLS with `client_ca`, for `client_name` only if given.
+fn tls(
+    cert: &PathBuf,
+    key: &PathBuf,
+    client_ca: Option<&PathBuf>,
+    client_name: Option<&str>,
+) -> TlsFiles {
+    let mut files = TlsFiles::new(cert, key);
+    if let Some(ca) = client_ca {
+        files = files.require_client_cert(ca);
     }
+    if let Some(name) = client_name {
+        files = files.require_client_name(name);
+    }
+    files
 }
 
 /// Logs which of ratelimit's variables were read, and a WARN for each not honoured.

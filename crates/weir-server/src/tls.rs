@@ -1,7 +1,10 @@
 //! TLS for the listeners (gRPC, HTTP): a certificate chain and key from PEM files, and
 //! optionally a CA whose certificates clients **must** show (mutual TLS, as
 //! envoyproxy/ratelimit's `GRPC_CLIENT_TLS_CACERT`). rustls with the ring provider (the one
-//! weir-redis uses for `rediss://`), TLS 1.3. The files are read once, when the server
+//! weir-redis uses for `rediss://`), TLS 1.3. With a required client name (ratelimit's
+//! `GRPC_CLIENT_TLS_SAN`) the client's certificate must also be valid for that name (a DNS
+//! or IP subject alternative name, as Go's `VerifyOptions.DNSName`; [`NamedClients`]). The
+//! files are read once, when the server
 //! starts: a missing or unreadable file, a file without a certificate or key, or a key that
 //! does not match is an error naming the file, and the server does not start.
 //!
@@ -12,10 +15,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{
+    CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
+    SignatureScheme,
+};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
@@ -34,6 +42,9 @@ pub struct TlsFiles {
     /// The CA (PEM) that clients' certificates must chain to: with it, a client without
     /// such a certificate is refused (mutual TLS). `None`: no client certificate asked.
     pub client_ca: Option<PathBuf>,
+    /// With `client_ca`, the name (DNS name or IP address) a client's certificate must be
+    /// valid for; others from the same CA are refused.
+    pub client_name: Option<String>,
 }
 
 impl TlsFiles {
@@ -43,12 +54,19 @@ impl TlsFiles {
             cert: cert.into(),
             key: key.into(),
             client_ca: None,
+            client_name: None,
         }
     }
 
     /// Clients must show a certificate from the CA in `ca` (mutual TLS).
     pub fn require_client_cert(mut self, ca: impl Into<PathBuf>) -> Self {
         self.client_ca = Some(ca.into());
+        self
+    }
+
+    /// Clients' certificates must also be valid for `name` (a DNS name or an IP address).
+    pub fn require_client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = Some(name.into());
         self
     }
 }
@@ -94,7 +112,15 @@ pub(crate) fn acceptor(files: &TlsFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, 
             reason: e.to_string(),
         })?;
     let builder = match &files.client_ca {
-        None => builder.with_no_client_auth(),
+        None => {
+            if files.client_name.is_some() {
+                return Err(TlsError::Invalid {
+                    file: files.cert.clone(),
+                    reason: "a required client name needs a client CA".to_string(),
+                });
+            }
+            builder.with_no_client_auth()
+        }
         Some(ca) => {
             let mut roots = RootCertStore::empty();
             for cert in certificates(ca, "client CA")? {
@@ -109,7 +135,23 @@ pub(crate) fn acceptor(files: &TlsFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, 
                     file: ca.clone(),
                     reason: e.to_string(),
                 })?;
-            builder.with_client_cert_verifier(verifier)
+            match &files.client_name {
+                None => builder.with_client_cert_verifier(verifier),
+                Some(name) => {
+                    let name = ServerName::try_from(name.clone()).map_err(|_| {
+                        TlsError::Invalid {
+                            file: ca.clone(),
+                            reason: format!(
+                                "the required client name {name:?} is not a DNS name or an IP address"
+                            ),
+                        }
+                    })?;
+                    builder.with_client_cert_verifier(Arc::new(NamedClients {
+                        inner: verifier,
+                        name,
+                    }))
+                }
+            }
         }
     };
     let mut config = builder
@@ -120,6 +162,65 @@ pub(crate) fn acceptor(files: &TlsFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, 
         })?;
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A client verifier that also requires the certificate to be valid for one name.
+#[derive(Debug)]
+pub(crate) struct NamedClients {
+    inner: Arc<dyn ClientCertVerifier>,
+    name: ServerName<'static>,
+}
+
+impl ClientCertVerifier for NamedClients {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self
+            .inner
+            .verify_client_cert(end_entity, intermediates, now)?;
+        let cert = webpki::EndEntityCert::try_from(end_entity)
+            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
+        cert.verify_is_valid_for_subject_name(&self.name)
+            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::NotValidForName))?;
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 fn read(file: &Path, what: &'static str) -> Result<Vec<u8>, TlsError> {

@@ -225,6 +225,24 @@ async fn grpc_mutual_tls_refuses_a_client_without_a_certificate_from_the_ca() {
     .await;
 }
 
+/// ratelimit's `GRPC_CLIENT_TLS_SAN`: a certificate from the CA is not enough, it must be
+/// valid for the required name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_mutual_tls_with_a_required_client_name() {
+    bounded(async {
+        let pki = Pki::new("grpc-san");
+        for (name, allowed) in [("envoy", true), ("someone-else", false)] {
+            let (mut settings, _clock) = settings(Some(&envoy_readme_dir()));
+            settings.grpc_tls = Some(pki.server_files(true).require_client_name(name));
+            let server = Server::start(settings).await;
+            let answer = ask(tls_channel(&pki, server.grpc, Some("client")).await).await;
+            assert_eq!(answer.is_ok(), allowed, "required {name}: {answer:?}");
+            server.stop().await;
+        }
+    })
+    .await;
+}
+
 /// `GET path` over TLS with hyper and tokio-rustls, showing `identity` if given: the status
 /// and body, or `Err` when refused.
 async fn https_get(

@@ -40,6 +40,8 @@ pub(crate) struct TlsFiles {
     pub(crate) key: PathBuf,
     /// `GRPC_CLIENT_TLS_CACERT`: clients must show a certificate from this CA.
     pub(crate) client_ca: Option<PathBuf>,
+    /// `GRPC_CLIENT_TLS_SAN`: a name their certificate must be valid for.
+    pub(crate) client_name: Option<String>,
 }
 
 /// What ratelimit's variables ask for; `None` (or `false`) where they say nothing.
@@ -155,13 +157,6 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
             bail!("CONFIG_TYPE={kind:?}: Weir reads rules from files only (CONFIG_TYPE=FILE)");
         }
     }
-    if vars.get("GRPC_CLIENT_TLS_SAN").is_some() {
-        bail!(
-            "GRPC_CLIENT_TLS_SAN: Weir accepts any client certificate its CA \
-             (GRPC_CLIENT_TLS_CACERT) signed and cannot also require a name; unset it or \
-             give those clients a CA of their own"
-        );
-    }
     env.warnings.extend(unsupported::warnings(&vars));
     env.present = MAPPED
         .iter()
@@ -274,6 +269,7 @@ fn grpc_tls(vars: &Vars<'_>) -> anyhow::Result<Option<TlsFiles>> {
         "GRPC_SERVER_TLS_CERT",
         "GRPC_SERVER_TLS_KEY",
         "GRPC_CLIENT_TLS_CACERT",
+        "GRPC_CLIENT_TLS_SAN",
     ];
     if !vars.is_true("GRPC_SERVER_USE_TLS")? {
         if let Some(name) = files.iter().find(|f| vars.get(f).is_some()) {
@@ -287,10 +283,16 @@ fn grpc_tls(vars: &Vars<'_>) -> anyhow::Result<Option<TlsFiles>> {
     ) else {
         bail!("GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY");
     };
+    let client_ca = vars.get("GRPC_CLIENT_TLS_CACERT").map(PathBuf::from);
+    let client_name = vars.get("GRPC_CLIENT_TLS_SAN");
+    if client_name.is_some() && client_ca.is_none() {
+        bail!("GRPC_CLIENT_TLS_SAN needs GRPC_CLIENT_TLS_CACERT (the CA of client certificates)");
+    }
     Ok(Some(TlsFiles {
         cert: cert.into(),
         key: key.into(),
-        client_ca: vars.get("GRPC_CLIENT_TLS_CACERT").map(PathBuf::from),
+        client_ca,
+        client_name,
     }))
 }
 
@@ -371,13 +373,22 @@ mod tests {
             ("GRPC_SERVER_TLS_CERT", "/c.pem"),
             ("GRPC_SERVER_TLS_KEY", "/k.pem"),
             ("GRPC_CLIENT_TLS_CACERT", "/ca.pem"),
+            ("GRPC_CLIENT_TLS_SAN", "envoy.internal"),
         ])
         .unwrap()
         .grpc_tls
         .unwrap();
         assert_eq!(tls.client_ca, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(tls.client_name.as_deref(), Some("envoy.internal"));
         let err = |pairs: &[(&str, &str)]| format!("{:#}", env(pairs).unwrap_err());
         assert!(err(&[("GRPC_SERVER_USE_TLS", "true")]).contains("needs GRPC_SERVER_TLS_CERT"));
+        assert!(err(&[
+            ("GRPC_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", "/c"),
+            ("GRPC_SERVER_TLS_KEY", "/k"),
+            ("GRPC_CLIENT_TLS_SAN", "envoy")
+        ])
+        .starts_with("GRPC_CLIENT_TLS_SAN needs GRPC_CLIENT_TLS_CACERT"));
         assert!(err(&[("GRPC_SERVER_TLS_CERT", "/c")]).contains("GRPC_SERVER_USE_TLS is not true"));
         assert_eq!(
             err(&[("PORT", "http")]),
