@@ -42,12 +42,18 @@ fn text(v: &Value) -> String {
 fn fields(reply: Value) -> Vec<(String, String)> {
     match reply {
         Value::Map(pairs) => pairs.iter().map(|(k, v)| (text(k), text(v))).collect(),
-        Value::Array(items) => items.chunks(2).map(|p| (text(&p[0]), text(&p[1]))).collect(),
+        Value::Array(items) => items
+            .chunks(2)
+            .map(|p| (text(&p[0]), text(&p[1])))
+            .collect(),
         other => panic!("not a map: {other:?}"),
     }
 }
 
-async fn check(con: &mut redis::aio::MultiplexedConnection, args: &[&str]) -> Vec<(String, String)> {
+async fn check(
+    con: &mut redis::aio::MultiplexedConnection,
+    args: &[&str],
+) -> Vec<(String, String)> {
     let mut cmd = redis::cmd("WEIR.CHECK");
     for arg in args {
         cmd.arg(*arg);
@@ -56,11 +62,18 @@ async fn check(con: &mut redis::aio::MultiplexedConnection, args: &[&str]) -> Ve
 }
 
 fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
-    expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    expected
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 async fn server(shadow: bool) -> common::Server {
-    start_with(RuleSet::parse("rules.yaml", RULES).unwrap(), Settings::default().shadow(shadow)).await
+    start_with(
+        RuleSet::parse("rules.yaml", RULES).unwrap(),
+        Settings::default().shadow(shadow),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -81,8 +94,14 @@ async fn a_matched_rule_allows_then_denies_with_v1_checks_fields() {
                 ("retry_after_ms", "0"),
             ])
         };
-        assert_eq!(check(&mut con, &["api", "user", user]).await, ok("1", "500"));
-        assert_eq!(check(&mut con, &["api", "user", user]).await, ok("0", "1000"));
+        assert_eq!(
+            check(&mut con, &["api", "user", user]).await,
+            ok("1", "500")
+        );
+        assert_eq!(
+            check(&mut con, &["api", "user", user]).await,
+            ok("0", "1000")
+        );
         let denied = pairs(&[
             ("overall_code", "OVER_LIMIT"),
             ("code", "OVER_LIMIT"),
@@ -97,7 +116,10 @@ async fn a_matched_rule_allows_then_denies_with_v1_checks_fields() {
     }
     server.advance(Duration::from_millis(500));
     let mut con = server.client(false).await;
-    assert_eq!(check(&mut con, &["api", "user", "alice"]).await[1], ("code".into(), "OK".into()));
+    assert_eq!(
+        check(&mut con, &["api", "user", "alice"]).await[1],
+        ("code".into(), "OK".into())
+    );
     server.stop().await;
 }
 
@@ -107,15 +129,26 @@ async fn unmatched_unknown_unlimited_and_blocked_descriptors() {
     let mut con = server.client(true).await;
     let unmatched = pairs(&[("overall_code", "OK"), ("code", "OK"), ("rule", "nil")]);
     assert_eq!(check(&mut con, &["api", "nobody", "x"]).await, unmatched);
-    assert_eq!(check(&mut con, &["elsewhere", "user", "x"]).await, unmatched);
+    assert_eq!(
+        check(&mut con, &["elsewhere", "user", "x"]).await,
+        unmatched
+    );
     assert_eq!(
         check(&mut con, &["api", "free", "x"]).await,
-        pairs(&[("overall_code", "OK"), ("code", "OK"), ("rule", "api.free"), ("unlimited", "1")])
+        pairs(&[
+            ("overall_code", "OK"),
+            ("code", "OK"),
+            ("rule", "api.free"),
+            ("unlimited", "1")
+        ])
     );
     // requests_per_unit: 0 denies until the end of the minute (START is a whole minute + 20 s).
     let blocked = check(&mut con, &["api", "blocked", "x"]).await;
     assert_eq!(blocked[0], ("overall_code".into(), "OVER_LIMIT".into()));
-    assert!(blocked.contains(&("retry_after_ms".into(), "40000".into())), "{blocked:?}");
+    assert!(
+        blocked.contains(&("retry_after_ms".into(), "40000".into())),
+        "{blocked:?}"
+    );
     server.stop().await;
 }
 
@@ -125,8 +158,14 @@ async fn shadow_rules_and_the_servers_shadow_mode_report_without_enforcing() {
     let mut con = server.client(false).await;
     check(&mut con, &["api", "trial", "t"]).await;
     let shadowed = check(&mut con, &["api", "trial", "t"]).await;
-    assert_eq!(shadowed[..2], pairs(&[("overall_code", "OK"), ("code", "OK")]));
-    assert!(shadowed.contains(&("shadow_denied".into(), "1".into())), "{shadowed:?}");
+    assert_eq!(
+        shadowed[..2],
+        pairs(&[("overall_code", "OK"), ("code", "OK")])
+    );
+    assert!(
+        shadowed.contains(&("shadow_denied".into(), "1".into())),
+        "{shadowed:?}"
+    );
     server.stop().await;
 
     let server = self::server(true).await;
@@ -135,8 +174,14 @@ async fn shadow_rules_and_the_servers_shadow_mode_report_without_enforcing() {
         check(&mut con, &["api", "user", "u"]).await;
     }
     let global = check(&mut con, &["api", "user", "u"]).await;
-    assert_eq!(global[..2], pairs(&[("overall_code", "OK"), ("code", "OVER_LIMIT")]));
-    assert!(global.contains(&("shadow_denied".into(), "1".into())), "{global:?}");
+    assert_eq!(
+        global[..2],
+        pairs(&[("overall_code", "OK"), ("code", "OVER_LIMIT")])
+    );
+    assert!(
+        global.contains(&("shadow_denied".into(), "1".into())),
+        "{global:?}"
+    );
     server.stop().await;
 }
 
@@ -145,14 +190,29 @@ async fn hits_are_charged_and_hits_above_capacity_are_never_allowed() {
     let server = server(false).await;
     let mut con = server.client(false).await;
     let seven = check(&mut con, &["api", "upload", "u", "hits", "7"]).await;
-    assert!(seven.contains(&("remaining".into(), "3".into())), "{seven:?}");
+    assert!(
+        seven.contains(&("remaining".into(), "3".into())),
+        "{seven:?}"
+    );
     let never = check(&mut con, &["api", "upload", "u", "HITS", "11"]).await;
-    assert_eq!(never[..2], pairs(&[("overall_code", "OVER_LIMIT"), ("code", "OVER_LIMIT")]));
-    assert!(never.contains(&("never_allowed".into(), "1".into())), "{never:?}");
-    assert!(!never.iter().any(|(k, _)| k == "retry_after_ms"), "{never:?}");
+    assert_eq!(
+        never[..2],
+        pairs(&[("overall_code", "OVER_LIMIT"), ("code", "OVER_LIMIT")])
+    );
+    assert!(
+        never.contains(&("never_allowed".into(), "1".into())),
+        "{never:?}"
+    );
+    assert!(
+        !never.iter().any(|(k, _)| k == "retry_after_ms"),
+        "{never:?}"
+    );
     // Nothing was charged by the refused 11; HITS 0 counts as 1, as in /v1/check.
     let after = check(&mut con, &["api", "upload", "u", "HITS", "0"]).await;
-    assert!(after.contains(&("remaining".into(), "2".into())), "{after:?}");
+    assert!(
+        after.contains(&("remaining".into(), "2".into())),
+        "{after:?}"
+    );
     server.stop().await;
 }
 
@@ -169,7 +229,8 @@ async fn malformed_requests_are_errors_that_say_why() {
         "-ERR wrong number of arguments for 'weir.check' command: entries come in key value pairs"
     );
     assert_eq!(
-        raw.call(&["WEIR.CHECK", "api", "user", "a", "HITS", "-1"]).await,
+        raw.call(&["WEIR.CHECK", "api", "user", "a", "HITS", "-1"])
+            .await,
         "-ERR HITS must be a non-negative integer, not '-1'"
     );
     assert_eq!(

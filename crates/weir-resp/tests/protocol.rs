@@ -10,8 +10,8 @@ mod common;
 use std::time::Duration;
 
 use common::{ints, request, start, start_with};
-use tokio::io::AsyncWriteExt;
 use redis::Value;
+use tokio::io::AsyncWriteExt;
 use weir_config::RuleSet;
 use weir_resp::Settings;
 
@@ -27,13 +27,20 @@ async fn a_redis_pipeline_is_answered_in_order() {
     let (replies, pong): (Vec<Vec<i64>>, String) = {
         let mut all: Vec<Value> = pipe.query_async(&mut con).await.unwrap();
         let pong = all.pop().unwrap();
-        let replies = all.into_iter().map(|v| redis::from_redis_value(v).unwrap()).collect();
+        let replies = all
+            .into_iter()
+            .map(|v| redis::from_redis_value(v).unwrap())
+            .collect();
         (replies, redis::from_redis_value(pong).unwrap())
     };
     assert_eq!(pong, "PONG");
     for (i, reply) in replies.iter().enumerate() {
         let i = i64::try_from(i).unwrap();
-        let expected = if i < 10 { [0, 10, 9 - i, -1, 60 * (i + 1)] } else { [1, 10, 0, 60, 600] };
+        let expected = if i < 10 {
+            [0, 10, 9 - i, -1, 60 * (i + 1)]
+        } else {
+            [1, 10, 0, 60, 600]
+        };
         assert_eq!(reply[..], expected, "reply {i}");
     }
     server.stop().await;
@@ -86,12 +93,22 @@ async fn hello_3_switches_to_resp3_and_the_redis_crate_speaks_it() {
     assert_eq!(raw.line().await, "me");
     assert_eq!(raw.call(&["CLIENT", "SETNAME", ""]).await, "+OK");
     assert_eq!(raw.call(&["CLIENT", "GETNAME"]).await, "_", "a RESP3 null");
-    assert_eq!(raw.call(&["HELLO", "4"]).await, "-NOPROTO unsupported protocol version");
+    assert_eq!(
+        raw.call(&["HELLO", "4"]).await,
+        "-NOPROTO unsupported protocol version"
+    );
 
     let mut con = server.client(true).await;
-    let hello: Value = redis::cmd("HELLO").arg(3).query_async(&mut con).await.unwrap();
+    let hello: Value = redis::cmd("HELLO")
+        .arg(3)
+        .query_async(&mut con)
+        .await
+        .unwrap();
     assert!(matches!(hello, Value::Map(_)), "{hello:?}");
-    assert_eq!(ints(&mut con, &["CL.THROTTLE", "r3", "1", "1", "1"]).await, [0, 2, 1, -1, 1]);
+    assert_eq!(
+        ints(&mut con, &["CL.THROTTLE", "r3", "1", "1", "1"]).await,
+        [0, 2, 1, -1, 1]
+    );
     server.stop().await;
 }
 
@@ -99,16 +116,42 @@ async fn hello_3_switches_to_resp3_and_the_redis_crate_speaks_it() {
 async fn connection_commands_answer_as_redis_does() {
     let server = start().await;
     let mut con = server.client(false).await;
-    let name: Option<String> = redis::cmd("CLIENT").arg("GETNAME").query_async(&mut con).await.unwrap();
+    let name: Option<String> = redis::cmd("CLIENT")
+        .arg("GETNAME")
+        .query_async(&mut con)
+        .await
+        .unwrap();
     assert_eq!(name, None);
-    let _: () = redis::cmd("CLIENT").arg("SETNAME").arg("weir-test").query_async(&mut con).await.unwrap();
-    let name: String = redis::cmd("CLIENT").arg("GETNAME").query_async(&mut con).await.unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("weir-test")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let name: String = redis::cmd("CLIENT")
+        .arg("GETNAME")
+        .query_async(&mut con)
+        .await
+        .unwrap();
     assert_eq!(name, "weir-test");
-    let _: () = redis::cmd("SELECT").arg(0).query_async(&mut con).await.unwrap();
-    let count: i64 = redis::cmd("COMMAND").arg("COUNT").query_async(&mut con).await.unwrap();
+    let _: () = redis::cmd("SELECT")
+        .arg(0)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let count: i64 = redis::cmd("COMMAND")
+        .arg("COUNT")
+        .query_async(&mut con)
+        .await
+        .unwrap();
     let all: Vec<Value> = redis::cmd("COMMAND").query_async(&mut con).await.unwrap();
     assert_eq!(usize::try_from(count).unwrap(), all.len());
-    let docs: Value = redis::cmd("COMMAND").arg("DOCS").arg("cl.throttle").query_async(&mut con).await.unwrap();
+    let docs: Value = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg("cl.throttle")
+        .query_async(&mut con)
+        .await
+        .unwrap();
     assert!(format!("{docs:?}").contains("max_burst"), "{docs:?}");
 
     let mut raw = server.raw().await;
@@ -117,15 +160,31 @@ async fn connection_commands_answer_as_redis_does() {
         raw.call(&["FOO", "a", "b"]).await,
         "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' "
     );
-    assert_eq!(raw.call(&["foo"]).await, "-ERR unknown command 'foo', with args beginning with: ");
-    assert_eq!(raw.call(&["ECHO"]).await, "-ERR wrong number of arguments for 'echo' command");
-    assert_eq!(raw.call(&["PING", "a", "b"]).await, "-ERR wrong number of arguments for 'ping' command");
+    assert_eq!(
+        raw.call(&["foo"]).await,
+        "-ERR unknown command 'foo', with args beginning with: "
+    );
+    assert_eq!(
+        raw.call(&["ECHO"]).await,
+        "-ERR wrong number of arguments for 'echo' command"
+    );
+    assert_eq!(
+        raw.call(&["PING", "a", "b"]).await,
+        "-ERR wrong number of arguments for 'ping' command"
+    );
     assert_eq!(
         raw.call(&["CLIENT", "SETNAME"]).await,
         "-ERR wrong number of arguments for 'client|setname' command"
     );
-    assert_eq!(raw.call(&["SELECT", "1"]).await, "-ERR DB index is out of range");
-    assert_eq!(raw.call(&["CONFIG", "GET", "save"]).await, "*0");
+    assert_eq!(
+        raw.call(&["SELECT", "1"]).await,
+        "-ERR DB index is out of range"
+    );
+    assert_eq!(raw.call(&["CONFIG", "GET", "maxmemory"]).await, "*0");
+    assert_eq!(raw.call(&["CONFIG", "GET", "appendonly"]).await, "*2");
+    for expected in ["$10", "appendonly", "$2", "no"] {
+        assert_eq!(raw.line().await, expected);
+    }
     assert_eq!(raw.call(&["QUIT"]).await, "+OK");
     assert_eq!(raw.until_closed().await, "");
     server.stop().await;
@@ -133,14 +192,32 @@ async fn connection_commands_answer_as_redis_does() {
 
 #[tokio::test]
 async fn protocol_violations_are_answered_then_the_connection_closes() {
-    let settings = Settings::default().max_args(8).max_bulk_bytes(1024).max_request_bytes(2048);
+    let settings = Settings::default()
+        .max_args(8)
+        .max_bulk_bytes(1024)
+        .max_request_bytes(2048);
     let server = start_with(RuleSet::example(), settings).await;
     let cases: [(&[u8], &str); 5] = [
-        (b"*1\r\n:1\r\n", "-ERR Protocol error: expected '$', got ':'\r\n"),
-        (b"*9\r\n", "-ERR Protocol error: 9 arguments, above the maximum of 8\r\n"),
-        (b"*1\r\n$1025\r\n", "-ERR Protocol error: an argument of 1025 bytes, above the maximum of 1024\r\n"),
-        (b"*x\r\n", "-ERR Protocol error: invalid multibulk length\r\n"),
-        (b"*1\r\n$-1\r\n", "-ERR Protocol error: invalid bulk length\r\n"),
+        (
+            b"*1\r\n:1\r\n",
+            "-ERR Protocol error: expected '$', got ':'\r\n",
+        ),
+        (
+            b"*9\r\n",
+            "-ERR Protocol error: 9 arguments, above the maximum of 8\r\n",
+        ),
+        (
+            b"*1\r\n$1025\r\n",
+            "-ERR Protocol error: an argument of 1025 bytes, above the maximum of 1024\r\n",
+        ),
+        (
+            b"*x\r\n",
+            "-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*1\r\n$-1\r\n",
+            "-ERR Protocol error: invalid bulk length\r\n",
+        ),
     ];
     for (input, answer) in cases {
         let mut raw = server.raw().await;
@@ -154,7 +231,10 @@ async fn protocol_violations_are_answered_then_the_connection_closes() {
     let mut raw = server.raw().await;
     let big = "x".repeat(1024);
     raw.send(&request(&["ECHO", &big, &big])).await;
-    assert_eq!(raw.until_closed().await, "-ERR Protocol error: a command of more than 2048 bytes\r\n");
+    assert_eq!(
+        raw.until_closed().await,
+        "-ERR Protocol error: a command of more than 2048 bytes\r\n"
+    );
     server.stop().await;
 }
 
@@ -188,7 +268,10 @@ async fn one_connection_past_the_cap_is_refused_as_redis_refuses_it() {
     let mut first = server.raw().await;
     assert_eq!(first.call(&["PING"]).await, "+PONG");
     let mut second = server.raw().await;
-    assert_eq!(second.until_closed().await, "-ERR max number of clients reached\r\n");
+    assert_eq!(
+        second.until_closed().await,
+        "-ERR max number of clients reached\r\n"
+    );
     drop(first);
     server.stop().await;
 }

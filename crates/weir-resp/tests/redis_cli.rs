@@ -48,20 +48,40 @@ async fn run(port: u16, args: &[&str], stdin: &[u8]) -> String {
         .await
         .expect("redis-cli finishes")
         .unwrap();
-    assert!(out.status.success(), "redis-cli {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "redis-cli {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 #[tokio::test]
 async fn redis_cli_one_shot_commands() {
-    let Some(_) = redis_cli("redis_cli_one_shot_commands") else { return };
+    let Some(_) = redis_cli("redis_cli_one_shot_commands") else {
+        return;
+    };
     let server = start().await;
     let port = server.addr.port();
     assert_eq!(run(port, &["PING"], b"").await, "PONG\n");
-    assert_eq!(run(port, &["CL.THROTTLE", "user123", "15", "30", "60"], b"").await, "0\n16\n15\n-1\n2\n");
-    assert_eq!(run(port, &["THROTTLE", "user:123", "10", "100", "60"], b"").await, "1\n10\n9\n5\n0\n");
-    let check = run(port, &["WEIR.CHECK", "api", "remote_address", "10.0.0.1"], b"").await;
-    assert!(check.starts_with("overall_code\nOK\ncode\nOK\nrule\napi.remote_address\n"), "{check}");
+    assert_eq!(
+        run(port, &["CL.THROTTLE", "user123", "15", "30", "60"], b"").await,
+        "0\n16\n15\n-1\n2\n"
+    );
+    assert_eq!(
+        run(port, &["THROTTLE", "user:123", "10", "100", "60"], b"").await,
+        "1\n10\n9\n5\n0\n"
+    );
+    let check = run(
+        port,
+        &["WEIR.CHECK", "api", "remote_address", "10.0.0.1"],
+        b"",
+    )
+    .await;
+    assert!(
+        check.starts_with("overall_code\nOK\ncode\nOK\nrule\napi.remote_address\n"),
+        "{check}"
+    );
     let unknown = run(port, &["NOSUCH", "x"], b"").await;
     assert!(
         unknown.starts_with("ERR unknown command 'NOSUCH', with args beginning with: 'x' \n"),
@@ -74,19 +94,28 @@ async fn redis_cli_one_shot_commands() {
 
 #[tokio::test]
 async fn redis_cli_speaks_resp3_with_dash_3() {
-    let Some(_) = redis_cli("redis_cli_speaks_resp3_with_dash_3") else { return };
+    let Some(_) = redis_cli("redis_cli_speaks_resp3_with_dash_3") else {
+        return;
+    };
     let server = start().await;
     let port = server.addr.port();
     let hello = run(port, &["-3", "HELLO", "3"], b"").await;
     assert!(hello.contains("proto 3\n"), "{hello}");
-    let check = run(port, &["-3", "WEIR.CHECK", "api", "remote_address", "10.0.0.2"], b"").await;
+    let check = run(
+        port,
+        &["-3", "WEIR.CHECK", "api", "remote_address", "10.0.0.2"],
+        b"",
+    )
+    .await;
     assert!(check.contains("remaining 39\n"), "{check}");
     server.stop().await;
 }
 
 #[tokio::test]
 async fn redis_cli_pipe_mode_sends_everything_at_once() {
-    let Some(_) = redis_cli("redis_cli_pipe_mode_sends_everything_at_once") else { return };
+    let Some(_) = redis_cli("redis_cli_pipe_mode_sends_everything_at_once") else {
+        return;
+    };
     let server = start().await;
     let mut input = Vec::new();
     for _ in 0..1000 {

@@ -218,3 +218,64 @@ pub(crate) fn reply(answer: &Answer) -> Reply {
         Reply::Int(seconds(answer.reset_after_ns)),
     ])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    // redis-cell's it_creates_rates_from_* and it_supports_zero_rates.
+    #[test]
+    fn rates_are_redis_cells() {
+        assert_eq!(emission_interval_ns(24, 86_400), 3_600 * S); // per_day(24): 1 h
+        assert_eq!(emission_interval_ns(6, 3_600), 600 * S); // per_hour(6): 10 min
+        assert_eq!(emission_interval_ns(6, 60), 10 * S); // per_minute(6): 10 s
+        assert_eq!(emission_interval_ns(6, 120), 20 * S); // per_period(6, 2 min): 20 s
+        assert_eq!(emission_interval_ns(5, 1), 200_000_000); // per_second(5): 200 ms
+        assert_eq!(emission_interval_ns(0, 1), 0);
+        assert_eq!(emission_interval_ns(1, 0), 0);
+        assert_eq!(
+            emission_interval_ns(3, 1),
+            333_333_333,
+            "truncated, not rounded up"
+        );
+        assert_eq!(emission_interval_ns(-2, -1), 500_000_000);
+        assert_eq!(emission_interval_ns(-2, 1), -500_000_000);
+    }
+
+    #[test]
+    fn seconds_round_up_only_a_whole_millisecond() {
+        let ms = 1_000_000;
+        assert_eq!(seconds(0), 0);
+        assert_eq!(seconds(-i128::from(S)), -1);
+        assert_eq!(seconds(999_999), 0);
+        assert_eq!(seconds(ms), 1);
+        assert_eq!(seconds(i128::from(S) + 999_999), 1);
+        assert_eq!(seconds(i128::from(S) + ms), 2);
+        assert_eq!(seconds(3_900 * ms), 4);
+    }
+
+    #[test]
+    fn remaining_uses_whole_microseconds_as_redis_cell_does() {
+        let quota = |t: i128, limit: i64| Quota {
+            interval_ns: t,
+            limit,
+            tolerance_ns: t * i128::from(limit),
+            increment_ns: t,
+        };
+        // 1999 ns per unit is "1 µs" to redis-cell: 3 units left read as 5.
+        assert_eq!(finish(&quota(1_999, 4), false, 1_999, None).remaining, 5);
+        // Below one per µs: x / 0.0 is infinite (saturates), 0 / 0.0 is NaN (0).
+        assert_eq!(
+            finish(&quota(500, 10), false, 500, None).remaining,
+            i64::MAX
+        );
+        assert_eq!(finish(&quota(500, 1), false, 500, None).remaining, 0);
+        // Past the tolerance by a whole interval or more: 0.
+        assert_eq!(
+            finish(&quota(S.into(), 1), true, 3 * i128::from(S), None).remaining,
+            0
+        );
+    }
+}

@@ -76,7 +76,9 @@ fn parse(args: &[Bytes]) -> Result<(String, Descriptor, u64), String> {
     let domain = text(&args[1], "the domain")?;
     let mut rest = &args[2..];
     let mut hits = 1;
-    if rest.len() >= 4 && rest.len().is_multiple_of(2) && rest[rest.len() - 2].eq_ignore_ascii_case(b"hits")
+    if rest.len() >= 4
+        && rest.len().is_multiple_of(2)
+        && rest[rest.len() - 2].eq_ignore_ascii_case(b"hits")
     {
         let n = &rest[rest.len() - 1];
         hits = super::int(n)

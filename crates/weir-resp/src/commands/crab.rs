@@ -193,3 +193,34 @@ pub(crate) fn reply(answer: &Answer) -> Reply {
         Reply::Int(seconds(answer.retry_after_ns)),
     ])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_throttlecrabs() {
+        assert_eq!(emission_interval_ns(100, 60), 600_000_000);
+        assert_eq!(emission_interval_ns(3, 1), 333_333_333);
+        assert_eq!(emission_interval_ns(2_000_000_000, 1), 0);
+        assert_eq!(emission_interval_ns(1, i64::MAX), u64::MAX, "saturates");
+    }
+
+    #[test]
+    fn reset_after_is_when_throttlecrabs_key_expires() {
+        let quota = Quota {
+            interval_ns: 600_000_000,
+            burst: 10,
+            quantity: 1,
+        };
+        // One request on a fresh key: TAT − now = T, reset after T + 8·T = 5.4 s.
+        let answer = finish(&quota, true, 600_000_000, 0);
+        assert_eq!(
+            (answer.remaining, answer.reset_after_ns),
+            (9, 5_400_000_000)
+        );
+        // A burst of 1: the reset never goes below zero.
+        let one = Quota { burst: 1, ..quota };
+        assert_eq!(finish(&one, true, 0, 0).reset_after_ns, 0);
+    }
+}

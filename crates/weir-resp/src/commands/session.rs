@@ -196,13 +196,24 @@ pub(crate) fn auth(args: &[Bytes]) -> Reply {
     )
 }
 
-/// `CONFIG GET pattern …`: no parameters match.
+/// `CONFIG GET parameter …`: `save` (none) and `appendonly` (no), what
+/// `redis-benchmark` asks at start; nothing else matches.
 pub(crate) fn config(args: &[Bytes]) -> Reply {
     if args[1].eq_ignore_ascii_case(b"get") {
         if args.len() < 3 {
             return wrong_arity("config|get");
         }
-        return Reply::Map(Vec::new());
+        let known = [("save", ""), ("appendonly", "no")];
+        let found = known
+            .into_iter()
+            .filter(|(name, _)| {
+                args[2..]
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(name.as_bytes()))
+            })
+            .map(|(name, value)| (Reply::name(name), Reply::name(value)))
+            .collect();
+        return Reply::Map(found);
     }
     Reply::error(format!(
         "ERR unknown subcommand '{}'. Try CONFIG HELP.",

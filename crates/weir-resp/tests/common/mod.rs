@@ -39,9 +39,15 @@ pub async fn start_with(rules: RuleSet, settings: Settings) -> Server {
     let clock = ManualClock::new(START_NS);
     let limiter = Arc::new(Limiter::new(MemoryStore::default(), clock.clone()));
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(weir_resp::serve(listener, limiter, rules, settings, async {
-        let _ = stopped.await;
-    }));
+    let task = tokio::spawn(weir_resp::serve(
+        listener,
+        limiter,
+        rules,
+        settings,
+        async {
+            let _ = stopped.await;
+        },
+    ));
     Server {
         addr,
         clock,
@@ -119,7 +125,11 @@ impl Raw {
                 .await
                 .expect("a reply in time")
                 .unwrap();
-            assert!(n > 0, "closed before a whole line; got {:?}", String::from_utf8_lossy(&self.buffer));
+            assert!(
+                n > 0,
+                "closed before a whole line; got {:?}",
+                String::from_utf8_lossy(&self.buffer)
+            );
             self.buffer.extend_from_slice(&chunk[..n]);
         }
     }
