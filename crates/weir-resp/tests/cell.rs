@@ -14,26 +14,7 @@ use common::{ints, start};
 async fn redis_cells_rate_limit_table() {
     let server = start().await;
     let mut con = server.client(false).await;
-    // redis-cell: limit 5 (max_burst 4), Rate::per_second(1), key "foo".
-    // (offset ms, quantity, expected [limited, limit, remaining, retry_after, reset_after]):
-    // redis-cell's durations rounded as its lib.rs rounds them (3900 ms -> 4 s).
-    let cases: [(u64, &str, [i64; 5]); 15] = [
-        (0, "6", [1, 5, 5, -1, 0]), // never more than the maximum
-        (0, "1", [0, 5, 4, -1, 1]),
-        (0, "1", [0, 5, 3, -1, 2]),
-        (0, "1", [0, 5, 2, -1, 3]),
-        (0, "1", [0, 5, 1, -1, 4]),
-        (0, "1", [0, 5, 0, -1, 5]),
-        (0, "1", [1, 5, 0, 1, 5]),
-        (3000, "1", [0, 5, 2, -1, 3]),
-        (3100, "1", [0, 5, 1, -1, 4]),
-        (4000, "1", [0, 5, 1, -1, 4]),
-        (8000, "1", [0, 5, 4, -1, 1]),
-        (9500, "1", [0, 5, 4, -1, 1]),
-        (9500, "0", [0, 5, 4, -1, 1]), // a zero quantity peeks
-        (9500, "2", [0, 5, 2, -1, 3]), // a larger quantity uses more
-        (9500, "5", [1, 5, 2, 3, 3]),  // and cannot exceed the limit
-    ];
+    let cases = common::CELL_TABLE;
     let mut at = 0;
     for (i, (offset_ms, quantity, expected)) in cases.into_iter().enumerate() {
         server.advance(Duration::from_millis(offset_ms - at));

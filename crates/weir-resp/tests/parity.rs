@@ -11,44 +11,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
+use common::app::{app, serve_resp};
 use redis::Value;
 use tokio::net::TcpListener;
-use weir_config::{Descriptor, MatchError, Matched};
 use weir_core::ManualClock;
-use weir_server::{App, RuleBook, RuleSource, ServerLimiter, SharedClock};
-
-/// `weir serve`'s limiter, for `weir_resp::serve`.
-struct AppLimiter(App);
-
-impl std::ops::Deref for AppLimiter {
-    type Target = ServerLimiter;
-    fn deref(&self) -> &ServerLimiter {
-        self.0.engine().limiter()
-    }
-}
-
-/// `weir serve`'s rule book (swapped on reload), for `WEIR.CHECK`.
-struct AppRules(Arc<RuleBook>);
-
-impl weir_resp::Rules for AppRules {
-    fn matches(
-        &self,
-        domain: &str,
-        descriptors: &[Descriptor],
-    ) -> Result<Vec<Option<Matched>>, MatchError> {
-        self.0.snapshot().rules.matches(domain, descriptors)
-    }
-}
-
-async fn app(clock: &ManualClock) -> App {
-    let mut settings = weir_server::Settings::default();
-    settings.rules = RuleSource::Example;
-    settings.clock = SharedClock::new(clock.clone());
-    App::new(settings).await.unwrap()
-}
 
 /// `/v1/check`'s answer as flat fields (booleans as 1, a missing rule as nil).
 fn http_fields(body: &str) -> BTreeMap<String, String> {
@@ -99,8 +67,8 @@ async fn weir_check_answers_what_v1_check_answers() {
         ManualClock::new(common::START_NS),
         ManualClock::new(common::START_NS),
     );
-    let http_app = app(&http_clock).await;
-    let resp_app = app(&resp_clock).await;
+    let http_app = app(&http_clock, None).await;
+    let resp_app = app(&resp_clock, None).await;
 
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -110,20 +78,7 @@ async fn weir_check_answers_what_v1_check_answers() {
         let _ = http_stopped.await;
     }));
 
-    let resp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let resp_addr = resp.local_addr().unwrap();
-    let settings = weir_resp::Settings::default().shadow(resp_app.engine().global_shadow());
-    let rules = AppRules(Arc::clone(resp_app.rule_book()));
-    let (stop_resp, resp_stopped) = tokio::sync::oneshot::channel::<()>();
-    let resp_task = tokio::spawn(weir_resp::serve(
-        resp,
-        AppLimiter(resp_app.clone()),
-        rules,
-        settings,
-        async move {
-            let _ = resp_stopped.await;
-        },
-    ));
+    let (resp_addr, stop_resp, resp_task) = serve_resp(&resp_app).await;
     let client = redis::Client::open(format!("redis://{resp_addr}/?protocol=resp3")).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
 
