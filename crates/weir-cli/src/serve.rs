@@ -192,6 +192,20 @@ impl ServeArgs {
             .context("envoyproxy/ratelimit's environment (--no-ratelimit-env to ignore it)")
     }
 
+    /// The HTTP and gRPC addresses: the flag (or `WEIR_*`), else ratelimit's, else Weir's
+    /// loopback defaults.
+    fn listeners(&self, rl: &RatelimitEnv) -> anyhow::Result<(SocketAddr, SocketAddr)> {
+        let http = self
+            .http
+            .or(rl.http)
+            .map_or_else(|| DEFAULT_HTTP.parse(), Ok)?;
+        let grpc = self
+            .grpc
+            .or(rl.grpc)
+            .map_or_else(|| DEFAULT_GRPC.parse(), Ok)?;
+        Ok((http, grpc))
+    }
+
     /// What the engine takes from ratelimit's variables.
     fn fallbacks(rl: &RatelimitEnv) -> Fallbacks {
         Fallbacks {
@@ -327,14 +341,7 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     args.engine.init_logs_or(&ServeArgs::fallbacks(&rl))?;
     report(&rl);
     let settings = args.settings(&rl)?;
-    let http_addr = args
-        .http
-        .or(rl.http)
-        .map_or_else(|| DEFAULT_HTTP.parse(), Ok)?;
-    let grpc_addr = args
-        .grpc
-        .or(rl.grpc)
-        .map_or_else(|| DEFAULT_GRPC.parse(), Ok)?;
+    let (http_addr, grpc_addr) = args.listeners(&rl)?;
     run(async {
         let http = bind(http_addr, "HTTP").await?;
         let grpc = bind(grpc_addr, "gRPC").await?;
@@ -342,4 +349,115 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             .await
             .context("weir serve")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn args(flags: &[&str]) -> ServeArgs {
+        let words = ["weir", "serve"].iter().chain(flags).copied();
+        match crate::Cli::try_parse_from(words).unwrap().command {
+            crate::Command::Serve(args) => *args,
+            other => panic!("weir serve parsed as {other:?}"),
+        }
+    }
+
+    fn rl(pairs: &[(&str, &str)]) -> RatelimitEnv {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ratelimit_env::read(&move |name: &str| map.get(name).cloned()).unwrap()
+    }
+
+    /// Issue 15: a bare `weir serve` stays on loopback; ratelimit's variables move it;
+    /// Weir's own flags win over them.
+    #[test]
+    fn flags_win_over_ratelimits_variables_which_win_over_weirs_defaults() {
+        let addrs = |a: &ServeArgs, env: &RatelimitEnv| {
+            let (http, grpc) = a.listeners(env).unwrap();
+            (http.to_string(), grpc.to_string())
+        };
+        let none = rl(&[]);
+        let env = rl(&[
+            ("PORT", "9080"),
+            ("GRPC_PORT", "9081"),
+            ("REDIS_URL", "redis:6379"),
+            ("RUNTIME_ROOT", "/data"),
+        ]);
+        let bare = args(&[]);
+        assert_eq!(
+            addrs(&bare, &none),
+            ("127.0.0.1:8080".into(), "127.0.0.1:8081".into())
+        );
+        assert_eq!(
+            addrs(&bare, &env),
+            ("0.0.0.0:9080".into(), "0.0.0.0:9081".into())
+        );
+        let flagged = args(&[
+            "--http",
+            "127.0.0.1:1",
+            "--store",
+            "memory",
+            "--config",
+            "config",
+        ]);
+        assert_eq!(addrs(&flagged, &env).0, "127.0.0.1:1");
+        assert_eq!(addrs(&flagged, &env).1, "0.0.0.0:9081");
+
+        let from_env = bare.settings(&env).unwrap();
+        assert_eq!(from_env.store.to_string(), "redis://redis:6379");
+        assert_eq!(
+            from_env.rules,
+            RuleSource::Runtime {
+                dir: PathBuf::from("/data/config"),
+                ignore_dotfiles: false
+            }
+        );
+        let from_flags = flagged.settings(&env).unwrap();
+        assert_eq!(from_flags.store.kind(), "memory");
+        assert_eq!(from_flags.rules, RuleSource::Path(PathBuf::from("config")));
+        assert_eq!(bare.settings(&none).unwrap().store.kind(), "memory");
+        assert_eq!(
+            bare.settings(&none).unwrap().envoy_headers,
+            ResponseHeaders::NONE
+        );
+    }
+
+    #[test]
+    fn envoy_headers_come_from_the_flag_or_limit_response_headers_enabled() {
+        let env = rl(&[
+            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+            ("LIMIT_LIMIT_HEADER", "X-Limit"),
+        ]);
+        let legacy = args(&[])
+            .settings(&env)
+            .unwrap()
+            .envoy_headers
+            .legacy
+            .unwrap();
+        assert_eq!(legacy.limit(), "X-Limit");
+        let off = args(&["--grpc-headers", "none"]).settings(&env).unwrap();
+        assert_eq!(off.envoy_headers, ResponseHeaders::NONE);
+        let renamed = args(&[
+            "--grpc-headers",
+            "ratelimit",
+            "--limit-reset-header",
+            "X-Reset",
+        ])
+        .settings(&rl(&[]))
+        .unwrap()
+        .envoy_headers
+        .legacy
+        .unwrap();
+        assert_eq!(
+            (renamed.limit(), renamed.reset()),
+            ("RateLimit-Limit", "X-Reset")
+        );
+    }
 }
