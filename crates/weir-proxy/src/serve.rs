@@ -13,9 +13,10 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tower::Layer;
-use weir_server::{serve_http_with, spawn_background, App, HttpLimits, Peer, ServerError};
+use weir_server::{
+    serve_http_with, spawn_background, App, HttpLimits, Lifecycle, Peer, ServerError,
+};
 use weir_tower::{OnLimit, RateLimitLayer};
 
 use crate::forward::{Forward, Routes};
@@ -58,10 +59,6 @@ async fn count(State(app): State<App>, request: Request, next: Next) -> Response
     };
     app.metrics().request("proxy", result);
     response
-}
-
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stop| *stop).await;
 }
 
 /// Runs the proxy on `listener` and the HTTP API on `api` until `shutdown` completes.
@@ -116,48 +113,36 @@ pub async fn run(
         "weir proxy: listening"
     );
     weir_server::warn_if_files_run_short(2, settings.server.max_connections);
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let lifecycle = Lifecycle::new();
     // Both listeners bounded as weir serve's: a connection cap each, a header-read
     // timeout, a request-head limit (431).
     let limits = HttpLimits::of(&settings.server);
-    let mut proxy_task = tokio::spawn(serve_http_with(
+    let proxy_task = tokio::spawn(serve_http_with(
         listener,
         proxy,
         limits,
         Peer::Recorded,
-        stopped(stop_rx.clone()),
+        lifecycle.stopped(),
     ));
-    let mut api_task = tokio::spawn(serve_http_with(
+    let api_task = tokio::spawn(serve_http_with(
         api,
         weir_server::router(app.clone()),
         limits,
         Peer::Unrecorded,
-        stopped(stop_rx),
+        lifecycle.stopped(),
     ));
-    let early = tokio::select! {
-        () = shutdown => None,
-        r = &mut proxy_task => Some(r),
-        r = &mut api_task => Some(r),
-    };
-    tracing::info!("weir proxy: shutting down, finishing in-flight requests");
-    let _ = stop_tx.send(true);
-    let drained = tokio::time::timeout(settings.shutdown_grace, async {
-        let _ = (&mut proxy_task).await;
-        let _ = (&mut api_task).await;
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!(grace = ?settings.shutdown_grace, "requests still in flight after the grace period; stopping");
-        proxy_task.abort();
-        api_task.abort();
-    }
-    for task in background {
-        task.abort();
-    }
-    tracing::info!("weir proxy: stopped");
+    let early = lifecycle
+        .run(
+            "weir proxy",
+            [proxy_task, api_task],
+            shutdown,
+            settings.shutdown_grace,
+            || app.start_draining(),
+            background,
+        )
+        .await;
     match early {
-        Some(Ok(Err(e))) => Err(ProxyError::Io(e)),
-        Some(Err(join)) => Err(ProxyError::Io(std::io::Error::other(join.to_string()))),
+        Some((_, Err(e))) => Err(ProxyError::Io(e)),
         _ => Ok(()),
     }
 }

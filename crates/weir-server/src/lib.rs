@@ -63,6 +63,7 @@ mod headers;
 mod health;
 mod heavy_hitters;
 mod http;
+mod lifecycle;
 mod metrics;
 mod reload;
 mod rls;
@@ -92,6 +93,7 @@ pub use headers::{
 pub use health::HEALTH_SERVICES;
 pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use http::{router, serve_http, serve_http_with, HttpLimits, Peer};
+pub use lifecycle::{Lifecycle, ListenerTask};
 pub use metrics::{InFlight, Metrics, NearLimit, Outcome, RuleCounters};
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;

@@ -8,13 +8,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use weir_core::Clock;
 
 use crate::app::App;
 use crate::error::ServerError;
 use crate::grpc_listener::serve_grpc;
+use crate::lifecycle::Lifecycle;
 use crate::settings::Settings;
 use crate::{http, reload};
 
@@ -40,10 +40,6 @@ pub async fn run(
     serve(app, http, grpc, shutdown).await
 }
 
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stop| *stop).await;
-}
-
 /// Serves an already built `app` (see [`run`]).
 pub async fn serve(
     app: App,
@@ -61,7 +57,7 @@ pub async fn serve(
     };
     let grpc_tls = tls(&settings.grpc_tls, "gRPC", &[b"h2"])?;
     let http_tls = tls(&settings.http_tls, "HTTP", &[b"http/1.1"])?;
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let lifecycle = Lifecycle::new();
     let background = spawn_background(&app);
 
     tracing::info!(
@@ -78,47 +74,30 @@ pub async fn serve(
     crate::accept::warn_if_files_run_short(2, settings.max_connections);
 
     let router = http::router(app.clone());
-    let mut http_task = tokio::spawn(http::serve_http_tls(
+    let http_task = tokio::spawn(http::serve_http_tls(
         http,
         router,
         http::HttpLimits::of(&settings),
         http::Peer::Unrecorded,
         http_tls,
-        stopped(stop_rx.clone()),
+        lifecycle.stopped(),
     ));
-    let mut grpc_task = tokio::spawn(serve_grpc(grpc, app.clone(), grpc_tls, stopped(stop_rx)));
-
-    let early = tokio::select! {
-        () = shutdown => None,
-        r = &mut http_task => Some(match r {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ServerError::Http(e)),
-            Err(join) => Err(ServerError::Http(std::io::Error::other(join.to_string()))),
-        }),
-        r = &mut grpc_task => Some(match r {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ServerError::Grpc(e)),
-            Err(join) => Err(ServerError::Grpc(std::io::Error::other(join.to_string()))),
-        }),
-    };
-    tracing::info!("weir serve: shutting down, finishing in-flight requests");
-    app.start_draining();
-    let _ = stop_tx.send(true);
-    let drained = tokio::time::timeout(settings.shutdown_grace, async {
-        let _ = (&mut http_task).await;
-        let _ = (&mut grpc_task).await;
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!(grace = ?settings.shutdown_grace, "in-flight requests still running after the grace period; stopping");
-        http_task.abort();
-        grpc_task.abort();
+    let grpc_task = tokio::spawn(serve_grpc(grpc, app.clone(), grpc_tls, lifecycle.stopped()));
+    let early = lifecycle
+        .run(
+            "weir serve",
+            [http_task, grpc_task],
+            shutdown,
+            settings.shutdown_grace,
+            || app.start_draining(),
+            background,
+        )
+        .await;
+    match early {
+        Some((0, Err(e))) => Err(ServerError::Http(e)),
+        Some((_, Err(e))) => Err(ServerError::Grpc(e)),
+        _ => Ok(()),
     }
-    for task in background {
-        task.abort();
-    }
-    tracing::info!("weir serve: stopped");
-    early.unwrap_or(Ok(()))
 }
 
 /// Starts what a running server does besides answering: the rule files' watch and poll,
