@@ -42,7 +42,7 @@
 //! ## Limits
 //!
 //! Bounded whatever clients send ([`Settings`]): 4096 connections, 1024 arguments per
-//! command, 64 KiB per argument and 1 MiB per command (checked from the headers, before
+//! command, 16 KiB per argument and 64 KiB per command (checked from the headers, before
 //! anything is buffered; a violation is answered `-ERR Protocol error: …` and the
 //! connection closed, as Redis does), idle connections closed after 5 minutes, each
 //! decision bounded by 5 seconds. Pipelined commands are answered in order; a client that

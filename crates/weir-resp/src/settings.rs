@@ -25,14 +25,17 @@ pub struct Settings {
 }
 
 impl Default for Settings {
-    /// 4096 connections, 1024 arguments of at most 64 KiB and 1 MiB per command, idle
-    /// connections closed after 5 minutes, each decision bounded by 5 seconds.
+    /// 4096 connections, 1024 arguments of at most 16 KiB and 64 KiB per command (what
+    /// `weir serve` allows a request body), idle connections closed after 5 minutes, each
+    /// decision bounded by 5 seconds. A connection holds at most about one command, one
+    /// read (16 KiB) and 64 KiB of replies, so 4096 of them stay under 600 MiB whatever
+    /// clients send.
     fn default() -> Self {
         Self {
             max_connections: 4096,
             max_args: 1024,
-            max_bulk_bytes: 64 * 1024,
-            max_request_bytes: 1024 * 1024,
+            max_bulk_bytes: 16 * 1024,
+            max_request_bytes: 64 * 1024,
             idle_timeout: Duration::from_secs(300),
             request_timeout: Duration::from_secs(5),
             shadow: false,

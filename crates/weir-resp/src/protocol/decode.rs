@@ -55,6 +55,9 @@ struct Pending {
 pub(crate) struct Decoder {
     limits: Limits,
     pending: Option<Pending>,
+    /// Bytes of `buf` already searched for the end of the line being received, so a line
+    /// trickling in is not rescanned from its start on every read.
+    scanned: usize,
 }
 
 impl Decoder {
@@ -62,6 +65,7 @@ impl Decoder {
         Self {
             limits,
             pending: None,
+            scanned: 0,
         }
     }
 
@@ -73,7 +77,7 @@ impl Decoder {
     ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
         loop {
             if let Some(pending) = self.pending.as_mut() {
-                return match fill(pending, buf, &self.limits)? {
+                return match fill(pending, buf, &self.limits, &mut self.scanned)? {
                     true => Ok(self.pending.take().map(|p| p.args)),
                     false => Ok(None),
                 };
@@ -82,12 +86,12 @@ impl Decoder {
                 return Ok(None);
             };
             if first != b'*' {
-                match inline(buf, &self.limits)? {
+                match inline(buf, &self.limits, &mut self.scanned)? {
                     Some(args) if args.is_empty() => continue,
                     other => return Ok(other),
                 }
             }
-            let Some(line) = take_line(buf, "multibulk count")? else {
+            let Some(line) = take_line(buf, "multibulk count", &mut self.scanned)? else {
                 return Ok(None);
             };
             let count = number(&line[1..])
@@ -115,7 +119,12 @@ impl Decoder {
 }
 
 /// Reads as many of `pending`'s arguments as `buf` holds; true once it has them all.
-fn fill(pending: &mut Pending, buf: &mut BytesMut, limits: &Limits) -> Result<bool, ProtocolError> {
+fn fill(
+    pending: &mut Pending,
+    buf: &mut BytesMut,
+    limits: &Limits,
+    scanned: &mut usize,
+) -> Result<bool, ProtocolError> {
     while pending.missing > 0 {
         let len = match pending.bulk_len {
             Some(len) => len,
@@ -129,7 +138,7 @@ fn fill(pending: &mut Pending, buf: &mut BytesMut, limits: &Limits) -> Result<bo
                         char::from(first).escape_default()
                     )));
                 }
-                let Some(line) = take_line(buf, "bulk length")? else {
+                let Some(line) = take_line(buf, "bulk length", scanned)? else {
                     return Ok(false);
                 };
                 let len = number(&line[1..])
@@ -156,8 +165,8 @@ fn fill(pending: &mut Pending, buf: &mut BytesMut, limits: &Limits) -> Result<bo
             return Err(ProtocolError::new("invalid bulk length"));
         };
         if buf.len() < needed {
-            // Make room for the rest of this argument at once (it is within the limits).
-            buf.reserve(needed - buf.len());
+            // The connection grows the buffer by what actually arrives, never by what a
+            // header announces.
             return Ok(false);
         }
         if &buf[len..needed] != b"\r\n" {
@@ -174,8 +183,12 @@ fn fill(pending: &mut Pending, buf: &mut BytesMut, limits: &Limits) -> Result<bo
 }
 
 /// An inline command: one line split on spaces and tabs. `Some(empty)` for a blank line.
-fn inline(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    let Some(line) = take_line(buf, "inline request")? else {
+fn inline(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    scanned: &mut usize,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let Some(line) = take_line(buf, "inline request", scanned)? else {
         return Ok(None);
     };
     let args: Vec<Bytes> = line[..]
@@ -194,11 +207,18 @@ fn inline(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>>, Pro
 }
 
 /// The next line of `buf` without its `\r\n` (or bare `\n`), consumed; `None` if it has
-/// not all arrived. A line longer than [`MAX_LINE`] is a protocol error.
-fn take_line(buf: &mut BytesMut, what: &str) -> Result<Option<BytesMut>, ProtocolError> {
-    let window = &buf[..buf.len().min(MAX_LINE + 2)];
-    match window.iter().position(|&b| b == b'\n') {
+/// not all arrived. A line longer than [`MAX_LINE`] is a protocol error. `scanned` carries
+/// how much of an unfinished line was searched already (0 once a line is taken).
+fn take_line(
+    buf: &mut BytesMut,
+    what: &str,
+    scanned: &mut usize,
+) -> Result<Option<BytesMut>, ProtocolError> {
+    let from = (*scanned).min(buf.len());
+    let window = &buf[from..buf.len().min(MAX_LINE + 2)];
+    match window.iter().position(|&b| b == b'\n').map(|i| from + i) {
         Some(end) => {
+            *scanned = 0;
             let mut line = buf.split_to(end + 1);
             line.truncate(end);
             if line.last() == Some(&b'\r') {
@@ -207,7 +227,10 @@ fn take_line(buf: &mut BytesMut, what: &str) -> Result<Option<BytesMut>, Protoco
             Ok(Some(line))
         }
         None if buf.len() > MAX_LINE => Err(ProtocolError::new(format!("too big {what}"))),
-        None => Ok(None),
+        None => {
+            *scanned = buf.len().min(MAX_LINE + 2);
+            Ok(None)
+        }
     }
 }
 
@@ -269,6 +292,21 @@ mod tests {
                 assert_eq!(got, Some(args(&["ECHO", "hello"])));
             }
         }
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn an_inline_line_trickling_in_is_searched_once() {
+        let mut decoder = Decoder::new(LIMITS);
+        let mut buf = BytesMut::new();
+        for byte in b"PING  hello\r" {
+            buf.extend_from_slice(&[*byte]);
+            assert_eq!(decoder.decode(&mut buf).unwrap(), None);
+        }
+        assert_eq!(decoder.scanned, buf.len(), "the searched part is remembered");
+        buf.extend_from_slice(b"\n*1\r\n$4\r\nPING\r\n");
+        assert_eq!(decoder.decode(&mut buf).unwrap(), Some(args(&["PING", "hello"])));
+        assert_eq!(decoder.decode(&mut buf).unwrap(), Some(args(&["PING"])));
         assert!(buf.is_empty());
     }
 
