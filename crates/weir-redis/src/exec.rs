@@ -69,9 +69,14 @@ fn function_missing(err: &RedisError) -> bool {
     err.to_string().contains("Function not found")
 }
 
-/// The server has no functions at all (before Redis 7).
-fn functions_unknown(err: &RedisError) -> bool {
-    err.to_string().contains("unknown command")
+/// The server has no functions at all (before Redis 7), or this user may not call or load
+/// them (an ACL that allows scripts only): `EVALSHA` from then on.
+fn functions_unavailable(err: &RedisError) -> bool {
+    // redis-rs writes NOPERM as "NoPerm".
+    let message = err.to_string().to_ascii_lowercase();
+    message.contains("unknown command")
+        || (message.contains("noperm")
+            && (message.contains("fcall") || message.contains("function")))
 }
 
 /// Refuses to start outside a Tokio runtime, where timers (and redis-rs) would panic.
@@ -129,10 +134,15 @@ impl Exec {
                 Err(e) if function_missing(&e) => {
                     let mut load = redis::cmd("FUNCTION");
                     load.arg("LOAD").arg("REPLACE").arg(scripts.library());
-                    conn.query(&load).await?;
-                    return conn.query(&call.cmd).await;
+                    match conn.query(&load).await {
+                        Ok(_) => return conn.query(&call.cmd).await,
+                        Err(e) if functions_unavailable(&e) => {
+                            self.eval.store(true, Ordering::Relaxed);
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
-                Err(e) if functions_unknown(&e) => self.eval.store(true, Ordering::Relaxed),
+                Err(e) if functions_unavailable(&e) => self.eval.store(true, Ordering::Relaxed),
                 result => return result,
             }
         }

@@ -76,7 +76,8 @@
 //! them at load time into a Redis 7 **function library** (`FUNCTION LOAD`, then `FCALL`
 //! of its three entry points; named after a hash of its text, so versions never replace
 //! each other's), and into `EVALSHA` scripts for a server without functions (Redis 6.2:
-//! the first "unknown command" switches the store to them): one per algorithm, plus the
+//! the first "unknown command" switches the store to them; so does `NOPERM` for a user
+//! whose ACL allows scripts but not functions): one per algorithm, plus the
 //! multi and batch scripts, which carry every algorithm. A node that lacks the library (a
 //! new or restarted one, or after `FUNCTION FLUSH`) answers "function not found", and the
 //! store loads it and calls again; likewise a script on `NOSCRIPT`. User input never

@@ -3,8 +3,8 @@
 //! The tests in `tests/` run the production form (Redis 7 functions, fast path first);
 //! these add the general path alone ([`Path::General`], so every fast-path algorithm is
 //! also checked without it) and the `EVALSHA` scripts of a server without functions
-//! (Redis 6.2), each unbatched and batched; and the library's loading when a server
-//! lacks it.
+//! (Redis 6.2), each unbatched and batched; the library's loading when a server lacks
+//! it; and the switch to `EVALSHA` for a user whose ACL refuses functions.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
@@ -84,4 +84,41 @@ async fn a_server_that_lost_the_library_gets_it_again() {
     // The record was kept: the second unit of the burst, then the library is back.
     assert!(matches!(check().await, Ok(Outcome::Decision(d)) if d.allowed && d.remaining == 0));
     assert_ne!(redis.raw("FUNCTION LIST").as_deref(), Some("*0\r\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_who_may_not_use_functions_gets_the_evalsha_scripts() {
+    let redis = RedisServer::start();
+    for command in [
+        "ACL SETUSER scripts on >pw ~* +@all -fcall -function",
+        "ACL SETUSER loads on >pw ~* +@all -function",
+    ] {
+        assert_eq!(redis.raw(command).as_deref(), Some("+OK\r\n"));
+    }
+    for user in ["scripts", "loads"] {
+        let url = redis
+            .url()
+            .replace("redis://", &format!("redis://{user}:pw@"));
+        let store = RedisStore::builder(url)
+            .time_source(TimeSource::Process)
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let rule = Rule::fixed_window(1, Duration::from_secs(1)).unwrap();
+        let key = Key::new(format!("acl:{user}")).unwrap();
+        let now = 1_700_000_000_000_000_000;
+        let check = || store.apply(&key, &rule, Op::Check { cost: 1 }, now);
+        let first = check().await;
+        assert!(
+            matches!(first, Ok(Outcome::Decision(d)) if d.allowed),
+            "{first:?}"
+        );
+        assert!(matches!(check().await, Ok(Outcome::Decision(d)) if !d.allowed));
+        assert!(store
+            .inner
+            .exec
+            .eval
+            .load(std::sync::atomic::Ordering::Relaxed));
+    }
+    assert_eq!(redis.raw("FUNCTION LIST").as_deref(), Some("*0\r\n"));
 }
