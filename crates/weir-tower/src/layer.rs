@@ -17,16 +17,7 @@ use crate::limits::{Limits, Policies};
 use crate::policy::{Policy, PolicyError};
 use crate::refused::{RefusalFn, Refused};
 use crate::service::RateLimit;
-use crate::waiters::Waiters;
-
-/// What every service of one layer shares.
-pub(crate) struct Shared {
-    pub(crate) limits: Arc<dyn Limits>,
-    pub(crate) headers: HeaderStyle,
-    pub(crate) in_flight: Option<InFlight>,
-    pub(crate) waiters: Arc<Waiters>,
-    pub(crate) on_refusal: Option<RefusalFn>,
-}
+use crate::shared::Shared;
 
 /// A tower layer that rate-limits requests before they reach the service it wraps.
 ///

@@ -102,6 +102,7 @@ mod policy;
 mod refused;
 mod response;
 mod service;
+mod shared;
 mod waiters;
 
 pub use client_ip::{peer_addr, ClientIp, ForwardedHeader, PrefixError};

@@ -126,11 +126,4 @@ impl<'a> Refused<'a> {
         headers.insert(RETRY_AFTER, HeaderValue::from(self.retry_after_secs()));
         headers
     }
-
-    /// The layer's own answer: JSON (or plain text for a client that asks only for text),
-    /// or a gRPC status for a gRPC request, with [`headers`](Self::headers). A handler can
-    /// fall back to it, e.g. for gRPC requests.
-    pub fn default_response(&self) -> Response<String> {
-        crate::response::default_response(self)
-    }
 }

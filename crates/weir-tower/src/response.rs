@@ -43,6 +43,15 @@ pub(crate) fn refuse<B: RefusalBody>(
     response.map(B::from_text)
 }
 
+impl Refused<'_> {
+    /// The layer's own answer: JSON (or plain text for a client that asks only for text),
+    /// or a gRPC status for a gRPC request, with [`headers`](Self::headers). A handler can
+    /// fall back to it, e.g. for gRPC requests.
+    pub fn default_response(&self) -> Response<String> {
+        default_response(self)
+    }
+}
+
 /// The layer's own answer to a refused request (see [`Refused::default_response`]).
 pub(crate) fn default_response(refused: &Refused<'_>) -> Response<String> {
     let reason = refused.reason();

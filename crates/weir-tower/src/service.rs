@@ -20,11 +20,11 @@ use http::{Request, Response};
 use tower::Service;
 use weir_core::FailurePolicy;
 
-use crate::layer::Shared;
 use crate::limits::{BoxFuture, Evaluation};
 use crate::policy::OnLimit;
 use crate::refused::RefusalReason;
 use crate::response::{add_rate_limit_headers, refuse, RefusalBody};
+use crate::shared::Shared;
 use crate::waiters::Place;
 
 /// The mark on a request that a limit sent to the fallback service: which limit.
