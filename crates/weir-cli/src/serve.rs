@@ -82,6 +82,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "PREFIX", env = "WEIR_KEY_PREFIX")]
     key_prefix: Option<String>,
 
+    /// Redis: coalesce concurrent decisions into one script call, gathered for at most this
+    /// long (at most 1s; up to 100 decisions a call) [default: off, or REDIS_PIPELINE_WINDOW]
+    #[arg(long, value_name = "DURATION", env = "WEIR_REDIS_BATCH_WAIT", value_parser = parse_duration)]
+    redis_batch_wait: Option<Duration>,
+
     /// Not ready (/readyz, /healthcheck, gRPC health) while the network store does not
     /// answer, even though each rule's failure policy decides meanwhile (ratelimit's
     /// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION)
@@ -241,6 +246,7 @@ impl ServeArgs {
             (None, Some(prefix)) => Some(format!("{prefix}weir")),
             (None, None) => None,
         };
+        settings.redis_batch_wait = self.redis_batch_wait.or(rl.redis_batch_wait);
         settings.ready_in_fallback = !(self.fallback_not_ready
             || (std::env::var_os("WEIR_FALLBACK_NOT_READY").is_none() && rl.fallback_not_ready));
         settings.grpc_tls = match (&self.grpc_tls_cert, &self.grpc_tls_key, &rl.grpc_tls) {

@@ -214,7 +214,7 @@ fn ratelimits_grpc_tls_variables_serve_mutual_tls() {
         .status()
         .unwrap()
         .success());
-    weir.wait_for("weir serve: stopped");
+    weir.wait_for("\"message\":\"stopped\"");
     assert!(weir.child.wait().unwrap().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -239,6 +239,7 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
         ("GRPC_PORT", grpc_port.to_string()),
         ("DEBUG_PORT", "6070".into()),
         ("CACHE_KEY_PREFIX", "rl_".into()),
+        ("REDIS_PIPELINE_WINDOW", "200us".into()),
     ]);
     let listening = weir.wait_for("weir serve: listening");
     let event: serde_json::Value = serde_json::from_str(&listening).unwrap();
@@ -355,7 +356,7 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
         .status()
         .unwrap()
         .success());
-    weir.wait_for("weir serve: stopped");
+    weir.wait_for("\"message\":\"stopped\"");
     let status = weir.child.wait().unwrap();
     assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
 }

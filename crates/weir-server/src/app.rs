@@ -14,7 +14,7 @@ use crate::heavy_hitters::TopDenied;
 use crate::metrics::Metrics;
 use crate::rules::{ConfigStatus, ReloadOutcome, RuleBook};
 use crate::settings::Settings;
-use crate::store::AnyStore;
+use crate::store::{AnyStore, StoreOptions};
 
 /// A server's state. Cheap to clone (one `Arc`).
 #[derive(Debug, Clone)]
@@ -50,11 +50,15 @@ impl App {
     /// Builds the store, loads the rules, and assembles the engine. Must run inside a tokio
     /// runtime. Fails if the rules or the store URL are invalid.
     pub async fn new(settings: Settings) -> Result<App, ServerError> {
-        let store = AnyStore::open_prefixed(
+        let options = StoreOptions {
+            prefix: settings.key_prefix.clone(),
+            redis_batch_wait: settings.redis_batch_wait,
+        };
+        let store = AnyStore::open_with(
             &settings.store,
             settings.failover,
             settings.store_clock,
-            settings.key_prefix.as_deref(),
+            &options,
         )?;
         let metrics = Arc::new(Metrics::new(store.kind()));
         let rules = RuleBook::open(

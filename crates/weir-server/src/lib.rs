@@ -101,7 +101,7 @@ pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleSource, Snapshot};
 pub use serve::{run, serve, spawn_background};
 pub use settings::{RuleCheck, Settings};
 pub use shared_clock::SharedClock;
-pub use store::{AnyStore, Guarded, StoreClock};
+pub use store::{AnyStore, Guarded, StoreClock, StoreOptions};
 pub use store_url::{StoreSpec, StoreUrlError, SUPPORTED_STORES};
 pub use tls::{TlsError, TlsFiles};
 pub use verdict::{Code, MatchedRule, Status, Verdict};

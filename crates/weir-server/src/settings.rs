@@ -38,6 +38,9 @@ pub struct Settings {
     /// The prefix of every key a network store writes (default: the store's, `weir`).
     /// Instances sharing limits must use the same one.
     pub key_prefix: Option<String>,
+    /// Redis: coalesce concurrent decisions into one script call, gathered for at most this
+    /// long (default: off; envoyproxy/ratelimit's `REDIS_PIPELINE_WINDOW`).
+    pub redis_batch_wait: Option<Duration>,
     /// Whose clock a network store decides by (default: the store's own, where it has one).
     pub store_clock: StoreClock,
     /// Global shadow mode: every denial is counted and reported, none enforced.
@@ -121,6 +124,7 @@ impl Default for Settings {
             },
             failover: FailoverConfig::default(),
             key_prefix: None,
+            redis_batch_wait: None,
             store_clock: StoreClock::default(),
             shadow: false,
             admin_token: None,

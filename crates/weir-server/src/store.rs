@@ -54,6 +54,23 @@ fn guard<S: Store>(store: S, failover: FailoverConfig) -> Guarded<S> {
     LeasedStore::new(guarded, lease)
 }
 
+/// How a network store is built, besides its URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    /// The prefix of every key a network store writes (default: the store's, `weir`).
+    pub prefix: Option<String>,
+    /// Redis: coalesce concurrent decisions into one script call, gathered for at most this
+    /// long (envoyproxy/ratelimit's `REDIS_PIPELINE_WINDOW`; at most 1 s). `None`: each
+    /// decision is its own call.
+    pub redis_batch_wait: Option<std::time::Duration>,
+}
+
+impl StoreOptions {
+    /// The most decisions in one Redis batch.
+    pub const REDIS_BATCH_DECISIONS: usize = 100;
+}
+
 impl AnyStore {
     /// Builds the store `spec` names (nothing connects yet: the first call does). Must run
     /// inside a tokio runtime (the failover probe runs there).
@@ -62,17 +79,17 @@ impl AnyStore {
         failover: FailoverConfig,
         clock: StoreClock,
     ) -> Result<AnyStore, StoreUrlError> {
-        Self::open_prefixed(spec, failover, clock, None)
+        Self::open_with(spec, failover, clock, &StoreOptions::default())
     }
 
-    /// [`AnyStore::open`] with `prefix` in front of every key a network store writes
-    /// (instead of the store's default, `weir`); the memory store ignores it.
-    pub fn open_prefixed(
+    /// [`AnyStore::open`] with `options` (the memory store ignores them).
+    pub fn open_with(
         spec: &StoreSpec,
         failover: FailoverConfig,
         clock: StoreClock,
-        prefix: Option<&str>,
+        options: &StoreOptions,
     ) -> Result<AnyStore, StoreUrlError> {
+        let prefix = options.prefix.as_deref();
         match spec {
             StoreSpec::Memory { capacity } => Ok(AnyStore::Memory(
                 MemoryStore::builder().capacity(*capacity).build(),
@@ -87,6 +104,9 @@ impl AnyStore {
                     .time_source(time);
                 if let Some(prefix) = prefix {
                     builder = builder.prefix(prefix);
+                }
+                if let Some(wait) = options.redis_batch_wait {
+                    builder = builder.batch(StoreOptions::REDIS_BATCH_DECISIONS, wait);
                 }
                 let store = builder
                     .build()

@@ -55,6 +55,8 @@ pub(crate) struct RatelimitEnv {
     pub(crate) store: Option<String>,
     /// `REDIS_TIMEOUT`.
     pub(crate) store_timeout: Option<Duration>,
+    /// `REDIS_PIPELINE_WINDOW`.
+    pub(crate) redis_batch_wait: Option<Duration>,
     /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`: not ready while the store does not answer.
     pub(crate) fallback_not_ready: bool,
     /// `RUNTIME_*`.
@@ -119,6 +121,7 @@ pub(crate) const MAPPED: &[&str] = &[
     "REDIS_SENTINEL_AUTH",
     "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
     "REDIS_TIMEOUT",
+    "REDIS_PIPELINE_WINDOW",
     "MEMCACHE_HOST_PORT",
     "MEMCACHE_SRV",
     "MEMCACHE_TLS",
@@ -137,6 +140,7 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
         grpc: listener(&vars, "GRPC_HOST", "GRPC_PORT", DEFAULT_GRPC_PORT)?,
         store: store.url,
         store_timeout: store.timeout,
+        redis_batch_wait: store.batch_wait,
         fallback_not_ready: store.health_checks_store,
         rules: runtime_dir(&vars)?,
         log: log_level(&vars)?,

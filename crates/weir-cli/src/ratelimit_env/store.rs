@@ -20,6 +20,8 @@ pub(crate) struct StoreChoice {
     pub(crate) url: Option<String>,
     /// `REDIS_TIMEOUT`, for `--store-timeout`.
     pub(crate) timeout: Option<Duration>,
+    /// `REDIS_PIPELINE_WINDOW` when above zero, for `--redis-batch-wait`.
+    pub(crate) batch_wait: Option<Duration>,
     /// Whether `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION` asks for the store in readiness.
     pub(crate) health_checks_store: bool,
     /// Warnings about what was read.
@@ -49,6 +51,9 @@ pub(crate) fn read(vars: &Vars<'_>) -> anyhow::Result<StoreChoice> {
 fn redis(vars: &Vars<'_>) -> anyhow::Result<StoreChoice> {
     let mut out = StoreChoice {
         timeout: vars.duration("REDIS_TIMEOUT")?,
+        batch_wait: vars
+            .duration("REDIS_PIPELINE_WINDOW")?
+            .filter(|window| !window.is_zero()),
         health_checks_store: vars.is_true("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")?,
         ..StoreChoice::default()
     };
@@ -309,8 +314,16 @@ mod tests {
             url(&[("REDIS_URL", "redis://x:1/2"), ("REDIS_TYPE", "single")]),
             "redis://x:1/2"
         );
-        let timed = store(&[("REDIS_URL", "r:1"), ("REDIS_TIMEOUT", "250ms")]).unwrap();
+        let timed = store(&[
+            ("REDIS_URL", "r:1"),
+            ("REDIS_TIMEOUT", "250ms"),
+            ("REDIS_PIPELINE_WINDOW", "300us"),
+        ])
+        .unwrap();
         assert_eq!(timed.timeout, Some(Duration::from_millis(250)));
+        assert_eq!(timed.batch_wait, Some(Duration::from_micros(300)));
+        let unbuffered = store(&[("REDIS_URL", "r:1"), ("REDIS_PIPELINE_WINDOW", "0")]).unwrap();
+        assert_eq!(unbuffered.batch_wait, None);
     }
 
     #[test]

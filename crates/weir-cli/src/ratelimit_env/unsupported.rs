@@ -67,7 +67,6 @@ pub(crate) const UNSUPPORTED: &[Unsupported] = &[
     u("EXPIRATION_JITTER_MAX_SECONDS", &[], "Weir sets each key's expiry exactly (no jitter)"),
     u("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", OFF, "each Weir algorithm defines what a denied request costs"),
     u("REDIS_POOL_SIZE", &[], "Weir multiplexes requests over one connection per Redis node; there is no pool to size"),
-    u("REDIS_PIPELINE_WINDOW", &["0"], "Weir sends each command at once (no write buffering window)"),
     u("REDIS_PIPELINE_LIMIT", &["0"], "Weir sends each command at once (ratelimit ignores it too)"),
     u("REDIS_CLUSTER_PIPELINE_PARALLELISM", &[], "Weir sends each command at once"),
     u("REDIS_POOL_ON_EMPTY_BEHAVIOR", &["wait"], "Weir multiplexes; there is no pool to run empty"),
