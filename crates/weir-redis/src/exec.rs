@@ -1,6 +1,7 @@
 //! One script call: connect if needed, `FCALL` of Weir's function library (loading it on
 //! "function not found"), or `EVALSHA` of the entry point's script on a server without
-//! functions (Redis 6.2; loading the script on `NOSCRIPT`), all under the store's timeout,
+//! functions (Redis 6.2) or for a user whose ACL refuses them (loading the script on
+//! `NOSCRIPT`), all under the store's timeout,
 //! with every failure mapped to a [`StoreError`]. Shared by direct calls (`store.rs`) and
 //! batches (`batch.rs`).
 
@@ -25,8 +26,8 @@ pub(crate) struct Exec {
     pub(crate) grace_ms: u64,
     /// The scripts: with the fast path (always, but in tests of the general path).
     pub(crate) path: Path,
-    /// Set once the server has answered that it has no functions (or in tests of the
-    /// `EVALSHA` form): every call is then an `EVALSHA`.
+    /// Set once the server has answered that it has no functions, or that this user may
+    /// not use them (or in tests of the `EVALSHA` form): every call is then an `EVALSHA`.
     pub(crate) eval: AtomicBool,
 }
 
