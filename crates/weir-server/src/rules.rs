@@ -17,8 +17,6 @@ use weir_config::{ConfigError, RuleSet};
 use weir_core::Clock;
 
 use crate::metrics::{Metrics, RuleCounters};
-use crate::reload::stamp_source;
-use crate::settings::RuleCheck;
 use crate::shared_clock::SharedClock;
 
 /// The rules one decision uses, never changed after it is built.
@@ -57,6 +55,9 @@ pub struct ConfigStatus {
     pub domains: Vec<String>,
 }
 
+/// A check of a loaded rule set: `Err(reason)` refuses it.
+pub type RuleCheck = fn(&weir_config::RuleSet) -> Result<(), String>;
+
 /// Where the rules come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuleSource {
@@ -83,6 +84,23 @@ pub enum RuleSource {
 }
 
 impl RuleSource {
+    /// The [`stamp`](crate::stamp) of what this source loads (0 for rules built into the
+    /// binary).
+    pub(crate) fn stamp(&self) -> u64 {
+        match self {
+            RuleSource::Path(path) => crate::stamp::stamp(path),
+            RuleSource::Runtime {
+                dir,
+                ignore_dotfiles,
+            } => {
+                let files = crate::runtime_dir::files(dir, *ignore_dotfiles);
+                // A directory that cannot be listed stamps differently from any listing.
+                files.map_or(1, crate::stamp::stamp_files)
+            }
+            _ => 0,
+        }
+    }
+
     /// Loads the rules (blocking file I/O).
     pub fn load(&self) -> Result<RuleSet, ConfigError> {
         match self {
@@ -269,7 +287,7 @@ async fn load(
     let describe = source.describe();
     let origin = PathBuf::from(&describe);
     let read = move || {
-        let files = stamp_source(&source);
+        let files = source.stamp();
         let loaded = source.load().and_then(|rules| match validate {
             Some(check) => check(&rules)
                 .map(|()| rules)

@@ -10,7 +10,7 @@ use weir_resilience::FailoverConfig;
 use crate::admin_token::AdminToken;
 use crate::headers::{HeaderStyle, ResponseHeaders};
 use crate::reload::ReloadSettings;
-use crate::rules::RuleSource;
+use crate::rules::{RuleCheck, RuleSource};
 use crate::shared_clock::SharedClock;
 use crate::store::StoreClock;
 use crate::store_url::StoreSpec;
@@ -111,9 +111,6 @@ pub struct Settings {
     /// (the old rules stay). Default: none.
     pub validate: Option<RuleCheck>,
 }
-
-/// A check of a loaded rule set: `Err(reason)` refuses it.
-pub type RuleCheck = fn(&weir_config::RuleSet) -> Result<(), String>;
 
 impl Default for Settings {
     fn default() -> Self {
