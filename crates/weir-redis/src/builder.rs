@@ -15,22 +15,9 @@ use crate::error::BuildError;
 use crate::exec::Exec;
 use crate::keys;
 use crate::scripts::Path;
-use crate::store::{Inner, RedisStore};
+use crate::store::{Inner, RedisStore, TimeSource};
 use crate::tls::TlsFiles;
 use crate::url::{self, Target};
-
-/// Whose clock decides: see the crate docs, "Whose clock".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum TimeSource {
-    /// Redis's own clock (`TIME` inside the script); `now_ns` passed to the store is
-    /// ignored. The default: skew between application servers does not matter.
-    #[default]
-    Store,
-    /// The caller's clock, `now_ns` of each call (passed in `ARGV`). What tests use, with
-    /// a manual clock.
-    Process,
-}
 
 /// Options of a [`RedisStore`].
 ///

@@ -87,7 +87,7 @@ impl Args {
     }
 
     /// Appends every argument to a script call.
-    pub(crate) fn apply_to(&self, call: &mut crate::exec::Call) {
+    pub(crate) fn apply_to(&self, call: &mut crate::call::Call) {
         for a in &self.0 {
             call.arg(a.as_slice());
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use weir_core::StoreError;
 
-use crate::url::Redactor;
+use crate::redact::Redactor;
 
 /// A store could not be built: a bad URL or option. Messages never contain a password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,14 +8,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::{Arg, Cmd, RedisError, Value};
+use redis::{RedisError, Value};
 use weir_core::StoreError;
 
+use crate::call::Call;
 use crate::connection::{Conn, Link};
 use crate::encode::Args;
 use crate::error;
+use crate::redact::Redactor;
 use crate::scripts::{self, Entry, Path, Tag};
-use crate::url::Redactor;
 
 /// What every call needs: the connection, how to scrub messages, the time bound, and which
 /// scripts to run how.
@@ -29,40 +30,6 @@ pub(crate) struct Exec {
     /// Set once the server has answered that it has no functions, or that this user may
     /// not use them (or in tests of the `EVALSHA` form): every call is then an `EVALSHA`.
     pub(crate) eval: AtomicBool,
-}
-
-/// One script call being built: its entry point, and its keys and arguments as an `FCALL`
-/// (`FCALL <function> <number of keys> <keys> <arguments>`; an `EVALSHA` takes the same
-/// after the script's hash).
-pub(crate) struct Call {
-    entry: Entry,
-    cmd: Cmd,
-}
-
-impl Call {
-    /// Appends a key (all keys come before the arguments).
-    pub(crate) fn key(&mut self, key: &[u8]) -> &mut Self {
-        self.cmd.arg(key);
-        self
-    }
-
-    /// Appends an argument.
-    pub(crate) fn arg(&mut self, arg: impl redis::ToRedisArgs) -> &mut Self {
-        self.cmd.arg(arg);
-        self
-    }
-
-    /// The same call as an `EVALSHA` of `hash`.
-    fn evalsha(&self, hash: &str) -> Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(hash);
-        for arg in self.cmd.args_iter().skip(2) {
-            if let Arg::Simple(bytes) = arg {
-                cmd.arg(bytes);
-            }
-        }
-        cmd
-    }
 }
 
 /// The server has functions but not (yet) Weir's library: a new or restarted node.

@@ -199,6 +199,7 @@
 
 mod batch;
 mod builder;
+mod call;
 mod connection;
 mod encode;
 mod error;
@@ -206,16 +207,18 @@ mod exec;
 mod keys;
 #[cfg(test)]
 mod paths;
+mod redact;
 mod reply;
 mod scripts;
 mod store;
 mod tls;
 mod url;
 
-pub use builder::{RedisStoreBuilder, TimeSource};
+pub use builder::RedisStoreBuilder;
 pub use encode::MAX_SPAN;
 pub use error::BuildError;
 pub use store::RedisStore;
+pub use store::TimeSource;
 
 // The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

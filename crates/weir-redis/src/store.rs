@@ -8,7 +8,6 @@ use std::sync::Arc;
 use weir_core::{CheckError, Decisions, Key, Op, Outcome, Rule, Store, StoreError};
 
 use crate::batch::Batcher;
-use crate::builder::TimeSource;
 use crate::encode::{self, Args};
 use crate::exec::Exec;
 use crate::scripts::Entry;
@@ -165,4 +164,17 @@ impl Store for RedisStore {
     fn ping(&self) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
         self.inner.exec.ping()
     }
+}
+
+/// Whose clock decides: see the crate docs, "Whose clock".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TimeSource {
+    /// Redis's own clock (`TIME` inside the script); `now_ns` passed to the store is
+    /// ignored. The default: skew between application servers does not matter.
+    #[default]
+    Store,
+    /// The caller's clock, `now_ns` of each call (passed in `ARGV`). What tests use, with
+    /// a manual clock.
+    Process,
 }

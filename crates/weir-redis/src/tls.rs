@@ -46,7 +46,7 @@ pub(crate) fn split_options(url: &str) -> (String, TlsFiles) {
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let path = || Some(PathBuf::from(crate::url::decode(value)));
+        let path = || Some(PathBuf::from(crate::redact::decode(value)));
         match name {
             "ca" => files.ca = path(),
             "cert" => files.cert = path(),

@@ -8,13 +8,14 @@
 //! - `redis+sentinel://[user:password@]host:port,host:port,.../master_name[/db]`: the master
 //!   Sentinel names (the credentials are the data nodes'; sentinels are asked without them).
 //!
-//! Any password (a socket's `pass=` too) is kept out of every message: [`Redactor`] scrubs
+//! Any password (a socket's `pass=` too) is kept out of every message: `Redactor` scrubs
 //! it from errors, and the query string is never printed.
 
 use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
 use redis::ConnectionAddr;
 
 use crate::error::BuildError;
+use crate::redact::{decode, Redactor};
 use crate::tls::{self, TlsFiles};
 
 /// Where the store's records live.
@@ -27,27 +28,6 @@ pub(crate) enum Target {
     Cluster(Box<redis::cluster::ClusterClient>),
 }
 
-/// Scrubs secrets (passwords from the URL) out of messages.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Redactor {
-    secrets: Vec<String>,
-    /// The URL with its password replaced, to say which Redis failed.
-    pub(crate) label: String,
-}
-
-impl Redactor {
-    /// `message` with every secret replaced by `***`.
-    pub(crate) fn scrub(&self, message: &str) -> String {
-        let mut out = message.to_owned();
-        for secret in &self.secrets {
-            if !secret.is_empty() {
-                out = out.replace(secret.as_str(), "***");
-            }
-        }
-        out
-    }
-}
-
 /// Credentials from a URL's user info.
 #[derive(Default)]
 struct Credentials {
@@ -55,29 +35,6 @@ struct Credentials {
     password: Option<String>,
     /// The password as written in the URL (percent-encoded).
     raw_password: Option<String>,
-}
-
-/// Percent-decodes a URL component (user names, passwords and paths may be encoded).
-pub(crate) fn decode(part: &str) -> String {
-    let bytes = part.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        if b == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            if let Some(v) = hex {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Splits `user:password@rest` into credentials and the rest.
