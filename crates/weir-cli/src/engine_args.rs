@@ -12,7 +12,9 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use tokio::net::TcpListener;
-use weir_server::{AdminToken, HeaderStyle, RuleSource, Settings, StoreClock, StoreSpec};
+use weir_server::{
+    AdminToken, HeaderStyle, LeaseConfig, RuleSource, Settings, StoreClock, StoreSpec,
+};
 
 use crate::duration::parse_duration;
 
@@ -86,6 +88,37 @@ pub(crate) struct EngineArgs {
     /// The longest one store call may take before it counts as failed [default: 50ms]
     #[arg(long, value_name = "DURATION", env = "WEIR_STORE_TIMEOUT", value_parser = parse_duration)]
     store_timeout: Option<Duration>,
+
+    /// Redis: coalesce concurrent decisions into one script call, gathered for at most this
+    /// long (at most 1s) [default: off; weir serve: or REDIS_PIPELINE_WINDOW]
+    #[arg(long, value_name = "DURATION", env = "WEIR_REDIS_BATCH_WAIT", value_parser = parse_duration)]
+    pub(crate) redis_batch_wait: Option<Duration>,
+
+    /// Redis: the most decisions one batched call carries (with --redis-batch-wait)
+    #[arg(long, value_name = "N", env = "WEIR_REDIS_BATCH_SIZE", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    redis_batch_size: u64,
+
+    /// After a store outage, push the usage each instance counted locally meanwhile to the
+    /// store, so limits count it (as penalties, per key)
+    #[arg(long, env = "WEIR_RECONCILE")]
+    reconcile: bool,
+
+    /// Leased rules (`mode: leased`): a slice lives this fraction of its rule's window
+    /// (the over-admission bound grows with it)
+    #[arg(long, value_name = "N", env = "WEIR_LEASE_WINDOW_FRACTION", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    lease_window_fraction: u32,
+
+    /// Leased rules: the longest a slice lives, whatever the window
+    #[arg(long, value_name = "DURATION", env = "WEIR_LEASE_MAX_TTL", default_value = "10s",
+          value_parser = parse_duration)]
+    lease_max_ttl: Duration,
+
+    /// Leased rules: the most units one slice holds
+    #[arg(long, value_name = "N", env = "WEIR_LEASE_MAX_SLICE", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    lease_max_slice: u64,
 
     /// Whose clock a network store decides by
     #[arg(long, value_enum, value_name = "CLOCK", env = "WEIR_STORE_CLOCK", default_value_t = ClockChoice::Store)]
@@ -168,6 +201,15 @@ impl EngineArgs {
             .or(fallbacks.store_timeout)
             .unwrap_or(Duration::from_millis(50));
         settings.failover.instances = self.instances;
+        settings.failover.reconcile = self.reconcile;
+        settings.redis_batch_wait = self.redis_batch_wait;
+        settings.redis_batch_size = usize::try_from(self.redis_batch_size).unwrap_or(100);
+        settings.lease = LeaseConfig {
+            window_fraction: self.lease_window_fraction,
+            max_ttl: self.lease_max_ttl,
+            max_slice: self.lease_max_slice,
+            ..LeaseConfig::default()
+        };
         settings.store_clock = match self.store_clock {
             ClockChoice::Store => StoreClock::Store,
             ClockChoice::Process => StoreClock::Process,

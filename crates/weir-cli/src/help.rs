@@ -63,6 +63,11 @@ Examples:
   # Try a new rule set without enforcing it, logging JSON
   weir serve --config rules/ --shadow --log-format json
 
+  # Redis at high rates: batch decisions (2 ms, up to 64 a call); rules with `mode: leased`
+  # decide from slices of their limit claimed ahead (config/README.md, \"Leased mode\")
+  weir serve --config rules/ --store redis://10.0.0.5:6379 --redis-batch-wait 2ms \\
+    --redis-batch-size 64 --instances 4 --reconcile
+
   # In place of envoyproxy/ratelimit, with its environment
   REDIS_SOCKET_TYPE=tcp REDIS_URL=redis:6379 RUNTIME_ROOT=/data RUNTIME_SUBDIRECTORY=ratelimit \\
     weir serve";

@@ -82,11 +82,6 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "PREFIX", env = "WEIR_KEY_PREFIX")]
     key_prefix: Option<String>,
 
-    /// Redis: coalesce concurrent decisions into one script call, gathered for at most this
-    /// long (at most 1s; up to 100 decisions a call) [default: off, or REDIS_PIPELINE_WINDOW]
-    #[arg(long, value_name = "DURATION", env = "WEIR_REDIS_BATCH_WAIT", value_parser = parse_duration)]
-    redis_batch_wait: Option<Duration>,
-
     /// Not ready (/readyz, /healthcheck, gRPC health) while the network store does not
     /// answer, even though each rule's failure policy decides meanwhile (ratelimit's
     /// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION)
@@ -246,7 +241,7 @@ impl ServeArgs {
             (None, Some(prefix)) => Some(format!("{prefix}weir")),
             (None, None) => None,
         };
-        settings.redis_batch_wait = self.redis_batch_wait.or(rl.redis_batch_wait);
+        settings.redis_batch_wait = self.engine.redis_batch_wait.or(rl.redis_batch_wait);
         settings.ready_in_fallback = !(self.fallback_not_ready
             || (std::env::var_os("WEIR_FALLBACK_NOT_READY").is_none() && rl.fallback_not_ready));
         settings.grpc_tls = match (&self.grpc_tls_cert, &self.grpc_tls_key, &rl.grpc_tls) {
@@ -464,6 +459,51 @@ mod tests {
         assert_eq!(
             (renamed.limit(), renamed.reset()),
             ("RateLimit-Limit", "X-Reset")
+        );
+    }
+
+    /// Issue 12: batching, its size, outage reconciliation and the leases' sizing are
+    /// options of the programs (the same in `weir proxy`: they live in the engine's args).
+    #[test]
+    fn batching_reconciliation_and_leases_are_options() {
+        let none = rl(&[]);
+        let plain = args(&[]).settings(&none).unwrap();
+        assert_eq!(plain.redis_batch_wait, None);
+        assert_eq!(plain.redis_batch_size, 100);
+        assert!(!plain.failover.reconcile);
+        assert_eq!(plain.lease, weir_server::LeaseConfig::default());
+        let set = args(&[
+            "--redis-batch-wait",
+            "2ms",
+            "--redis-batch-size",
+            "32",
+            "--reconcile",
+            "--lease-window-fraction",
+            "20",
+            "--lease-max-ttl",
+            "1s",
+            "--lease-max-slice",
+            "50",
+        ])
+        .settings(&none)
+        .unwrap();
+        assert_eq!(set.redis_batch_wait, Some(Duration::from_millis(2)));
+        assert_eq!(set.redis_batch_size, 32);
+        assert!(set.failover.reconcile);
+        assert_eq!(set.lease.window_fraction, 20);
+        assert_eq!(set.lease.max_ttl, Duration::from_secs(1));
+        assert_eq!(set.lease.max_slice, 50);
+        // ratelimit's REDIS_PIPELINE_WINDOW is the batch window when the flag is not given.
+        let window = rl(&[
+            ("REDIS_URL", "127.0.0.1:6379"),
+            ("REDIS_PIPELINE_WINDOW", "150us"),
+        ]);
+        let from_env = args(&[]).settings(&window).unwrap();
+        assert_eq!(from_env.redis_batch_wait, Some(Duration::from_micros(150)));
+        let zero = ["weir", "serve", "--redis-batch-size", "0"];
+        assert!(
+            crate::Cli::try_parse_from(zero).is_err(),
+            "a batch holds one at least"
         );
     }
 }

@@ -53,6 +53,8 @@ impl App {
         let options = StoreOptions {
             prefix: settings.key_prefix.clone(),
             redis_batch_wait: settings.redis_batch_wait,
+            redis_batch_size: Some(settings.redis_batch_size),
+            lease: settings.lease,
         };
         let store = AnyStore::open_with(
             &settings.store,

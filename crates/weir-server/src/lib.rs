@@ -106,6 +106,8 @@ pub use store::{AnyStore, Guarded, StoreClock, StoreOptions};
 pub use store_url::{StoreSpec, StoreUrlError, SUPPORTED_STORES};
 pub use tls::{TlsError, TlsFiles};
 pub use verdict::{Code, MatchedRule, Status, Verdict};
+/// How leased rules claim and age their slices ([`Settings::lease`]).
+pub use weir_resilience::LeaseConfig;
 
 // The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

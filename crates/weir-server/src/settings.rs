@@ -5,14 +5,14 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use weir_resilience::FailoverConfig;
+use weir_resilience::{FailoverConfig, LeaseConfig};
 
 use crate::admin_token::AdminToken;
 use crate::headers::{HeaderStyle, ResponseHeaders};
 use crate::reload::ReloadSettings;
 use crate::rules::{RuleCheck, RuleSource};
 use crate::shared_clock::SharedClock;
-use crate::store::StoreClock;
+use crate::store::{StoreClock, StoreOptions};
 use crate::store_url::StoreSpec;
 use crate::tls::TlsFiles;
 
@@ -41,6 +41,11 @@ pub struct Settings {
     /// Redis: coalesce concurrent decisions into one script call, gathered for at most this
     /// long (default: off; envoyproxy/ratelimit's `REDIS_PIPELINE_WINDOW`).
     pub redis_batch_wait: Option<Duration>,
+    /// Redis: the most decisions in one batched call (default 100).
+    pub redis_batch_size: usize,
+    /// How rules with `mode: leased` claim and age their slices on a network store (the
+    /// instance count is the failover's).
+    pub lease: LeaseConfig,
     /// Whose clock a network store decides by (default: the store's own, where it has one).
     pub store_clock: StoreClock,
     /// Global shadow mode: every denial is counted and reported, none enforced.
@@ -122,6 +127,8 @@ impl Default for Settings {
             failover: FailoverConfig::default(),
             key_prefix: None,
             redis_batch_wait: None,
+            redis_batch_size: StoreOptions::REDIS_BATCH_DECISIONS,
+            lease: LeaseConfig::default(),
             store_clock: StoreClock::default(),
             shadow: false,
             admin_token: None,

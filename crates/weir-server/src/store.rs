@@ -45,11 +45,11 @@ pub enum AnyStore {
     Memcached(Guarded<MemcachedStore>),
 }
 
-fn guard<S: Store>(store: S, failover: FailoverConfig) -> Guarded<S> {
+fn guard<S: Store>(store: S, failover: FailoverConfig, lease: LeaseConfig) -> Guarded<S> {
     let guarded = OverLimitCache::new(FailoverStore::new(store, failover));
     let lease = LeaseConfig {
         instances: failover.instances,
-        ..LeaseConfig::default()
+        ..lease
     };
     LeasedStore::new(guarded, lease)
 }
@@ -64,6 +64,11 @@ pub struct StoreOptions {
     /// long (envoyproxy/ratelimit's `REDIS_PIPELINE_WINDOW`; at most 1 s). `None`: each
     /// decision is its own call.
     pub redis_batch_wait: Option<std::time::Duration>,
+    /// Redis: the most decisions in one batched call (`None`:
+    /// [`REDIS_BATCH_DECISIONS`](Self::REDIS_BATCH_DECISIONS)).
+    pub redis_batch_size: Option<usize>,
+    /// How leased rules claim and age their slices (the instance count is the failover's).
+    pub lease: LeaseConfig,
 }
 
 impl StoreOptions {
@@ -106,12 +111,15 @@ impl AnyStore {
                     builder = builder.prefix(prefix);
                 }
                 if let Some(wait) = options.redis_batch_wait {
-                    builder = builder.batch(StoreOptions::REDIS_BATCH_DECISIONS, wait);
+                    let size = options
+                        .redis_batch_size
+                        .unwrap_or(StoreOptions::REDIS_BATCH_DECISIONS);
+                    builder = builder.batch(size.max(1), wait);
                 }
                 let store = builder
                     .build()
                     .map_err(|e| StoreUrlError::Invalid(e.to_string()))?;
-                Ok(AnyStore::Redis(guard(store, failover)))
+                Ok(AnyStore::Redis(guard(store, failover, options.lease)))
             }
             StoreSpec::Network { url, .. } => {
                 let mut builder = MemcachedStore::builder(url).timeout(failover.timeout);
@@ -121,7 +129,7 @@ impl AnyStore {
                 let store = builder
                     .build()
                     .map_err(|e| StoreUrlError::Invalid(e.to_string()))?;
-                Ok(AnyStore::Memcached(guard(store, failover)))
+                Ok(AnyStore::Memcached(guard(store, failover, options.lease)))
             }
         }
     }
