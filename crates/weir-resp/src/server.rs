@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
@@ -16,6 +17,9 @@ use crate::commands::Shared;
 use crate::connection;
 use crate::rules::Rules;
 use crate::settings::Settings;
+
+/// Connections past the cap being told so at once.
+const REFUSING: usize = 64;
 
 /// Serves the RESP front end on `listener` until `shutdown` completes, then waits for the
 /// open connections to finish their current command.
@@ -51,6 +55,7 @@ pub async fn serve<L, S, C, R>(
     R: Rules,
 {
     let slots = Arc::new(Semaphore::new(settings.max_connections));
+    let refusals = Arc::new(Semaphore::new(REFUSING));
     let shared = Arc::new(Shared {
         limiter,
         rules,
@@ -76,8 +81,16 @@ pub async fn serve<L, S, C, R>(
             }
         };
         let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-            // Never waits: the reply fits in a fresh socket's buffer, or is dropped.
-            let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+            // Told why, within a second, by at most REFUSING tasks at once; past that the
+            // connection is just closed.
+            if let Ok(refusing) = Arc::clone(&refusals).try_acquire_owned() {
+                tasks.spawn(async move {
+                    let mut stream = stream;
+                    let refusal = stream.write_all(b"-ERR max number of clients reached\r\n");
+                    let _ = tokio::time::timeout(Duration::from_secs(1), refusal).await;
+                    drop(refusing);
+                });
+            }
             continue;
         };
         let _ = stream.set_nodelay(true);

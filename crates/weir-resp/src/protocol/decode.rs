@@ -303,9 +303,16 @@ mod tests {
             buf.extend_from_slice(&[*byte]);
             assert_eq!(decoder.decode(&mut buf).unwrap(), None);
         }
-        assert_eq!(decoder.scanned, buf.len(), "the searched part is remembered");
+        assert_eq!(
+            decoder.scanned,
+            buf.len(),
+            "the searched part is remembered"
+        );
         buf.extend_from_slice(b"\n*1\r\n$4\r\nPING\r\n");
-        assert_eq!(decoder.decode(&mut buf).unwrap(), Some(args(&["PING", "hello"])));
+        assert_eq!(
+            decoder.decode(&mut buf).unwrap(),
+            Some(args(&["PING", "hello"]))
+        );
         assert_eq!(decoder.decode(&mut buf).unwrap(), Some(args(&["PING"])));
         assert!(buf.is_empty());
     }
