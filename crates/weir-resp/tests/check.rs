@@ -217,6 +217,33 @@ async fn hits_are_charged_and_hits_above_capacity_are_never_allowed() {
 }
 
 #[tokio::test]
+async fn replaced_rules_are_in_force_for_the_next_command() {
+    let rules = weir_resp::SharedRules::new(RuleSet::parse("rules.yaml", RULES).unwrap());
+    let server = start_with(rules.clone(), Settings::default()).await;
+    let mut con = server.client(false).await;
+    assert_eq!(
+        check(&mut con, &["api", "user", "x"]).await[2],
+        ("rule".into(), "api.user".into())
+    );
+    rules.replace(
+        RuleSet::parse(
+            "other.yaml",
+            "domain: api\ndescriptors:\n  - key: other\n    rule: {unlimited: true}\n",
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        check(&mut con, &["api", "user", "x"]).await[2],
+        ("rule".into(), "nil".into())
+    );
+    assert_eq!(
+        check(&mut con, &["api", "other", "x"]).await[2],
+        ("rule".into(), "api.other".into())
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn malformed_requests_are_errors_that_say_why() {
     let server = server(false).await;
     let mut raw = server.raw().await;

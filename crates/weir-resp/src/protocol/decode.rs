@@ -340,4 +340,45 @@ mod tests {
         let long = vec![b'a'; MAX_LINE + 3];
         assert_eq!(err(&long), "too big inline request");
     }
+
+    /// Decodes `input` fed in pieces split at `cuts`: the commands, then the error if any.
+    fn chunked(input: &[u8], cuts: &[usize]) -> (Vec<Vec<Bytes>>, Option<ProtocolError>) {
+        let mut decoder = Decoder::new(LIMITS);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        let mut at = 0;
+        let mut ends: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+        ends.sort_unstable();
+        ends.push(input.len());
+        for end in ends {
+            buf.extend_from_slice(&input[at..end.max(at)]);
+            at = end.max(at);
+            loop {
+                match decoder.decode(&mut buf) {
+                    Ok(Some(cmd)) => out.push(cmd),
+                    Ok(None) => break,
+                    Err(e) => return (out, Some(e)),
+                }
+            }
+        }
+        (out, None)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_in_any_pieces_decode_as_in_one_piece(
+            input in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(b"*$\r\n0123456789- ab".to_vec()),
+                    proptest::num::u8::ANY,
+                ],
+                0..200,
+            ),
+            cuts in proptest::collection::vec(0usize..400, 0..8),
+        ) {
+            let whole = chunked(&input, &[]);
+            let pieces = chunked(&input, &cuts);
+            proptest::prop_assert_eq!(whole, pieces);
+        }
+    }
 }

@@ -35,7 +35,7 @@ pub async fn start() -> Server {
     start_with(RuleSet::example(), Settings::default()).await
 }
 
-pub async fn start_with(rules: RuleSet, settings: Settings) -> Server {
+pub async fn start_with(rules: impl weir_resp::Rules, settings: Settings) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let clock = ManualClock::new(START_NS);
