@@ -1,0 +1,119 @@
+//! Dispatch: one command's arguments → its handler, with Redis's unknown-command and
+//! arity errors word for word, each decision bounded by the request timeout; and the
+//! small argument helpers every handler shares.
+
+use bytes::Bytes;
+use weir_core::{Clock, Limiter, Store};
+
+use super::table::{find, Kind};
+use super::{cell, check, crab, introspect, session, Session};
+use crate::protocol::Reply;
+use crate::rules::Rules;
+use crate::settings::Settings;
+
+/// What every command may use: the limiter, the rules and the settings.
+pub(crate) struct Shared<L, R> {
+    pub(crate) limiter: L,
+    pub(crate) rules: R,
+    pub(crate) settings: Settings,
+}
+
+/// Runs one command. `args[0]` is its name; `args` is never empty.
+pub(crate) async fn run<L, S, C, R>(
+    shared: &Shared<L, R>,
+    session: &mut Session,
+    args: &[Bytes],
+) -> Reply
+where
+    L: std::ops::Deref<Target = Limiter<S, C>>,
+    S: Store,
+    C: Clock,
+    R: Rules,
+{
+    let Some(name) = args.first() else {
+        return Reply::error("ERR empty command");
+    };
+    let Some(spec) = find(name) else {
+        return unknown(args);
+    };
+    let n = i64::try_from(args.len()).unwrap_or(i64::MAX);
+    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+        return wrong_arity(spec.name);
+    }
+    let timeout = shared.settings.request_timeout;
+    match spec.kind {
+        Kind::Cell => bounded(timeout, cell::throttle(&shared.limiter, args)).await,
+        Kind::Crab => bounded(timeout, crab::throttle(&shared.limiter, args)).await,
+        Kind::Check => {
+            bounded(
+                timeout,
+                check::check(&shared.limiter, &shared.rules, shared.settings.shadow, args),
+            )
+            .await
+        }
+        Kind::Ping => session::ping(args),
+        Kind::Echo => args.get(1).map_or(Reply::Null, |m| Reply::Bulk(m.clone())),
+        Kind::Hello => session::hello(session, args),
+        Kind::Client => session::client(session, args),
+        Kind::Command => introspect::command(args),
+        Kind::Quit => {
+            session.quit = true;
+            Reply::OK
+        }
+        Kind::Select => session::select(args),
+        Kind::Reset => session.reset(),
+        Kind::Auth => session::auth(args),
+        Kind::Config => session::config(args),
+    }
+}
+
+/// A decision bounded by the request timeout.
+async fn bounded(
+    timeout: std::time::Duration,
+    decide: impl std::future::Future<Output = Reply>,
+) -> Reply {
+    match tokio::time::timeout(timeout, decide).await {
+        Ok(reply) => reply,
+        Err(_) => Reply::error(format!(
+            "ERR no decision within {} ms (the store is slow or unreachable)",
+            timeout.as_millis()
+        )),
+    }
+}
+
+/// Redis's answer to a command it does not know, word for word.
+fn unknown(args: &[Bytes]) -> Reply {
+    let mut listed = String::new();
+    for arg in args.iter().skip(1) {
+        if listed.len() >= 128 {
+            break;
+        }
+        let room = 128 - listed.len();
+        let text = String::from_utf8_lossy(arg);
+        let cut: String = text.chars().take(room).collect();
+        listed.push_str(&format!("'{cut}' "));
+    }
+    let name = String::from_utf8_lossy(&args[0]);
+    let name: String = name.chars().take(128).collect();
+    Reply::error(format!(
+        "ERR unknown command '{name}', with args beginning with: {listed}"
+    ))
+}
+
+/// Redis's arity error, word for word (`name` as `COMMAND` lists it).
+pub(crate) fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+/// An argument as text, for messages.
+pub(crate) fn lossy(arg: &[u8]) -> String {
+    String::from_utf8_lossy(arg).into_owned()
+}
+
+/// An argument as Rust parses an `i64` (`+5` and `-5` included, spaces not): what both
+/// redis-cell and throttlecrab accept.
+pub(crate) fn int(arg: &[u8]) -> Option<i64> {
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
