@@ -22,7 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weir_core::{Clock, Key, Limiter, Rule, Store, MAX_SPAN};
 
-use super::{int, lossy};
+use super::args::{int, lossy};
 use crate::protocol::Reply;
 
 /// redis-cell's parameters, checked.

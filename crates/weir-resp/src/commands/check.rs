@@ -25,7 +25,7 @@ use bytes::Bytes;
 use weir_config::{Descriptor, Limit, MatchError, Matched};
 use weir_core::{CheckError, Clock, Decision, FailurePolicy, Key, Limiter, Store, StoreError};
 
-use super::lossy;
+use super::args::lossy;
 use crate::protocol::Reply;
 use crate::rules::Rules;
 
@@ -81,7 +81,7 @@ fn parse(args: &[Bytes]) -> Result<(String, Descriptor, u64), String> {
         && rest[rest.len() - 2].eq_ignore_ascii_case(b"hits")
     {
         let n = &rest[rest.len() - 1];
-        hits = super::int(n)
+        hits = super::args::int(n)
             .and_then(|n| u64::try_from(n).ok())
             .ok_or_else(|| format!("HITS must be a non-negative integer, not '{}'", lossy(n)))?;
         weir_config::limits::check_hits_addend(hits).map_err(|e| e.to_string())?;

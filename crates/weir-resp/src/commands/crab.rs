@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weir_core::{Clock, Key, Limiter, Rule, Store, MAX_SPAN};
 
-use super::{int, wrong_arity};
+use super::args::{int, wrong_arity};
 use crate::protocol::Reply;
 
 /// throttlecrab's answer.

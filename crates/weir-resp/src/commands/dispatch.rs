@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use weir_core::{Clock, Limiter, Store};
 
+use super::args::wrong_arity;
 use super::table::{find, Kind};
 use super::{cell, check, crab, introspect, session, Session};
 use crate::protocol::Reply;
@@ -98,22 +99,4 @@ fn unknown(args: &[Bytes]) -> Reply {
     Reply::error(format!(
         "ERR unknown command '{name}', with args beginning with: {listed}"
     ))
-}
-
-/// Redis's arity error, word for word (`name` as `COMMAND` lists it).
-pub(crate) fn wrong_arity(name: &str) -> Reply {
-    Reply::error(format!(
-        "ERR wrong number of arguments for '{name}' command"
-    ))
-}
-
-/// An argument as text, for messages.
-pub(crate) fn lossy(arg: &[u8]) -> String {
-    String::from_utf8_lossy(arg).into_owned()
-}
-
-/// An argument as Rust parses an `i64` (`+5` and `-5` included, spaces not): what both
-/// redis-cell and throttlecrab accept.
-pub(crate) fn int(arg: &[u8]) -> Option<i64> {
-    std::str::from_utf8(arg).ok()?.parse().ok()
 }

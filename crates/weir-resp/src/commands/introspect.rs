@@ -4,7 +4,8 @@
 
 use bytes::Bytes;
 
-use super::{find, lossy, Spec, COMMANDS};
+use super::args::lossy;
+use super::table::{find, Spec, COMMANDS};
 use crate::protocol::Reply;
 
 /// `COMMAND [COUNT | LIST | INFO name … | DOCS [name …]]`.

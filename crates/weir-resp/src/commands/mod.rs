@@ -1,10 +1,12 @@
 //! Commands: `table.rs` lists what the front end answers, `dispatch.rs` runs one command
-//! (Redis's arity and unknown-command errors, the request timeout). One file per group:
+//! (Redis's arity and unknown-command errors, the request timeout), `args.rs` is the leaf
+//! of argument helpers every handler uses. One file per group:
 //! `cell.rs` (`CL.THROTTLE`, redis-cell), `crab.rs` (`THROTTLE`, throttlecrab),
 //! `check.rs` (`WEIR.CHECK`, the rule files), `session.rs` (`PING`, `HELLO`, `CLIENT`, …),
 //! `introspect.rs` (`COMMAND`, `COMMAND DOCS`). Handlers build a `Reply`; they never see
 //! bytes on the wire.
 
+mod args;
 mod cell;
 mod check;
 mod crab;
@@ -13,6 +15,5 @@ mod introspect;
 mod session;
 mod table;
 
-pub(crate) use dispatch::{int, lossy, run, wrong_arity, Shared};
+pub(crate) use dispatch::{run, Shared};
 pub(crate) use session::Session;
-pub(crate) use table::{find, Spec, COMMANDS};

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use super::{int, lossy, wrong_arity};
+use super::args::{int, lossy, wrong_arity};
 use crate::protocol::{Proto, Reply};
 
 /// One connection's state.
