@@ -14,6 +14,7 @@ mod help;
 mod proxy;
 mod ratelimit_env;
 mod render;
+mod resp;
 mod serve;
 mod simulate;
 mod spec;

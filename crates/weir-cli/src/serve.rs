@@ -177,6 +177,11 @@ pub(crate) struct ServeArgs {
           value_parser = parse_duration)]
     grpc_idle_timeout: Duration,
 
+    /// Also serve the Redis protocol here (CL.THROTTLE as redis-cell, THROTTLE as
+    /// throttlecrab, WEIR.CHECK for the rule files; any Redis client) [default: off]
+    #[arg(long, value_name = "ADDR", env = "WEIR_RESP")]
+    resp: Option<SocketAddr>,
+
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -343,12 +348,35 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     report(&rl);
     let settings = args.settings(&rl)?;
     let (http_addr, grpc_addr) = args.listeners(&rl)?;
+    let resp_addr = args.resp;
     run(async {
         let http = bind(http_addr, "HTTP").await?;
         let grpc = bind(grpc_addr, "gRPC").await?;
-        weir_server::run(settings, http, grpc, shutdown_signal())
+        let resp = match resp_addr {
+            Some(addr) => Some(bind(addr, "RESP").await?),
+            None => None,
+        };
+        let app = weir_server::App::new(settings)
             .await
-            .context("weir serve")
+            .context("weir serve")?;
+        // One signal stops every listener: the HTTP and gRPC ones through serve's
+        // shutdown, the RESP one through this channel (also when serve ends on its own).
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let resp_task = resp.map(|listener| {
+            let mut stopped = stopped.clone();
+            crate::resp::spawn(listener, &app, async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            })
+        });
+        let served = weir_server::serve(app, http, grpc, async move {
+            shutdown_signal().await;
+            let _ = stop.send(true);
+        })
+        .await;
+        if let Some(task) = resp_task {
+            let _ = task.await;
+        }
+        served.context("weir serve")
     })
 }
 

@@ -141,3 +141,47 @@ fn check_config_refuses_an_over_long_rule_key_without_panicking() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `weir serve --resp`: the Redis protocol on the engine's limiter and rules, stopped by the
+/// same SIGTERM. Plain RESP over a TCP socket, as any Redis client sends it.
+#[test]
+fn serve_answers_the_redis_protocol_with_resp() {
+    use std::io::{Read, Write};
+    let served = common::spawn_logged(
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--resp",
+            "127.0.0.1:0",
+        ],
+        "resp",
+    );
+    let mut socket = std::net::TcpStream::connect(&served.http).unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut ask = |words: &[&str]| {
+        let mut request = format!("*{}\r\n", words.len());
+        for w in words {
+            request.push_str(&format!("${}\r\n{w}\r\n", w.len()));
+        }
+        socket.write_all(request.as_bytes()).unwrap();
+        let mut buf = [0u8; 512];
+        let n = socket.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(ask(&["PING"]), "+PONG\r\n");
+    // redis-cell's README example: a burst of 15 (+1), 30 per minute.
+    let first = ask(&["CL.THROTTLE", "user123", "15", "30", "60", "1"]);
+    assert!(
+        first.starts_with("*5\r\n:0\r\n:16\r\n:15\r\n:-1\r\n"),
+        "{first}"
+    );
+    let unknown = ask(&["NOPE"]);
+    assert!(unknown.starts_with("-ERR unknown command"), "{unknown}");
+    let status = terminate(served);
+    assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
+}
