@@ -4,10 +4,14 @@
 //! types wrap any [`Store`](weir_core::Store) and are stores themselves, so they stack:
 //!
 //! ```text
-//! Limiter ─▶ OverLimitCache ─▶ FailoverStore ─▶ RedisStore / MemcachedStore
-//!            (denied keys        (timeout, breaker,
-//!             answered locally)   PING probe, policy)
+//! Limiter ─▶ LeasedStore ─▶ OverLimitCache ─▶ FailoverStore ─▶ RedisStore / MemcachedStore
+//!            (leased rules   (denied keys        (timeout, breaker,
+//!             from slices)    answered locally)   PING probe, policy)
 //! ```
+//!
+//! - [`LeasedStore`]: rules opted in to [leased mode](weir_core::Rule::leased) are decided
+//!   in-process from slices of their limit claimed from the store ahead of time, within
+//!   the over- and under-admission bounds its docs state; exact rules pass through.
 //!
 //! - [`FailoverStore`]: every store call has a tight timeout; after `failure_threshold`
 //!   consecutive failures the circuit opens and every request goes straight to its rule's

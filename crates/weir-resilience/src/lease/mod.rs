@@ -3,40 +3,7 @@
 //! front of the rest of the stack (`LeasedStore ─▶ OverLimitCache ─▶ FailoverStore ─▶
 //! RedisStore`); exact rules and every other operation pass straight through.
 //!
-//! # The protocol
-//! A check of `cost` on a leased rule spends `cost` units of this instance's slice for its
-//! key. When the slice is empty or expired, one check claims a new one: a single atomic
-//! check of `want` units in the store (the same step as any check, so the store counts the
-//! units as used from the moment they are granted), while the key's other checks wait for
-//! it. `want` follows the key's local demand (units asked per slice lifetime), between the
-//! request's cost and [`LeaseConfig::cap`]. If the store refuses `want` but has at least
-//! `cost` left, a second claim takes what is left (small slices near the limit). If it
-//! refuses, its denial is answered locally until its `retry_after`. Unspent units expire
-//! with the slice; none go back (a fixed window's reward would land in a later window).
-//!
-//! # The bounds
-//! - **Over-admission.** Every unit admitted was granted by the store at most one slice
-//!   lifetime `ttl` ([`LeaseConfig::ttl_ns`]) earlier, and the store grants no more than the
-//!   rule allows. So over any interval of length `t`, all instances together admit at
-//!   most what the exact rule admits over `t + ttl`. With the defaults (`ttl` = a tenth of
-//!   the window, at most 10 s), a rule of `limit` per window `W` admits at most what it
-//!   would over `1.1 W`: for GCRA and the buckets, `burst + rate × 1.1 W`.
-//! - **Under-admission.** Units sit idle only in slices: at any moment at most
-//!   `instances × cap` units of a key are claimed and unspent (`cap` is at most a quarter
-//!   of the limit by default), and they are back in the store's count once their slice
-//!   ages out of the rule's window. An instance that has been turning the key's requests
-//!   away since its last slice may claim up to the whole limit (its demand spends it; this
-//!   is what keeps store calls low under overload): if its demand then stops, those units
-//!   sit idle for at most one lifetime. A claim the store refuses waits, locally, until
-//!   the units it asked for are back, at most `cap` units later than an exact check would.
-//! - **Outage.** Slices keep being spent while the store is away; the next claim fails and
-//!   the store below (usually a [`FailoverStore`](crate::FailoverStore)) applies the rule's
-//!   failure policy.
-//!
-//! The sliding log, the leaky-bucket queue, concurrency leases and rules with a lockout
-//! cannot lease ([`Rule::leased`] says why). `reward`, `penalty`, `block`, `unblock` and
-//! `reset` drop the key's slice here and go to the store; `inspect` goes to the store and
-//! counts units held in slices as used.
+//! The protocol and its bounds are on [`LeasedStore`].
 
 mod config;
 mod slice;
@@ -77,8 +44,42 @@ pub struct LeaseStats {
 }
 
 /// A [`Store`] that decides [leased](weir_core::Mode::Leased) rules locally from slices
-/// claimed from `S` (see the [module docs](self) for the protocol and its bounds). Bounded
-/// memory: at most [`LeaseConfig::capacity`] keys hold a slice.
+/// claimed from `S`. Bounded memory: at most [`LeaseConfig::capacity`] keys hold a slice.
+///
+/// # The protocol
+/// A check of `cost` on a leased rule spends `cost` units of this instance's slice for its
+/// key. When the slice is empty or expired, one check claims a new one: a single atomic
+/// check of `want` units in the store (the same step as any check, so the store counts the
+/// units as used from the moment they are granted), while the key's other checks wait for
+/// it. `want` follows the key's local demand (units asked per slice lifetime), between the
+/// request's cost and [`LeaseConfig::cap`]. If the store refuses `want` but has at least
+/// `cost` left, a second claim takes what is left (small slices near the limit). If it
+/// refuses, its denial is answered locally until its `retry_after`. Unspent units expire
+/// with the slice; none go back (a fixed window's reward would land in a later window).
+///
+/// # The bounds
+/// - **Over-admission.** Every unit admitted was granted by the store at most one slice
+///   lifetime `ttl` ([`LeaseConfig::ttl_ns`]) earlier, and the store grants no more than the
+///   rule allows. So over any interval of length `t`, all instances together admit at
+///   most what the exact rule admits over `t + ttl`. With the defaults (`ttl` = a tenth of
+///   the window, at most 10 s), a rule of `limit` per window `W` admits at most what it
+///   would over `1.1 W`: for GCRA and the buckets, `burst + rate × 1.1 W`.
+/// - **Under-admission.** Units sit idle only in slices: at any moment at most
+///   `instances × cap` units of a key are claimed and unspent (`cap` is at most a quarter
+///   of the limit by default), and they are back in the store's count once their slice
+///   ages out of the rule's window. An instance that has been turning the key's requests
+///   away since its last slice may claim up to the whole limit (its demand spends it; this
+///   is what keeps store calls low under overload): if its demand then stops, those units
+///   sit idle for at most one lifetime. A claim the store refuses waits, locally, until
+///   the units it asked for are back, at most `cap` units later than an exact check would.
+/// - **Outage.** Slices keep being spent while the store is away; the next claim fails and
+///   the store below (usually a [`FailoverStore`](crate::FailoverStore)) applies the rule's
+///   failure policy.
+///
+/// The sliding log, the leaky-bucket queue, concurrency leases and rules with a lockout
+/// cannot lease ([`Rule::leased`] says why). `reward`, `penalty`, `block`, `unblock` and
+/// `reset` drop the key's slice here and go to the store; `inspect` goes to the store and
+/// counts units held in slices as used.
 ///
 /// ```
 /// use std::time::Duration;
