@@ -217,22 +217,9 @@ fn json_row(report: &Report, row: &Row) -> String {
     )
 }
 
-/// A JSON string literal.
+/// A JSON string literal (serde_json's escaping).
 fn json_string(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    serde_json::Value::from(text).to_string()
 }
 
 #[cfg(test)]

@@ -33,7 +33,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_config::{Descriptor, Limit, MatchError, Matched};
-use weir_core::{CheckError, Clock, Decision, FailurePolicy, Key, Limiter, Rule, StoreError};
+use weir_core::{
+    Algorithm, CheckError, Clock, Decision, FailurePolicy, Key, Limiter, Rule, StoreError,
+};
 
 use crate::capacity::CapacityWatch;
 use crate::heavy_hitters::TopDenied;
@@ -354,7 +356,7 @@ impl Engine {
             Err(CheckError::Unsupported { op, algorithm }) => {
                 return Err(DecideError::Rule {
                     rule: rule_id.to_string(),
-                    reason: if algorithm == "concurrency" {
+                    reason: if matches!(rule.algorithm(), Algorithm::Concurrency(_)) {
                         "a concurrency rule counts leases, not requests: acquire and release \
                          them over HTTP (POST /v1/acquire, POST /v1/release)"
                             .to_string()
