@@ -154,10 +154,41 @@ impl Engine {
         self.near
     }
 
-    /// Notes that a full memory store refused a new key of `rules` (counted, logged, and
-    /// `/readyz` degraded for a while).
-    pub(crate) fn store_full(&self, now_ns: u64, capacity: usize, rules: &str) {
-        self.capacity.refused(now_ns, capacity, rules);
+    /// What a store failure means for the request, in both decide modes: `Ok(())` when it
+    /// goes through anyway (a full memory store under fail open; `policy` is the rules'
+    /// strictest), else the error to answer (503 / `UNAVAILABLE`). Counted and, for a full
+    /// store, logged and `/readyz` degraded for a while. `rules` names the rules involved.
+    pub(crate) fn store_failed(
+        &self,
+        error: StoreError,
+        policy: FailurePolicy,
+        rules: &str,
+    ) -> Result<(), DecideError> {
+        match error {
+            StoreError::Full { capacity } => {
+                self.metrics.store_error("full");
+                let now_ns = self.limiter.clock().now_ns();
+                self.capacity.refused(now_ns, capacity, rules);
+                match policy {
+                    FailurePolicy::FailOpen => Ok(()),
+                    // Nothing to fall back to from the embedded store: closed.
+                    _ => Err(DecideError::Unavailable(format!(
+                        "{error}; rule {rules} fails closed for new keys until some expire"
+                    ))),
+                }
+            }
+            // A guarded store applied the rule's policy already: what reaches here had none
+            // to apply (and was counted there).
+            error => {
+                if !self.limiter.store().is_guarded() {
+                    self.metrics.store_error(match error {
+                        StoreError::Timeout { .. } => "timeout",
+                        _ => "error",
+                    });
+                }
+                Err(DecideError::Unavailable(error.to_string()))
+            }
+        }
     }
 
     /// Decides one request.
@@ -324,34 +355,17 @@ impl Engine {
                 };
                 return Ok((decision, true));
             }
-            Err(CheckError::Store(error @ StoreError::Full { capacity })) => {
-                self.metrics.store_error("full");
-                self.capacity.refused(clock.now_ns(), capacity, rule_id);
-                match rule.failure_policy() {
-                    FailurePolicy::FailOpen => Decision {
-                        allowed: true,
-                        limit: rule.limit(),
-                        remaining: 0,
-                        reset_after: Duration::ZERO,
-                        retry_after: Duration::ZERO,
-                        delay: Duration::ZERO,
-                    },
-                    // Nothing to fall back to from the embedded store: closed.
-                    _ => {
-                        return Err(DecideError::Unavailable(format!(
-                            "{error}; rule {rule_id} fails closed for new keys until some expire"
-                        )))
-                    }
-                }
-            }
             Err(CheckError::Store(error)) => {
-                if !self.limiter.store().is_guarded() {
-                    self.metrics.store_error(match error {
-                        StoreError::Timeout { .. } => "timeout",
-                        _ => "error",
-                    });
+                self.store_failed(error, rule.failure_policy(), rule_id)?;
+                // A full memory store under fail open: allowed, nothing counted.
+                Decision {
+                    allowed: true,
+                    limit: rule.limit(),
+                    remaining: 0,
+                    reset_after: Duration::ZERO,
+                    retry_after: Duration::ZERO,
+                    delay: Duration::ZERO,
                 }
-                return Err(DecideError::Unavailable(error.to_string()));
             }
             Err(CheckError::Unsupported { op, algorithm }) => {
                 return Err(DecideError::Rule {

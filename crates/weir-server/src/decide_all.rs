@@ -2,8 +2,9 @@
 //! request as a whole (`weir proxy`). The first mode, [`Engine::decide`] in `decide.rs`,
 //! answers each descriptor on its own as Envoy's API wants. Both match against the same rule
 //! snapshot, count in the same metrics, honour shadow rules and `enforce_percent` alike, and
-//! treat a failing store alike: a rule set that fails open lets the request through, any
-//! other is a [`DecideError::Unavailable`] (503) saying why, never a made-up denial.
+//! judge a failing store with one function (a full memory store under rules that fail open
+//! lets the request through; anything else is a [`DecideError::Unavailable`], 503, saying
+//! why, never a made-up denial).
 //!
 //! All-or-nothing: the request's limits are checked together and a denied request consumes
 //! nothing anywhere, so waiting and trying again never charges twice. When only shadow or
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_config::{Descriptor, Limit, Matched};
-use weir_core::{CheckError, Clock, Decision, Decisions, FailurePolicy, Key, Rule, StoreError};
+use weir_core::{CheckError, Clock, Decision, Decisions, FailurePolicy, Key, Rule};
 
 use crate::decide::{deny_all, DecideError, Engine};
 use crate::metrics::Outcome;
@@ -92,6 +93,17 @@ impl Engine {
         if checked.is_empty() {
             return Ok(AllVerdict::unlimited());
         }
+        // One check charges every limit the same cost: a rule that multiplies it (or a
+        // descriptor with its own hits) cannot be honoured here, so it is refused, never
+        // charged less than it says.
+        if let Some((m, _)) = checked.iter().find(|(m, _)| m.hits(cost) != cost) {
+            return Err(DecideError::Rule {
+                rule: m.rule_id.to_string(),
+                reason: "an all-or-nothing check charges every limit the same cost; this \
+                         rule's cost (or its descriptor's hits) differs"
+                    .into(),
+            });
+        }
         let limits: Vec<(Key, Rule)> = checked.iter().map(|(m, r)| (m.key.clone(), *r)).collect();
         let Some(mut decisions) = self.check_all(&limits, &checked, cost).await? else {
             // The store failed and every rule fails open.
@@ -157,8 +169,8 @@ impl Engine {
         })
     }
 
-    /// One all-or-nothing check, timed. `None` when the store failed and every rule fails
-    /// open; a failure under any other policy is an error, as in [`Engine::decide`].
+    /// One all-or-nothing check, timed. `None` when a failed store lets the request through
+    /// (the same judgement as [`Engine::decide`]'s: `Engine::store_failed`).
     async fn check_all(
         &self,
         limits: &[(Key, Rule)],
@@ -183,25 +195,9 @@ impl Engine {
             Err(other) => return Err(DecideError::Invalid(other.to_string())),
         };
         let rule_ids: Vec<&str> = checked.iter().map(|(m, _)| &*m.rule_id).collect();
-        let rules = rule_ids.join(", ");
-        if let StoreError::Full { capacity } = error {
-            self.metrics().store_error("full");
-            self.store_full(clock.now_ns(), capacity, &rules);
-        } else if !limiter.store().is_guarded() {
-            self.metrics().store_error(match error {
-                StoreError::Timeout { .. } => "timeout",
-                _ => "error",
-            });
-        }
-        match FailurePolicy::strictest(checked.iter().map(|(_, r)| r.failure_policy())) {
-            FailurePolicy::FailOpen => Ok(None),
-            _ => Err(DecideError::Unavailable(match error {
-                StoreError::Full { .. } => {
-                    format!("{error}; rules {rules} fail closed for new keys until some expire")
-                }
-                _ => error.to_string(),
-            })),
-        }
+        let policy = FailurePolicy::strictest(checked.iter().map(|(_, r)| r.failure_policy()));
+        self.store_failed(error, policy, &rule_ids.join(", "))?;
+        Ok(None)
     }
 
     /// A `requests_per_unit: 0` rule: denied until its window ends.
