@@ -181,11 +181,11 @@ impl<S: Store> LeasedStore<S> {
     pub fn held_units(&self, now_ns: u64) -> u64 {
         self.shards
             .iter()
-            .flat_map(|s| {
+            .map(|s| {
                 lock(s)
                     .values()
                     .map(|slice| slice.live_units(now_ns))
-                    .collect::<Vec<_>>()
+                    .sum::<u64>()
             })
             .sum()
     }
