@@ -208,6 +208,22 @@ impl ServeArgs {
             .grpc
             .or(rl.grpc)
             .map_or_else(|| DEFAULT_GRPC.parse(), Ok)?;
+        // HOST and PORT are generic names: say so loudly when they, not a flag, take a
+        // listener off loopback (a developer's exported PORT would otherwise expose it).
+        for (flag, chosen, from_env, vars) in [
+            ("--http", self.http, rl.http, "HOST/PORT"),
+            ("--grpc", self.grpc, rl.grpc, "GRPC_HOST/GRPC_PORT"),
+        ] {
+            if let (None, Some(addr)) = (chosen, from_env) {
+                if !addr.ip().is_loopback() {
+                    tracing::warn!(
+                        %addr,
+                        "listening beyond loopback because envoyproxy/ratelimit's {vars} are \
+                         set; {flag} 127.0.0.1:PORT or --no-ratelimit-env keeps it local"
+                    );
+                }
+            }
+        }
         Ok((http, grpc))
     }
 
