@@ -1,7 +1,7 @@
 //! The help texts that follow clap's option lists: examples for `weir`, `weir serve`,
 //! `weir check-config`, `weir decide` and `weir simulate`, and the rule-spec and traffic
 //! reference of `weir simulate --help`. Text only; the options
-//! themselves are documented where they are declared (`main.rs`, `cli.rs`). The tests run
+//! themselves are documented where they are declared (`main.rs`, `simulate_command.rs`). The tests run
 //! every example through the real parser so the help cannot drift from the options.
 
 /// Shown after `weir --help`.

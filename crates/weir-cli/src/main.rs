@@ -1,12 +1,11 @@
 //! The `weir` command. This file is only the entry point: it parses the command line with
 //! clap and dispatches to a command, printing any error with its context. The commands:
-//! `simulate` (options and glue in `cli.rs`; the work in `traffic.rs`, `simulate.rs`,
+//! `simulate` (options and glue in `simulate_command.rs`; the work in `traffic.rs`, `simulate.rs`,
 //! `render.rs` and `svg.rs`, rule specs in `spec.rs`), `serve` (`serve.rs`, over the
 //! `weir-server` crate), `proxy` (`proxy.rs`, over the `weir-proxy` crate; the options it
 //! shares with `serve` are in `engine_args.rs`), `check-config` (`check_config.rs`) and `decide` (`decide.rs`).
 
 mod check_config;
-mod cli;
 mod decide;
 mod duration;
 mod engine_args;
@@ -17,6 +16,7 @@ mod render;
 mod resp;
 mod serve;
 mod simulate;
+mod simulate_command;
 mod spec;
 mod svg;
 mod traffic;
@@ -57,7 +57,7 @@ enum Command {
             its own state. The results are printed per --interval as allowed/denied for each \
             rule, with totals; --svg also draws them."
     )]
-    Simulate(cli::SimulateArgs),
+    Simulate(simulate_command::SimulateArgs),
 
     /// Serve decisions: HTTP/JSON and Envoy's rate limit gRPC API over YAML rules
     #[command(
@@ -89,7 +89,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Simulate(args) => cli::simulate(&args).map(|()| ExitCode::SUCCESS),
+        Command::Simulate(args) => simulate_command::simulate(&args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::serve(&args).map(|()| ExitCode::SUCCESS),
         Command::Proxy(args) => proxy::proxy(&args).map(|()| ExitCode::SUCCESS),
         Command::CheckConfig(args) => check_config::check_config(&args).map(|()| ExitCode::SUCCESS),

@@ -1,7 +1,7 @@
 //! The chart of a simulation [`Report`], as a standalone SVG written by hand: one panel per
 //! rule, a stacked bar per interval (allowed below, denied above, so a bar's height is what
 //! was sent), all panels on the same scale so the rules compare at a glance. Drawing only;
-//! `cli.rs` writes the file.
+//! `simulate_command.rs` writes the file.
 
 use std::fmt::Write as _;
 

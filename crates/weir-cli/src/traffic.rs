@@ -1,6 +1,6 @@
 //! Traffic for `weir simulate`: the requests to replay, as offsets from the start of the
 //! simulation and key indices. Generated (constant rate, periodic bursts) or read from a
-//! traffic file's text. Pure: no clock, no I/O (`cli.rs` reads the file). The simulation
+//! traffic file's text. Pure: no clock, no I/O (`simulate_command.rs` reads the file). The simulation
 //! (`simulate.rs`) consumes what this produces.
 
 use std::fmt;
