@@ -183,38 +183,38 @@ impl EngineArgs {
         if let Some(path) = &self.config {
             settings = settings.with_rules(path);
         } else if let Some(rules) = &fallbacks.rules {
-            settings.rules = rules.clone();
+            settings.engine.rules = rules.clone();
         }
         let (store, what) = match (&self.store, &fallbacks.store) {
             (Some(store), _) => (store.as_str(), "--store"),
             (None, Some((store, what))) => (store.as_str(), *what),
             (None, None) => ("memory", "--store"),
         };
-        settings.store = match StoreSpec::parse(store).context(what)? {
+        settings.engine.store = match StoreSpec::parse(store).context(what)? {
             StoreSpec::Memory { .. } => StoreSpec::Memory {
                 capacity: self.memory_capacity.max(1),
             },
             other => other,
         };
-        settings.failover.timeout = self
+        settings.engine.failover.timeout = self
             .store_timeout
             .or(fallbacks.store_timeout)
             .unwrap_or(Duration::from_millis(50));
-        settings.failover.instances = self.instances;
-        settings.failover.reconcile = self.reconcile;
-        settings.redis_batch_wait = self.redis_batch_wait;
-        settings.redis_batch_size = usize::try_from(self.redis_batch_size).unwrap_or(100);
-        settings.lease = LeaseConfig {
+        settings.engine.failover.instances = self.instances;
+        settings.engine.failover.reconcile = self.reconcile;
+        settings.engine.redis_batch_wait = self.redis_batch_wait;
+        settings.engine.redis_batch_size = usize::try_from(self.redis_batch_size).unwrap_or(100);
+        settings.engine.lease = LeaseConfig {
             window_fraction: self.lease_window_fraction,
             max_ttl: self.lease_max_ttl,
             max_slice: self.lease_max_slice,
             ..LeaseConfig::default()
         };
-        settings.store_clock = match self.store_clock {
+        settings.engine.store_clock = match self.store_clock {
             ClockChoice::Store => StoreClock::Store,
             ClockChoice::Process => StoreClock::Process,
         };
-        settings.shadow =
+        settings.engine.shadow =
             self.shadow || (std::env::var_os("WEIR_SHADOW").is_none() && fallbacks.shadow);
         settings.admin_token = self.admin_token()?;
         settings.headers = match self.headers {
@@ -235,8 +235,8 @@ impl EngineArgs {
                 x_ratelimit: false,
             },
         };
-        settings.reload.poll = self.reload_poll;
-        settings.reload.watch = !self.no_watch;
+        settings.engine.reload.poll = self.reload_poll;
+        settings.engine.reload.watch = !self.no_watch;
         settings.header_read_timeout = self.header_read_timeout;
         Ok(settings)
     }

@@ -170,7 +170,7 @@ impl ProxyArgs {
         let mut settings = ProxySettings::new(self.upstream.clone());
         let mut server = self.engine.settings()?;
         if self.engine.config.is_none() {
-            server.rules = settings.server.rules.clone();
+            server.engine.rules = settings.server.engine.rules.clone();
         }
         settings.server = server;
         settings.server.decision_api = self.api_decisions;

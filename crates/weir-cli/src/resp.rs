@@ -8,15 +8,16 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use weir_config::{Descriptor, MatchError, Matched};
-use weir_server::{App, RuleBook, ServerLimiter};
+use weir_engine::{EngineLimiter, RuleBook};
+use weir_server::App;
 
 /// The engine's limiter, as `weir_resp::serve` takes one.
 struct AppLimiter(App);
 
 impl std::ops::Deref for AppLimiter {
-    type Target = ServerLimiter;
+    type Target = EngineLimiter;
 
-    fn deref(&self) -> &ServerLimiter {
+    fn deref(&self) -> &EngineLimiter {
         self.0.engine().limiter()
     }
 }
@@ -47,7 +48,7 @@ pub(crate) fn spawn(
     tokio::spawn(weir_resp::serve(
         listener,
         AppLimiter(app.clone()),
-        AppRules(Arc::clone(app.rule_book())),
+        AppRules(Arc::clone(app.engine().rules())),
         settings,
         stop,
     ))

@@ -256,14 +256,14 @@ impl ServeArgs {
         if !(0.0..=1.0).contains(&ratio) {
             bail!("--near-limit-ratio {ratio}: must be from 0 to 1");
         }
-        settings.near_limit_ratio = ratio;
-        settings.key_prefix = match (&self.key_prefix, &rl.key_prefix) {
+        settings.engine.near_limit_ratio = ratio;
+        settings.engine.key_prefix = match (&self.key_prefix, &rl.key_prefix) {
             (Some(prefix), _) => Some(prefix.clone()),
             (None, Some(prefix)) => Some(format!("{prefix}weir")),
             (None, None) => None,
         };
-        settings.redis_batch_wait = self.engine.redis_batch_wait.or(rl.redis_batch_wait);
-        settings.ready_in_fallback = !(self.fallback_not_ready
+        settings.engine.redis_batch_wait = self.engine.redis_batch_wait.or(rl.redis_batch_wait);
+        settings.engine.ready_in_fallback = !(self.fallback_not_ready
             || (std::env::var_os("WEIR_FALLBACK_NOT_READY").is_none() && rl.fallback_not_ready));
         settings.grpc_tls = match (&self.grpc_tls_cert, &self.grpc_tls_key, &rl.grpc_tls) {
             (Some(cert), Some(key), _) => Some(tls(
@@ -456,18 +456,18 @@ mod tests {
         assert_eq!(addrs(&flagged, &env).1, "0.0.0.0:9081");
 
         let from_env = bare.settings(&env).unwrap();
-        assert_eq!(from_env.store.to_string(), "redis://redis:6379");
+        assert_eq!(from_env.engine.store.to_string(), "redis://redis:6379");
         assert_eq!(
-            from_env.rules,
+            from_env.engine.rules,
             RuleSource::Runtime {
                 dir: PathBuf::from("/data/config"),
                 ignore_dotfiles: false
             }
         );
         let from_flags = flagged.settings(&env).unwrap();
-        assert_eq!(from_flags.store.kind(), "memory");
-        assert_eq!(from_flags.rules, RuleSource::Path(PathBuf::from("config")));
-        assert_eq!(bare.settings(&none).unwrap().store.kind(), "memory");
+        assert_eq!(from_flags.engine.store.kind(), "memory");
+        assert_eq!(from_flags.engine.rules, RuleSource::Path(PathBuf::from("config")));
+        assert_eq!(bare.settings(&none).unwrap().engine.store.kind(), "memory");
         assert_eq!(
             bare.settings(&none).unwrap().envoy_headers,
             ResponseHeaders::NONE
@@ -512,10 +512,10 @@ mod tests {
     fn batching_reconciliation_and_leases_are_options() {
         let none = rl(&[]);
         let plain = args(&[]).settings(&none).unwrap();
-        assert_eq!(plain.redis_batch_wait, None);
-        assert_eq!(plain.redis_batch_size, 100);
-        assert!(!plain.failover.reconcile);
-        assert_eq!(plain.lease, weir_server::LeaseConfig::default());
+        assert_eq!(plain.engine.redis_batch_wait, None);
+        assert_eq!(plain.engine.redis_batch_size, 100);
+        assert!(!plain.engine.failover.reconcile);
+        assert_eq!(plain.engine.lease, weir_engine::LeaseConfig::default());
         let set = args(&[
             "--redis-batch-wait",
             "2ms",
@@ -531,19 +531,19 @@ mod tests {
         ])
         .settings(&none)
         .unwrap();
-        assert_eq!(set.redis_batch_wait, Some(Duration::from_millis(2)));
-        assert_eq!(set.redis_batch_size, 32);
-        assert!(set.failover.reconcile);
-        assert_eq!(set.lease.window_fraction, 20);
-        assert_eq!(set.lease.max_ttl, Duration::from_secs(1));
-        assert_eq!(set.lease.max_slice, 50);
+        assert_eq!(set.engine.redis_batch_wait, Some(Duration::from_millis(2)));
+        assert_eq!(set.engine.redis_batch_size, 32);
+        assert!(set.engine.failover.reconcile);
+        assert_eq!(set.engine.lease.window_fraction, 20);
+        assert_eq!(set.engine.lease.max_ttl, Duration::from_secs(1));
+        assert_eq!(set.engine.lease.max_slice, 50);
         // ratelimit's REDIS_PIPELINE_WINDOW is the batch window when the flag is not given.
         let window = rl(&[
             ("REDIS_URL", "127.0.0.1:6379"),
             ("REDIS_PIPELINE_WINDOW", "150us"),
         ]);
         let from_env = args(&[]).settings(&window).unwrap();
-        assert_eq!(from_env.redis_batch_wait, Some(Duration::from_micros(150)));
+        assert_eq!(from_env.engine.redis_batch_wait, Some(Duration::from_micros(150)));
         let zero = ["weir", "serve", "--redis-batch-size", "0"];
         assert!(
             crate::Cli::try_parse_from(zero).is_err(),

@@ -21,7 +21,7 @@
 //! Unlike `weir serve` (Envoy's semantics: each descriptor on its own), the proxy checks a
 //! request's limits all-or-nothing: a denied or queued request consumes nothing, so waiting
 //! and trying again never charges twice. The decision is the server engine's own, in its
-//! all-or-nothing mode ([`weir_server::Engine::decide_all`]): shadow rules,
+//! all-or-nothing mode ([`weir_engine::Engine::decide_all`]): shadow rules,
 //! `enforce_percent`, metrics and a failing or full store are handled by the one path both
 //! programs share.
 
@@ -30,7 +30,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use weir_config::{Descriptor, RuleSet};
 use weir_core::{Algorithm, Clock, FailurePolicy};
-use weir_server::App;
+use weir_engine::Engine;
 use weir_tower::{
     normalise_path, Applied, BoxFuture, ClientIp, Evaluation, LimitError, Limits, OnLimit,
 };
@@ -43,7 +43,7 @@ pub const DOMAIN: &str = "proxy";
 /// Limits from the rule files, over the server engine's limiter, rules and metrics.
 #[derive(Debug)]
 pub struct ProxyLimits {
-    app: App,
+    engine: Engine,
     classes: Arc<[Class]>,
     client_ip: ClientIp,
     on_limit: OnLimit,
@@ -67,11 +67,11 @@ pub enum ProxyRuleError {
 }
 
 impl ProxyLimits {
-    /// Limits for `app`'s rules, with request `classes`, client addresses resolved by
+    /// Limits for `engine`'s rules, with request `classes`, client addresses resolved by
     /// `client_ip`, and `on_limit` for every denial.
-    pub fn new(app: App, classes: Arc<[Class]>, client_ip: ClientIp, on_limit: OnLimit) -> Self {
+    pub fn new(engine: Engine, classes: Arc<[Class]>, client_ip: ClientIp, on_limit: OnLimit) -> Self {
         Self {
-            app,
+            engine,
             classes,
             client_ip,
             on_limit,
@@ -120,16 +120,15 @@ impl ProxyLimits {
         ]
     }
 
-    /// Decides a request on the server engine's one decide path, all-or-nothing
-    /// ([`weir_server::Engine::decide_all`]): the same matching, shadow, roll-out, metrics
+    /// Decides a request on the engine's one decide path, all-or-nothing
+    /// ([`weir_engine::Engine::decide_all`]): the same matching, shadow, roll-out, metrics
     /// and store-failure handling as `weir serve`. An error (a store that failed under a
     /// rule that does not fail open, a request that could not be matched) refuses the
     /// request: it never means "no limit".
     async fn decide(&self, parts: &Parts) -> Result<Evaluation, LimitError> {
         let descriptors = self.descriptors(parts);
         let verdict = self
-            .app
-            .engine()
+            .engine
             .decide_all(DOMAIN, &descriptors, 1)
             .await
             .map_err(|error| {
@@ -171,6 +170,6 @@ impl Limits for ProxyLimits {
     }
 
     fn clock(&self) -> &dyn Clock {
-        self.app.engine().limiter().clock()
+        self.engine.limiter().clock()
     }
 }

@@ -14,9 +14,8 @@ use axum::response::Response;
 use axum::Router;
 use tokio::net::TcpListener;
 use tower::Layer;
-use weir_server::{
-    serve_http_with, spawn_background, App, HttpLimits, Lifecycle, Peer, ServerError,
-};
+use weir_engine::{Engine, EngineError, Lifecycle};
+use weir_server::{serve_http_with, App, HttpLimits, Peer};
 use weir_tower::{OnLimit, RateLimitLayer};
 
 use crate::forward::{Forward, Routes};
@@ -30,7 +29,7 @@ use crate::settings::ProxySettings;
 pub enum ProxyError {
     /// The engine could not be built (rules, store URL).
     #[error(transparent)]
-    Server(#[from] ServerError),
+    Engine(#[from] EngineError),
     /// A listener failed (the message holds the cause; no second copy as `source()`).
     #[error("listener: {0}")]
     Io(std::io::Error),
@@ -45,8 +44,8 @@ impl From<std::io::Error> for ProxyError {
 /// Counts every proxied request in the server's metrics: `weir_requests_total{api="proxy"}`
 /// by the status class answered (the layer's own 429 / 503 included), and the in-flight
 /// gauge while it runs.
-async fn count(State(app): State<App>, request: Request, next: Next) -> Response {
-    let _in_flight = app.metrics().http_request_started();
+async fn count(State(engine): State<Engine>, request: Request, next: Next) -> Response {
+    let _in_flight = engine.metrics().http_request_started();
     let response = next.run(request).await;
     let result = match response.status().as_u16() {
         429 => "over_limit",
@@ -57,7 +56,7 @@ async fn count(State(app): State<App>, request: Request, next: Next) -> Response
         400..=499 => "client_error",
         _ => "error",
     };
-    app.metrics().request("proxy", result);
+    engine.metrics().request("proxy", result);
     response
 }
 
@@ -69,14 +68,17 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ProxyError> {
     let mut server = settings.server.clone();
-    server.validate = Some(|rules| ProxyLimits::check_rules(rules).map_err(|e| e.to_string()));
-    let app = App::new(server).await?;
+    server.engine.validate =
+        Some(|rules| ProxyLimits::check_rules(rules).map_err(|e| e.to_string()));
+    let engine = Engine::open(server.engine.clone()).await?;
+    // The API listener (metrics, health, admin) is weir serve's, over the same engine.
+    let app = App::with_engine(engine.clone(), server);
     let on_limit = match (settings.on_limit, &settings.fallback_upstream) {
         (OnLimit::Degrade, None) => OnLimit::Reject,
         (on_limit, _) => on_limit,
     };
     let limits = ProxyLimits::new(
-        app.clone(),
+        engine.clone(),
         settings.classes.clone(),
         settings.client_ip.clone(),
         on_limit,
@@ -100,16 +102,16 @@ pub async fn run(
     let proxy = Router::new()
         .fallback_service(layer.layer(forward))
         .layer(middleware::from_fn(screen::refuse))
-        .layer(middleware::from_fn_with_state(app.clone(), count));
-    let background = spawn_background(&app);
+        .layer(middleware::from_fn_with_state(engine.clone(), count));
+    let background = engine.spawn_background();
 
     tracing::info!(
         listen = %listener.local_addr()?,
         api = %api.local_addr()?,
         upstream = %settings.upstream,
         fallback = ?settings.fallback_upstream.as_ref().map(ToString::to_string),
-        store = %settings.server.store,
-        rules = %app.config_status().source,
+        store = %settings.server.engine.store,
+        rules = %engine.config_status().source,
         "weir proxy: listening"
     );
     weir_server::warn_if_files_run_short(2, settings.server.max_connections);
@@ -137,7 +139,7 @@ pub async fn run(
             [proxy_task, api_task],
             shutdown,
             settings.shutdown_grace,
-            || app.start_draining(),
+            || engine.start_draining(),
             background,
         )
         .await;

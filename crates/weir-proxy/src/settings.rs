@@ -1,5 +1,6 @@
-//! Everything `weir proxy` can be told. The decision side (rules, store, admin token,
-//! headers, reload) is `weir serve`'s own [`Settings`]; the rest is the proxy's: where to
+//! Everything `weir proxy` can be told. The decision side (the engine's rules, store, clock,
+//! reload) and the API listener (admin token, headers, limits) are `weir serve`'s own
+//! [`Settings`]; the rest is the proxy's: where to
 //! listen, where to forward, who is a crawler, whom to trust, and what to do at the limit.
 
 use std::collections::HashMap;
@@ -58,7 +59,7 @@ impl ProxySettings {
         // The API listener serves metrics, health and admin; the decision endpoints on the
         // proxy's own counters only when asked (`weir proxy --api-decisions`).
         server.decision_api = false;
-        server.rules = weir_server::RuleSource::Inline {
+        server.engine.rules = weir_engine::RuleSource::Inline {
             name: "config/proxy.yaml",
             yaml: crate::EXAMPLE_RULES,
         };

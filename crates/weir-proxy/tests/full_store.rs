@@ -36,7 +36,7 @@ descriptors:
 async fn proxy_flood(policy: &str) -> Option<(u16, String)> {
     let b = backend("app", Duration::ZERO).await;
     let mut s = settings(upstream(&b), rules(policy));
-    s.server.store = StoreSpec::Memory { capacity: 64 };
+    s.server.engine.store = StoreSpec::Memory { capacity: 64 };
     let p = proxy(s).await;
     let http = client();
     for i in 0..300 {
@@ -52,11 +52,11 @@ async fn proxy_flood(policy: &str) -> Option<(u16, String)> {
 /// refusal of the flood, per descriptor (Envoy's mode) and all-or-nothing (the proxy's).
 async fn engine_flood(policy: &str) -> (Option<DecideError>, Option<DecideError>) {
     let mut s = Settings::default();
-    s.rules = weir_server::RuleSource::Inline {
+    s.engine.rules = weir_server::RuleSource::Inline {
         name: "proxy.yaml",
         yaml: rules(policy),
     };
-    s.store = StoreSpec::Memory { capacity: 64 };
+    s.engine.store = StoreSpec::Memory { capacity: 64 };
     let app = App::new(s).await.unwrap();
     let engine = app.engine();
     let (mut each, mut all) = (None, None);

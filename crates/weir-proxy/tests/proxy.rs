@@ -80,7 +80,7 @@ async fn the_backend_never_sees_more_than_the_rate_under_ten_times_the_load() {
 async fn the_backend_never_sees_more_than_n_in_flight() {
     let slow = backend("slow", Duration::from_millis(100)).await;
     let mut s = settings(upstream(&slow), GLOBAL_10);
-    s.server.rules = weir_server::RuleSource::Inline {
+    s.server.engine.rules = weir_server::RuleSource::Inline {
         name: "open.yaml",
         yaml: "domain: proxy\n",
     };
@@ -463,8 +463,8 @@ async fn rules_the_proxy_cannot_run_are_refused_at_start_and_on_reload() {
     std::fs::write(&file, CRAWLERS).unwrap();
     let b = backend("app", Duration::ZERO).await;
     let mut s = settings(upstream(&b), CRAWLERS);
-    s.server.rules = weir_server::RuleSource::Path(file.clone());
-    s.server.reload.watch = false;
+    s.server.engine.rules = weir_server::RuleSource::Path(file.clone());
+    s.server.engine.reload.watch = false;
     s.server.admin_token = Some(weir_server::AdminToken::new("reload-token-for-tests").unwrap());
     let p = proxy(s).await;
     let c = client();
@@ -514,7 +514,7 @@ async fn rules_the_proxy_cannot_run_are_refused_at_start_and_on_reload() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mut bad = settings(upstream(&b), CRAWLERS);
-    bad.server.rules = weir_server::RuleSource::Path(file.clone());
+    bad.server.engine.rules = weir_server::RuleSource::Path(file.clone());
     let error = weir_proxy::run(bad, listener, api, std::future::pending())
         .await
         .unwrap_err()

@@ -23,7 +23,7 @@ descriptors:
 
 fn on_redis(b: &Backend, redis: &RedisServer) -> ProxySettings {
     let mut s = settings(upstream(b), GLOBAL_5_PER_HOUR);
-    s.server.store = StoreSpec::parse(&redis.url()).unwrap();
+    s.server.engine.store = StoreSpec::parse(&redis.url()).unwrap();
     s
 }
 

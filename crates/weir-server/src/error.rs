@@ -1,9 +1,8 @@
 //! Why the server could not start or stopped with an error. Request-time errors are not
 //! here: they are `DecideError` answers (400 / 503 / `INVALID_ARGUMENT`, …).
 
-use weir_config::ConfigError;
+use weir_engine::EngineError;
 
-use crate::store_url::StoreUrlError;
 use crate::tls::TlsError;
 
 /// The server could not start, or a listener failed. The message already holds the
@@ -12,12 +11,9 @@ use crate::tls::TlsError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {
-    /// The rules could not be loaded at startup (names file, place and reason).
-    #[error("rules: {0}")]
-    Config(ConfigError),
-    /// The store URL cannot be used.
-    #[error("store: {0}")]
-    Store(StoreUrlError),
+    /// The engine could not be built: the rules or the store URL (names which and why).
+    #[error(transparent)]
+    Engine(EngineError),
     /// The HTTP listener failed.
     #[error("http server: {0}")]
     Http(std::io::Error),
@@ -34,15 +30,9 @@ pub enum ServerError {
     },
 }
 
-impl From<ConfigError> for ServerError {
-    fn from(error: ConfigError) -> Self {
-        Self::Config(error)
-    }
-}
-
-impl From<StoreUrlError> for ServerError {
-    fn from(error: StoreUrlError) -> Self {
-        Self::Store(error)
+impl From<EngineError> for ServerError {
+    fn from(error: EngineError) -> Self {
+        Self::Engine(error)
     }
 }
 
@@ -52,7 +42,9 @@ mod tests {
 
     #[test]
     fn the_cause_is_said_once() {
-        let error = ServerError::from(StoreUrlError::Invalid("rediss://h:1: no TLS".into()));
+        let error = ServerError::from(EngineError::Store(weir_engine::StoreUrlError::Invalid(
+            "rediss://h:1: no TLS".into(),
+        )));
         assert_eq!(error.to_string(), "store: rediss://h:1: no TLS");
         assert!(std::error::Error::source(&error).is_none());
     }

@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use prost::Message as _;
 use weir_config::RuleSet;
 
-use crate::decide::CheckRequest;
+use weir_engine::CheckRequest;
 use crate::http::body::parse;
 use crate::http::check::CheckBody;
 use crate::http::json::JsonRequest;

@@ -23,7 +23,7 @@ use std::sync::Arc;
 pub use weir_tower::{ceil_secs, HeaderStyle};
 use weir_tower::{render_headers, Applied};
 
-use crate::verdict::Verdict;
+use weir_engine::Verdict;
 
 /// envoyproxy/ratelimit's response header names (its `LIMIT_*_HEADER` settings).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +172,7 @@ mod tests {
     use weir_core::{Decision, Rule};
 
     use super::*;
-    use crate::verdict::{Code, MatchedRule, Status};
+    use weir_engine::{Code, MatchedRule, Status};
 
     fn status(id: &str, rule: Rule, remaining: u64, allowed: bool) -> Status {
         Status {

@@ -44,7 +44,7 @@ impl HealthService {
 }
 
 async fn status(app: &App) -> ServingStatus {
-    if app.readiness().await.ready {
+    if app.engine().readiness().await.ready {
         ServingStatus::Serving
     } else {
         ServingStatus::NotServing

@@ -1,7 +1,8 @@
 //! # weir-server
 //!
-//! `weir serve`: Weir's decision server. One [`App`] (rules, store, limiter, metrics)
-//! answers three APIs the same way:
+//! `weir serve`: Weir's decision server, a front end over the one decision engine
+//! ([`weir_engine::Engine`]: rules, store, limiter, metrics). One [`App`] (the engine and
+//! these settings) answers three APIs the same way:
 //!
 //! - **Envoy's rate limit gRPC API** (`envoy.service.ratelimit.v3.RateLimitService/
 //!   ShouldRateLimit`), a drop-in for envoyproxy/ratelimit: same YAML, same answers;
@@ -14,11 +15,12 @@
 //! in `runtime_dir.rs`); shadow mode and gradual roll-out; TLS and mutual TLS on either
 //! listener (`tls.rs`).
 //!
-//! The path of one decision: an API parses its request (`http/`, `grpc.rs` + `rls.rs`) →
-//! `decide.rs` matches it against the rule snapshot in force (`rules.rs`, swapped by
-//! `reload.rs`) → one limiter check per matched descriptor on the store (`store.rs`) →
-//! shadow / roll-out (`rollout.rs`) → metrics (`metrics.rs`) → a `Verdict` (`verdict.rs`)
-//! rendered with headers (`headers.rs`).
+//! The path of one decision: an API parses its request (`http/`, `grpc.rs` + `rls.rs`) into
+//! a [`CheckRequest`] → the engine decides it (`Engine::decide`: the rule snapshot in
+//! force, one limiter check per matched descriptor, shadow / roll-out, metrics) → the
+//! [`Verdict`] is rendered with headers (`headers.rs`). `weir proxy` embeds this crate's
+//! HTTP API listener ([`router`], [`serve_http_with`]) for its metrics, health and admin
+//! routes; its own decisions go to the engine directly.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -49,10 +51,7 @@
 mod accept;
 mod admin_token;
 mod app;
-mod capacity;
 pub mod client;
-mod decide;
-mod decide_all;
 mod envoy_unit;
 mod error;
 #[doc(hidden)]
@@ -61,30 +60,16 @@ mod grpc;
 mod grpc_listener;
 mod headers;
 mod health;
-mod heavy_hitters;
 mod http;
-mod lifecycle;
-mod metrics;
-mod reload;
 mod rls;
-mod rollout;
-mod rules;
-mod runtime_dir;
 mod serve;
 mod settings;
-mod shared_clock;
-mod stamp;
-mod store;
-mod store_url;
 mod tls;
-mod verdict;
 
 pub use accept::warn_if_files_run_short;
 pub use admin_token::{AdminToken, TokenError};
-pub use app::{App, Readiness};
+pub use app::App;
 pub use client::{ClientError, HttpAnswer};
-pub use decide::{deny_all, CheckRequest, DecideError, Engine, ServerLimiter};
-pub use decide_all::{AllVerdict, LimitDecision};
 pub use envoy_unit::{envoy_limit, EnvoyLimit};
 pub use error::ServerError;
 pub use grpc::RlsService;
@@ -92,22 +77,16 @@ pub use headers::{
     rate_limit_headers, HeaderNameError, HeaderStyle, LegacyHeaders, ResponseHeaders,
 };
 pub use health::HEALTH_SERVICES;
-pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use http::{router, serve_http, serve_http_with, HttpLimits, Peer};
-pub use lifecycle::{Lifecycle, ListenerTask};
-pub use metrics::{InFlight, Metrics, NearLimit, Outcome, RuleCounters};
-pub use reload::{stamp, ReloadSettings};
-pub use rollout::enforced;
-pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleCheck, RuleSource, Snapshot};
-pub use serve::{run, serve, spawn_background};
+pub use serve::{run, serve};
 pub use settings::Settings;
-pub use shared_clock::SharedClock;
-pub use store::{AnyStore, Guarded, StoreClock, StoreOptions};
-pub use store_url::{StoreSpec, StoreUrlError, SUPPORTED_STORES};
 pub use tls::{TlsError, TlsFiles};
-pub use verdict::{Code, MatchedRule, Status, Verdict};
-/// How leased rules claim and age their slices ([`Settings::lease`]).
-pub use weir_resilience::LeaseConfig;
+/// The engine every API decides through, and the types a front end's caller meets
+/// (re-exported so that one dependency suffices to configure and embed a server).
+pub use weir_engine::{
+    CheckRequest, Code, DecideError, Engine, EngineSettings, LeaseConfig, Readiness,
+    ReloadSettings, RuleSource, SharedClock, StoreClock, StoreSpec, Verdict,
+};
 
 // The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

@@ -25,10 +25,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use weir_config::{Descriptor, LimitOverride, Unit};
 
-use crate::decide::{CheckRequest, DecideError};
+use weir_engine::{CheckRequest, DecideError};
 use crate::envoy_unit::envoy_limit;
 use crate::headers::{ceil_secs, ResponseHeaders};
-use crate::verdict::{Code, Status, Verdict};
+use weir_engine::{Code, Status, Verdict};
 
 /// Converts Envoy's request. Fails on what Weir cannot honour (negative hits, an unknown
 /// unit in a limit override), naming the descriptor.

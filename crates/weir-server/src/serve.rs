@@ -1,22 +1,19 @@
 //! Running a server: [`run`] builds the [`App`] and [`serve`] drives it on two bound
 //! listeners (HTTP: `http/listener.rs`, gRPC: `grpc_listener.rs`, each within its
 //! connection cap and idle bounds) until `shutdown` completes, then stops accepting, lets
-//! in-flight requests finish (up to `shutdown_grace`) and returns. Background work rides
-//! along: the memory store sweep and the rule watcher.
+//! in-flight requests finish (up to `shutdown_grace`) and returns. The engine's background
+//! work rides along: the memory store sweep and the rule watcher.
 
 use std::future::Future;
-use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
-use weir_core::Clock;
+use weir_engine::Lifecycle;
 
 use crate::app::App;
 use crate::error::ServerError;
 use crate::grpc_listener::serve_grpc;
-use crate::lifecycle::Lifecycle;
+use crate::http;
 use crate::settings::Settings;
-use crate::{http, reload};
 
 /// Builds a server from `settings` and serves it on `http` and `grpc` until `shutdown`
 /// completes. Tests bind `127.0.0.1:0` and pass the listeners.
@@ -58,14 +55,14 @@ pub async fn serve(
     let grpc_tls = tls(&settings.grpc_tls, "gRPC", &[b"h2"])?;
     let http_tls = tls(&settings.http_tls, "HTTP", &[b"http/1.1"])?;
     let lifecycle = Lifecycle::new();
-    let background = spawn_background(&app);
+    let background = app.engine().spawn_background();
 
     tracing::info!(
         http = %http.local_addr().map_err(ServerError::Http)?,
         grpc = %grpc.local_addr().map_err(ServerError::Http)?,
-        store = %settings.store,
-        rules = %app.config_status().source,
-        shadow = settings.shadow,
+        store = %settings.engine.store,
+        rules = %app.engine().config_status().source,
+        shadow = settings.engine.shadow,
         admin = settings.admin_token.is_some(),
         grpc_tls = grpc_tls.is_some(),
         http_tls = http_tls.is_some(),
@@ -89,7 +86,7 @@ pub async fn serve(
             [http_task, grpc_task],
             shutdown,
             settings.shutdown_grace,
-            || app.start_draining(),
+            || app.engine().start_draining(),
             background,
         )
         .await;
@@ -98,40 +95,4 @@ pub async fn serve(
         Some((_, Err(e))) => Err(ServerError::Grpc(e)),
         _ => Ok(()),
     }
-}
-
-/// Starts what a running server does besides answering: the rule files' watch and poll,
-/// and the memory store's sweep. `weir proxy` runs the same. Abort the handles to stop.
-pub fn spawn_background(app: &App) -> Vec<JoinHandle<()>> {
-    [
-        spawn_sweeper(app),
-        reload::spawn(Arc::clone(app.rule_book()), app.settings().reload),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
-}
-
-/// Sweeps expired keys out of the memory store every `sweep_interval`.
-fn spawn_sweeper(app: &App) -> Option<JoinHandle<()>> {
-    app.engine().limiter().store().memory()?;
-    let app = app.clone();
-    let every = app
-        .settings()
-        .sweep_interval
-        .max(std::time::Duration::from_millis(10));
-    Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let limiter = app.engine().limiter();
-            if let Some(memory) = limiter.store().memory() {
-                let swept = memory.sweep(limiter.clock().now_ns());
-                if swept > 0 {
-                    tracing::debug!(swept, "memory store swept");
-                }
-            }
-        }
-    }))
 }

@@ -1,19 +1,16 @@
-//! Everything `weir serve` can be told, with the documented defaults. The CLI fills this
-//! from flags and `WEIR_*` variables; tests build it directly (and inject a `ManualClock`).
+//! Everything `weir serve` can be told, with the documented defaults: the engine's settings
+//! (rules, store, clock, …: [`EngineSettings`]) and the front end's own (listeners, limits,
+//! TLS, headers, the admin token). The CLI fills this from flags and `WEIR_*` variables;
+//! tests build it directly (and inject a `ManualClock` into `engine.clock`).
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use weir_resilience::{FailoverConfig, LeaseConfig};
+use weir_engine::EngineSettings;
 
 use crate::admin_token::AdminToken;
 use crate::headers::{HeaderStyle, ResponseHeaders};
-use crate::reload::ReloadSettings;
-use crate::rules::{RuleCheck, RuleSource};
-use crate::shared_clock::SharedClock;
-use crate::store::{StoreClock, StoreOptions};
-use crate::store_url::StoreSpec;
 use crate::tls::TlsFiles;
 
 /// Settings of one server.
@@ -23,33 +20,14 @@ use crate::tls::TlsFiles;
 /// use weir_server::Settings;
 ///
 /// let mut settings = Settings::default(); // example rules, memory store
-/// settings.shadow = true;
+/// settings.engine.shadow = true;
 /// settings.request_timeout = Duration::from_secs(2);
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Settings {
-    /// The rules: a file or directory, or the built-in example (the default).
-    pub rules: RuleSource,
-    /// The store (default: the memory store).
-    pub store: StoreSpec,
-    /// The failover guard of a network store: timeouts, breaker, instance count.
-    pub failover: FailoverConfig,
-    /// The prefix of every key a network store writes (default: the store's, `weir`).
-    /// Instances sharing limits must use the same one.
-    pub key_prefix: Option<String>,
-    /// Redis: coalesce concurrent decisions into one script call, gathered for at most this
-    /// long (default: off; envoyproxy/ratelimit's `REDIS_PIPELINE_WINDOW`).
-    pub redis_batch_wait: Option<Duration>,
-    /// Redis: the most decisions in one batched call (default 100).
-    pub redis_batch_size: usize,
-    /// How rules with `mode: leased` claim and age their slices on a network store (the
-    /// instance count is the failover's).
-    pub lease: LeaseConfig,
-    /// Whose clock a network store decides by (default: the store's own, where it has one).
-    pub store_clock: StoreClock,
-    /// Global shadow mode: every denial is counted and reported, none enforced.
-    pub shadow: bool,
+    /// The engine: rules, store, clock, shadow mode, reload.
+    pub engine: EngineSettings,
     /// The admin API's token; `None` disables the admin API (its routes answer 404).
     pub admin_token: Option<AdminToken>,
     /// Whether the decision endpoints (`/v1/check`, `/json`, `/v1/acquire`, `/v1/release`)
@@ -61,20 +39,6 @@ pub struct Settings {
     /// Which headers Envoy is asked to add to its responses (gRPC and `/json`; default
     /// none, as envoyproxy/ratelimit: they would show rule ids to end clients).
     pub envoy_headers: ResponseHeaders,
-    /// The share of a limit used past which an allowed decision counts as `near_limit`
-    /// (default 0.8, envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`).
-    pub near_limit_ratio: f64,
-    /// The clock of every decision (default: the system clock).
-    pub clock: SharedClock,
-    /// When the rules are read again.
-    pub reload: ReloadSettings,
-    /// Whether a server whose network store does not answer (each rule's failure policy
-    /// deciding) is still ready (default yes). Off, `/readyz`, `/healthcheck` and the gRPC
-    /// health service say not ready then, as envoyproxy/ratelimit with
-    /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`.
-    pub ready_in_fallback: bool,
-    /// How often the memory store is swept of expired keys (default 10 s).
-    pub sweep_interval: Duration,
     /// The longest one HTTP or gRPC request may take (default 5 s).
     pub request_timeout: Duration,
     /// How long an HTTP client may take to send a request's headers, and how long an idle
@@ -109,37 +73,16 @@ pub struct Settings {
     pub http_tls: Option<TlsFiles>,
     /// How long shutdown waits for in-flight requests (default 30 s).
     pub shutdown_grace: Duration,
-    /// How many keys the top-denied sketch tracks (default 256).
-    pub top_denied_capacity: usize,
-    /// A further check of the rules, at start-up and on every reload, for a program that
-    /// cannot run every valid rule set (`weir proxy`); a rule set it refuses is a bad file
-    /// (the old rules stay). Default: none.
-    pub validate: Option<RuleCheck>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            rules: RuleSource::Example,
-            store: StoreSpec::Memory {
-                capacity: StoreSpec::DEFAULT_MEMORY_CAPACITY,
-            },
-            failover: FailoverConfig::default(),
-            key_prefix: None,
-            redis_batch_wait: None,
-            redis_batch_size: StoreOptions::REDIS_BATCH_DECISIONS,
-            lease: LeaseConfig::default(),
-            store_clock: StoreClock::default(),
-            shadow: false,
+            engine: EngineSettings::default(),
             admin_token: None,
             decision_api: true,
             headers: HeaderStyle::default(),
             envoy_headers: ResponseHeaders::NONE,
-            near_limit_ratio: 0.8,
-            clock: SharedClock::default(),
-            reload: ReloadSettings::default(),
-            ready_in_fallback: true,
-            sweep_interval: Duration::from_secs(10),
             request_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
             max_body_bytes: 64 * 1024,
@@ -151,8 +94,6 @@ impl Default for Settings {
             grpc_tls: None,
             http_tls: None,
             shutdown_grace: Duration::from_secs(30),
-            top_denied_capacity: 256,
-            validate: None,
         }
     }
 }
@@ -166,7 +107,7 @@ impl Settings {
 
     /// Settings with rules from `path` (a file or a directory).
     pub fn with_rules(mut self, path: impl Into<PathBuf>) -> Self {
-        self.rules = RuleSource::Path(path.into());
+        self.engine = self.engine.with_rules(path);
         self
     }
 }

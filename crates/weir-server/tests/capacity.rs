@@ -28,7 +28,7 @@ async fn a_flood_of_one_off_keys_does_not_lock_out_new_clients() {
         let dir = Scratch::new("capacity");
         let rules = dir.write("rules.yaml", RULES);
         let (mut settings, _clock) = settings(Some(&rules));
-        settings.store = StoreSpec::Memory { capacity: 64 };
+        settings.engine.store = StoreSpec::Memory { capacity: 64 };
         let server = TestServer::start(settings).await;
 
         // One request per made-up key under a roomy rule: unlimited records are evicted, so

@@ -18,7 +18,7 @@ descriptors:
 
 async fn app() -> App {
     let mut s = Settings::default();
-    s.rules = RuleSource::Inline {
+    s.engine.rules = RuleSource::Inline {
         name: "d.yaml",
         yaml: RULES,
     };

@@ -71,7 +71,7 @@ async fn a_ready_server_is_serving_on_grpc_health_and_healthcheck() {
         assert_eq!((a.status, a.body.as_str()), (200, "OK"));
 
         // From the moment shutdown begins, not serving (as ratelimit after SIGTERM).
-        server.app.start_draining();
+        server.app.engine().start_draining();
         assert_eq!(status(&mut health, "").await, ServingStatus::NotServing);
         let a = server.get("/healthcheck").await;
         assert_eq!((a.status, a.body.as_str()), (500, "shutting down\n"));
@@ -91,7 +91,7 @@ async fn a_full_memory_store_is_not_serving() {
             "domain: d\ndescriptors:\n  - key: strict\n    rate_limit: {unit: hour, requests_per_unit: 1}\n",
         );
         let (mut settings, _clock) = settings(Some(&rules));
-        settings.store = StoreSpec::Memory { capacity: 64 };
+        settings.engine.store = StoreSpec::Memory { capacity: 64 };
         let server = TestServer::start(settings).await;
         let mut health = health_client(&server).await;
         assert_eq!(status(&mut health, "ratelimit").await, ServingStatus::Serving);
@@ -127,9 +127,9 @@ async fn a_store_that_does_not_answer_is_serving_only_while_fallback_may_decide(
             (false, ServingStatus::NotServing, 500),
         ] {
             let (mut settings, _clock) = settings(None);
-            settings.store = StoreSpec::parse(&nobody).unwrap();
-            settings.failover.timeout = std::time::Duration::from_millis(200);
-            settings.ready_in_fallback = ready_in_fallback;
+            settings.engine.store = StoreSpec::parse(&nobody).unwrap();
+            settings.engine.failover.timeout = std::time::Duration::from_millis(200);
+            settings.engine.ready_in_fallback = ready_in_fallback;
             let server = TestServer::start(settings).await;
             let mut health = health_client(&server).await;
             assert_eq!(status(&mut health, "").await, expected);

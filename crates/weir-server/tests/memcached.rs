@@ -11,7 +11,7 @@ use weir_testkit::servers::Memcached;
 
 fn memcached_settings(memcached: &Memcached) -> (weir_server::Settings, weir_core::ManualClock) {
     let (mut settings, clock) = settings(Some(&envoy_readme_dir()));
-    settings.store = StoreSpec::parse(&memcached.url()).unwrap();
+    settings.engine.store = StoreSpec::parse(&memcached.url()).unwrap();
     (settings, clock)
 }
 

@@ -37,7 +37,7 @@ fn upstream_quota_yaml() -> PathBuf {
 /// its clock (at a day boundary).
 async fn serve(rules: &Path, global_shadow: bool) -> (TestServer, Rls, ManualClock) {
     let (mut settings, clock) = settings(Some(rules));
-    settings.shadow = global_shadow;
+    settings.engine.shadow = global_shadow;
     let server = TestServer::start(settings).await;
     let rls = server.grpc_client().await;
     (server, rls, clock)

@@ -13,8 +13,8 @@ use weir_testkit::servers::RedisServer;
 
 fn redis_settings(redis: &RedisServer) -> (weir_server::Settings, weir_core::ManualClock) {
     let (mut settings, clock) = settings(Some(&envoy_readme_dir()));
-    settings.store = StoreSpec::parse(&redis.url()).unwrap();
-    settings.store_clock = StoreClock::Process;
+    settings.engine.store = StoreSpec::parse(&redis.url()).unwrap();
+    settings.engine.store_clock = StoreClock::Process;
     (settings, clock)
 }
 

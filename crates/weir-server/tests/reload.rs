@@ -53,9 +53,9 @@ async fn an_atomic_rename_is_seen_by_the_watch_and_keeps_counts() {
         let dir = Scratch::new("rename");
         let file = dir.write("rules.yaml", &simple_rules("d", "k", 3, "minute"));
         let (mut settings, _clock) = settings(Some(&file));
-        settings.reload = watch_only();
+        settings.engine.reload = watch_only();
         let server = TestServer::start(settings).await;
-        let mut changes = server.app.rule_book().subscribe();
+        let mut changes = server.app.engine().rules().subscribe();
         assert_eq!(limit_of(&server).await, 3);
 
         // The same rule, now with a name: written aside, then renamed over the file.
@@ -73,7 +73,7 @@ async fn an_atomic_rename_is_seen_by_the_watch_and_keeps_counts() {
         );
         std::fs::rename(dir.path(".rules.yaml.tmp"), &file).unwrap();
         next_reload(&mut changes).await;
-        assert_eq!(server.app.config_status().generation, 2);
+        assert_eq!(server.app.engine().config_status().generation, 2);
         // The count survived the swap: 2 used before (one by limit_of), 1 now, 0 left.
         let a = server
             .post("/v1/check", &check_body("d", &[("k", "v")]))
@@ -111,9 +111,9 @@ async fn a_configmap_symlink_swap_is_seen_by_the_poll() {
         symlink("..v1", dir.path("..data")).unwrap();
         symlink("..data/rules.yaml", dir.path("rules.yaml")).unwrap();
         let (mut settings, _clock) = settings(Some(&dir.0));
-        settings.reload = poll_only();
+        settings.engine.reload = poll_only();
         let server = TestServer::start(settings).await;
-        let mut changes = server.app.rule_book().subscribe();
+        let mut changes = server.app.engine().rules().subscribe();
         assert_eq!(limit_of(&server).await, 2);
 
         // An update: a new version directory, then ..data swapped atomically to it.
@@ -134,19 +134,19 @@ async fn a_bad_file_keeps_the_old_rules_and_reports_the_error() {
         let dir = Scratch::new("bad");
         let file = dir.write("rules.yaml", &simple_rules("d", "k", 4, "minute"));
         let (mut settings, _clock) = settings(Some(&file));
-        settings.reload = ReloadSettings {
+        settings.engine.reload = ReloadSettings {
             watch: true,
             debounce: Duration::from_millis(20),
             poll: Duration::from_millis(100),
         };
         settings.admin_token = Some(AdminToken::new(TOKEN).unwrap());
         let server = TestServer::start(settings).await;
-        let mut changes = server.app.rule_book().subscribe();
+        let mut changes = server.app.engine().rules().subscribe();
 
         dir.write(".tmp", &simple_rules("d", "k", 4, "fortnight"));
         std::fs::rename(dir.path(".tmp"), &file).unwrap();
         next_reload(&mut changes).await;
-        let status = server.app.config_status();
+        let status = server.app.engine().config_status();
         assert!(!status.last_ok);
         let error = status.last_error.unwrap();
         assert!(
@@ -186,7 +186,7 @@ async fn a_bad_file_keeps_the_old_rules_and_reports_the_error() {
         std::fs::rename(dir.path(".tmp"), &file).unwrap();
         loop {
             next_reload(&mut changes).await;
-            if server.app.config_status().last_ok {
+            if server.app.engine().config_status().last_ok {
                 break;
             }
         }

@@ -64,7 +64,7 @@ async fn global_shadow_mode_enforces_nothing_and_reports_everything() {
     bounded(async {
         let dir = Scratch::new("global-shadow");
         let (mut settings, _clock) = settings(Some(&dir.write("rules.yaml", RULES)));
-        settings.shadow = true;
+        settings.engine.shadow = true;
         let server = TestServer::start(settings).await;
         let body = check_body("d", &[("enforced", "bob")]);
         server.post("/v1/check", &body).await;

@@ -26,7 +26,7 @@ async fn an_in_flight_request_finishes_after_the_stop_signal() {
         stream.write_all(request.as_bytes()).await.unwrap();
         stream.flush().await.unwrap();
         // The server is handling it (waiting for the rest of the body).
-        let metrics = std::sync::Arc::clone(server.app.metrics());
+        let metrics = std::sync::Arc::clone(server.app.engine().metrics());
         while metrics.http_in_flight() == 0 {
             tokio::task::yield_now().await;
         }

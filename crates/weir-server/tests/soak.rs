@@ -197,12 +197,12 @@ impl Soak {
 
     /// A new loose limit, seen by the watch and in force for the next request.
     async fn reload(&mut self) {
-        let generation = self.server.app.config_status().generation;
+        let generation = self.server.app.engine().config_status().generation;
         self.loose += 1;
         self.write_rules(&rules_yaml(self.loose));
         let app = &self.server.app;
         wait_for("a reload", Duration::from_secs(10), || {
-            let status = app.config_status();
+            let status = app.engine().config_status();
             status.generation > generation && status.last_ok
         })
         .await;
@@ -216,14 +216,14 @@ impl Soak {
 
     /// A bad file: the attempt is seen, reported, and the rules in force stay.
     async fn bad_reload(&mut self) {
-        let before = self.server.app.config_status();
+        let before = self.server.app.engine().config_status();
         self.write_rules(&rules_yaml(self.loose).replace("fixed_window", "quantum_window"));
         let app = &self.server.app;
         wait_for("a failed reload", Duration::from_secs(10), || {
-            app.config_status().reloads_failed > before.reloads_failed
+            app.engine().config_status().reloads_failed > before.reloads_failed
         })
         .await;
-        let status = app.config_status();
+        let status = app.engine().config_status();
         assert!(!status.last_ok);
         assert_eq!(status.generation, before.generation, "the old rules stay");
         let error = status.last_error.unwrap();
@@ -376,12 +376,12 @@ async fn a_mixed_soak_returns_to_its_baseline() {
         let dir = Scratch::new("soak");
         let file = dir.write("rules.yaml", &rules_yaml(LOOSE));
         let mut settings = Settings::default().with_rules(&file);
-        settings.store = StoreSpec::parse(&redis.url()).unwrap();
+        settings.engine.store = StoreSpec::parse(&redis.url()).unwrap();
         // A loaded 2-core machine (the whole suite in parallel) can stall one store call
         // past the 50 ms default three times in a row: the circuit would open while Redis
         // is up and the admin round's block would be decided by the local fallback, which
         // knows nothing of it (seen once). Outages here are kills: refused at once.
-        settings.failover.timeout = Duration::from_millis(500);
+        settings.engine.failover.timeout = Duration::from_millis(500);
         settings.admin_token = Some(AdminToken::new(TOKEN).unwrap());
         let mut soak = Soak {
             server: TestServer::start(settings).await,

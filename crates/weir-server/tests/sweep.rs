@@ -15,7 +15,7 @@ async fn expired_keys_are_swept_from_the_memory_store() {
         let dir = Scratch::new("sweep");
         let rules = dir.write("rules.yaml", &simple_rules("d", "k", 5, "second"));
         let (mut settings, clock) = settings(Some(&rules));
-        settings.sweep_interval = Duration::from_millis(10);
+        settings.engine.sweep_interval = Duration::from_millis(10);
         let server = TestServer::start(settings).await;
         for i in 0..20 {
             let body = check_body("d", &[("k", &format!("client-{i}"))]);

@@ -160,7 +160,7 @@ pub fn upstream(b: &Backend) -> Upstream {
 /// Proxy settings around `upstream` with `rules` (YAML, domain `proxy`) and a quiet reload.
 pub fn settings(upstream: Upstream, rules: &'static str) -> ProxySettings {
     let mut s = ProxySettings::new(upstream);
-    s.server.rules = RuleSource::Inline {
+    s.server.engine.rules = RuleSource::Inline {
         name: "test.yaml",
         yaml: rules,
     };

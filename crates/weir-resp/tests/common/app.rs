@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use weir_config::{Descriptor, MatchError, Matched};
 use weir_core::ManualClock;
-use weir_server::{App, RuleBook, RuleSource, ServerLimiter, SharedClock, StoreClock, StoreSpec};
+use weir_engine::{EngineLimiter as ServerLimiter, RuleBook};
+use weir_server::{App, RuleSource, SharedClock, StoreClock, StoreSpec};
 
 /// `weir serve`'s limiter, for `weir_resp::serve`.
 pub struct AppLimiter(pub App);
@@ -34,11 +35,11 @@ impl weir_resp::Rules for AppRules {
 /// (`memory` when `None`), deciding by the process's (manual) clock.
 pub async fn app(clock: &ManualClock, url: Option<&str>) -> App {
     let mut settings = weir_server::Settings::default();
-    settings.rules = RuleSource::Example;
-    settings.clock = SharedClock::new(clock.clone());
+    settings.engine.rules = RuleSource::Example;
+    settings.engine.clock = SharedClock::new(clock.clone());
     if let Some(url) = url {
-        settings.store = StoreSpec::parse(url).unwrap();
-        settings.store_clock = StoreClock::Process;
+        settings.engine.store = StoreSpec::parse(url).unwrap();
+        settings.engine.store_clock = StoreClock::Process;
     }
     App::new(settings).await.unwrap()
 }
@@ -54,7 +55,7 @@ pub async fn serve_resp(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let settings = weir_resp::Settings::default().shadow(app.engine().global_shadow());
-    let rules = AppRules(Arc::clone(app.rule_book()));
+    let rules = AppRules(Arc::clone(app.engine().rules()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(weir_resp::serve(
         listener,

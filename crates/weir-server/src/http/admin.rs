@@ -31,7 +31,7 @@ use super::body::{parse, RawBody};
 use super::check::EntryBody;
 use super::error::{method_not_allowed, ApiError};
 use crate::app::App;
-use crate::rules::ReloadOutcome;
+use weir_engine::ReloadOutcome;
 
 /// The admin routes (auth included).
 pub(crate) fn routes(app: App) -> Router<App> {
@@ -97,8 +97,8 @@ async fn authorize(State(app): State<App>, request: Request, next: Next) -> Resp
         _ => false,
     };
     if !ok {
-        app.metrics().admin_unauthorized();
-        app.metrics().request("admin", "invalid");
+        app.engine().metrics().admin_unauthorized();
+        app.engine().metrics().request("admin", "invalid");
         log_refused(&app, request.uri().path());
         let mut response =
             ApiError::new(StatusCode::UNAUTHORIZED, "missing or wrong admin token").into_response();
@@ -108,7 +108,7 @@ async fn authorize(State(app): State<App>, request: Request, next: Next) -> Resp
         );
         return response;
     }
-    app.metrics().request("admin", "ok");
+    app.engine().metrics().request("admin", "ok");
     next.run(request).await
 }
 
@@ -154,27 +154,27 @@ fn rule_view(info: &RuleInfo) -> RuleView {
 }
 
 async fn rules(State(app): State<App>) -> Json<serde_json::Value> {
-    let snapshot = app.rule_book().snapshot();
+    let snapshot = app.engine().rules().snapshot();
     let rules: Vec<RuleView> = snapshot.rules.rules().iter().map(rule_view).collect();
     Json(json!({
-        "config": app.config_status(),
+        "config": app.engine().config_status(),
         "global_shadow": app.engine().global_shadow(),
         "rules": rules,
     }))
 }
 
 async fn config(State(app): State<App>) -> Json<serde_json::Value> {
-    Json(json!(app.config_status()))
+    Json(json!(app.engine().config_status()))
 }
 
 async fn reload(State(app): State<App>) -> Response {
-    match app.reload().await {
+    match app.engine().reload().await {
         ReloadOutcome::Swapped(generation) => {
             Json(json!({ "reloaded": true, "generation": generation })).into_response()
         }
         ReloadOutcome::Kept(error) => (
             StatusCode::UNPROCESSABLE_ENTITY,
-            Json(json!({ "reloaded": false, "error": error, "kept_generation": app.config_status().generation })),
+            Json(json!({ "reloaded": false, "error": error, "kept_generation": app.engine().config_status().generation })),
         )
             .into_response(),
     }
@@ -192,7 +192,7 @@ struct KeyBody {
 /// The key and rule a `(domain, entries)` pair is counted under.
 fn resolve(app: &App, body: KeyBody) -> Result<(Key, Rule, String, Option<u64>), ApiError> {
     let descriptor = Descriptor::new(body.entries.into_iter().map(|e| (e.key, e.value)));
-    let snapshot = app.rule_book().snapshot();
+    let snapshot = app.engine().rules().snapshot();
     let matched = snapshot
         .rules
         .matches(&body.domain, &[descriptor])

@@ -24,9 +24,9 @@ use weir_config::{Descriptor, LimitOverride, Unit};
 use super::body::{parse, RawBody};
 use super::error::ApiError;
 use crate::app::App;
-use crate::decide::CheckRequest;
+use weir_engine::CheckRequest;
 use crate::headers::{ceil_secs, rate_limit_headers};
-use crate::verdict::{Code, Status, Verdict};
+use weir_engine::{Code, Status, Verdict};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -200,7 +200,7 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> Response {
-    let metrics = app.metrics();
+    let metrics = app.engine().metrics();
     let result = async {
         super::body::require_json(&headers)?;
         let request = parse::<CheckBody>(&body)?.into_request()?;

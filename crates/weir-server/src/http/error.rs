@@ -9,7 +9,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::decide::DecideError;
+use weir_engine::DecideError;
 
 /// An HTTP error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -28,9 +28,9 @@ use serde_json::{json, Map, Value};
 use super::body::{parse, RawBody};
 use super::error::ApiError;
 use crate::app::App;
-use crate::decide::DecideError;
+use weir_engine::DecideError;
 use crate::rls;
-use crate::verdict::Code;
+use weir_engine::Code;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -261,7 +261,7 @@ fn bad_request(message: &str) -> Response {
 
 /// `POST /json`.
 pub(crate) async fn handle(State(app): State<App>, RawBody(body): RawBody) -> Response {
-    let metrics = app.metrics();
+    let metrics = app.engine().metrics();
     let request = match parse::<JsonRequest>(&body).and_then(JsonRequest::into_proto) {
         Ok(request) => request,
         Err(error) => {

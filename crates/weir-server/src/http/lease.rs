@@ -37,7 +37,7 @@ use super::check::EntryBody;
 use super::error::ApiError;
 use crate::app::App;
 use crate::headers::ceil_secs;
-use crate::metrics::Outcome;
+use weir_engine::Outcome;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,7 +63,7 @@ fn resolve(app: &App, body: &LeaseBody) -> Result<Option<(Key, Rule, String)>, A
             .iter()
             .map(|e| (e.key.clone(), e.value.clone())),
     );
-    let snapshot = app.rule_book().snapshot();
+    let snapshot = app.engine().rules().snapshot();
     let matched = match snapshot.rules.matches(&body.domain, &[descriptor]) {
         Ok(matched) => matched.into_iter().next().flatten(),
         Err(weir_config::MatchError::UnknownDomain(_)) => None,
@@ -97,7 +97,7 @@ fn failed(error: CheckError) -> ApiError {
 /// Counts a refused lease call (`weir_requests_total{api="lease"}`) and renders it.
 fn refused(app: &App, error: ApiError) -> Response {
     let client = error.status.is_client_error();
-    app.metrics()
+    app.engine().metrics()
         .request("lease", if client { "invalid" } else { "error" });
     error.into_response()
 }
@@ -148,7 +148,7 @@ async fn try_acquire(app: &App, body: &Bytes) -> Result<Response, ApiError> {
         )));
     }
     let Some((key, rule, id)) = resolve(app, &body)? else {
-        app.metrics().request("lease", "ok");
+        app.engine().metrics().request("lease", "ok");
         return Ok(Json(json!({"acquired": true, "rule": null})).into_response());
     };
     let decision = app
@@ -157,7 +157,7 @@ async fn try_acquire(app: &App, body: &Bytes) -> Result<Response, ApiError> {
         .acquire(&key, &rule, &body.holder, Duration::from_millis(ttl_ms))
         .await
         .map_err(failed)?;
-    let snapshot = app.rule_book().snapshot();
+    let snapshot = app.engine().rules().snapshot();
     snapshot
         .counters
         .matched(&body.domain, &id, Outcome::of(Some(&decision), false));
@@ -168,10 +168,10 @@ async fn try_acquire(app: &App, body: &Bytes) -> Result<Response, ApiError> {
         "remaining": decision.remaining,
     });
     if decision.allowed {
-        app.metrics().request("lease", "ok");
+        app.engine().metrics().request("lease", "ok");
         return Ok(Json(answer).into_response());
     }
-    app.metrics().request("lease", "over_limit");
+    app.engine().metrics().request("lease", "over_limit");
     let retry_ms = u64::try_from(decision.retry_after.as_millis()).unwrap_or(u64::MAX);
     answer["retry_after_ms"] = json!(retry_ms);
     let mut response = (StatusCode::TOO_MANY_REQUESTS, Json(answer)).into_response();
@@ -190,7 +190,7 @@ async fn try_release(app: &App, body: &Bytes) -> Result<Response, ApiError> {
         ));
     }
     let Some((key, rule, id)) = resolve(app, &body)? else {
-        app.metrics().request("lease", "ok");
+        app.engine().metrics().request("lease", "ok");
         return Ok(Json(json!({"released": false, "rule": null})).into_response());
     };
     let released = app
@@ -199,6 +199,6 @@ async fn try_release(app: &App, body: &Bytes) -> Result<Response, ApiError> {
         .release(&key, &rule, &body.holder)
         .await
         .map_err(failed)?;
-    app.metrics().request("lease", "ok");
+    app.engine().metrics().request("lease", "ok");
     Ok(Json(json!({"released": released, "rule": id})).into_response())
 }

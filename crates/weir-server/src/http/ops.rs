@@ -17,7 +17,7 @@ pub(crate) async fn healthz() -> &'static str {
 
 /// `GET /readyz`: `200` when ready, `503` when not, with the reason as JSON.
 pub(crate) async fn readyz(State(app): State<App>) -> Response {
-    let readiness = app.readiness().await;
+    let readiness = app.engine().readiness().await;
     let status = if readiness.ready {
         StatusCode::OK
     } else {
@@ -29,7 +29,7 @@ pub(crate) async fn readyz(State(app): State<App>) -> Response {
 /// `GET /healthcheck`: `200` with the body `OK` when ready, `500` when not (with the
 /// reason), as envoyproxy/ratelimit's health check.
 pub(crate) async fn healthcheck(State(app): State<App>) -> Response {
-    let readiness = app.readiness().await;
+    let readiness = app.engine().readiness().await;
     if readiness.ready {
         (StatusCode::OK, "OK").into_response()
     } else {
@@ -45,7 +45,7 @@ pub(crate) async fn metrics(State(app): State<App>) -> Response {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        app.render_metrics(),
+        app.engine().render_metrics(),
     )
         .into_response()
 }

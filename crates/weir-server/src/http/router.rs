@@ -70,14 +70,14 @@ async fn bounded(State(app): State<App>, request: Request, next: Next) -> Respon
         )
         .into_response();
     }
-    let _in_flight = app.metrics().http_request_started();
+    let _in_flight = app.engine().metrics().http_request_started();
     let api = api_of(request.uri().path());
     let clock = app.engine().limiter().clock().clone();
     let start_ns = clock.now_ns();
     let response = answer(&app, request, next).await;
     if let Some(api) = api {
         let took_ns = clock.now_ns().saturating_sub(start_ns);
-        app.metrics()
+        app.engine().metrics()
             .request_duration(api, std::time::Duration::from_nanos(took_ns));
     }
     response

@@ -43,7 +43,7 @@ pub async fn bounded<F: Future>(f: F) -> F::Output {
 pub fn settings(rules: Option<&Path>) -> (Settings, ManualClock) {
     let clock = ManualClock::new(START_NS);
     let mut settings = Settings::default();
-    settings.clock = SharedClock::new(clock.clone());
+    settings.engine.clock = SharedClock::new(clock.clone());
     if let Some(rules) = rules {
         settings = settings.with_rules(rules);
     }

@@ -1,4 +1,4 @@
-//! [`SharedClock`]: the server's one clock, chosen in [`Settings`](crate::Settings) (the
+//! [`SharedClock`]: the engine's one clock, chosen in [`EngineSettings`](crate::EngineSettings) (the
 //! system clock in production, a `ManualClock` in tests) and shared by the limiter, the
 //! store sweeper, latency metrics and reload timestamps. It never reads time itself; it
 //! delegates to the `weir_core::Clock` it wraps.

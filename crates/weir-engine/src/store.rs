@@ -1,4 +1,4 @@
-//! The store the server decides on. `weir_core::Store` returns `impl Future`, so it cannot
+//! The store the engine decides on. `weir_core::Store` returns `impl Future`, so it cannot
 //! be a trait object: [`AnyStore`] is an enum that implements `Store` by delegation.
 //!
 //! A network store (Redis in any deployment, memcached) is always wrapped, outermost
@@ -29,7 +29,7 @@ pub enum StoreClock {
     /// need not agree on the time. memcached has none and always uses the process clock.
     #[default]
     Store,
-    /// The server's clock (`Settings::clock`): what tests with a `ManualClock` use.
+    /// The engine's clock (`EngineSettings::clock`): what tests with a `ManualClock` use.
     Process,
 }
 
@@ -184,6 +184,9 @@ impl AnyStore {
     }
 }
 
+// The memory store decides in place, inside the caller's future; a network store's future
+// is large (a script call behind three guards), so it is boxed. Every caller's future stays
+// small, and none needs to know which store it has.
 impl Store for AnyStore {
     async fn apply(
         &self,
@@ -193,9 +196,9 @@ impl Store for AnyStore {
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
         match self {
-            AnyStore::Memory(s) => s.apply(key, rule, op, now_ns).await,
-            AnyStore::Redis(s) => s.apply(key, rule, op, now_ns).await,
-            AnyStore::Memcached(s) => s.apply(key, rule, op, now_ns).await,
+            AnyStore::Memory(s) => s.apply_now(key, rule, op, now_ns),
+            AnyStore::Redis(s) => Box::pin(s.apply(key, rule, op, now_ns)).await,
+            AnyStore::Memcached(s) => Box::pin(s.apply(key, rule, op, now_ns)).await,
         }
     }
 
@@ -206,9 +209,9 @@ impl Store for AnyStore {
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
         match self {
-            AnyStore::Memory(s) => s.check_all(limits, cost, now_ns).await,
-            AnyStore::Redis(s) => s.check_all(limits, cost, now_ns).await,
-            AnyStore::Memcached(s) => s.check_all(limits, cost, now_ns).await,
+            AnyStore::Memory(s) => s.check_all_now(limits, cost, now_ns),
+            AnyStore::Redis(s) => Box::pin(s.check_all(limits, cost, now_ns)).await,
+            AnyStore::Memcached(s) => Box::pin(s.check_all(limits, cost, now_ns)).await,
         }
     }
 
@@ -222,9 +225,9 @@ impl Store for AnyStore {
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
         match self {
-            AnyStore::Memory(s) => s.apply_scoped(key, rule, op, now_ns).await,
-            AnyStore::Redis(s) => s.apply_scoped(key, rule, op, now_ns).await,
-            AnyStore::Memcached(s) => s.apply_scoped(key, rule, op, now_ns).await,
+            AnyStore::Memory(s) => s.apply_scoped_now(key, rule, op, now_ns),
+            AnyStore::Redis(s) => Box::pin(s.apply_scoped(key, rule, op, now_ns)).await,
+            AnyStore::Memcached(s) => Box::pin(s.apply_scoped(key, rule, op, now_ns)).await,
         }
     }
 
@@ -235,9 +238,11 @@ impl Store for AnyStore {
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
         match self {
-            AnyStore::Memory(s) => s.check_all_scoped(limits, cost, now_ns).await,
-            AnyStore::Redis(s) => s.check_all_scoped(limits, cost, now_ns).await,
-            AnyStore::Memcached(s) => s.check_all_scoped(limits, cost, now_ns).await,
+            AnyStore::Memory(s) => s.check_all_scoped_now(limits, cost, now_ns),
+            AnyStore::Redis(s) => Box::pin(s.check_all_scoped(limits, cost, now_ns)).await,
+            AnyStore::Memcached(s) => {
+                Box::pin(s.check_all_scoped(limits, cost, now_ns)).await
+            }
         }
     }
 

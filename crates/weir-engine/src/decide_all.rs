@@ -17,7 +17,8 @@ use std::time::Duration;
 use weir_config::{Descriptor, Limit, Matched};
 use weir_core::{CheckError, Clock, Decision, Decisions, FailurePolicy, Key, Rule};
 
-use crate::decide::{deny_all, DecideError, Engine};
+use crate::decide::{deny_all, DecideError};
+use crate::engine::Engine;
 use crate::metrics::Outcome;
 use crate::rollout::enforced;
 
@@ -180,12 +181,8 @@ impl Engine {
         let limiter = self.limiter();
         let clock = limiter.clock();
         let start_ns = clock.now_ns();
-        let result = match limiter.store().memory() {
-            // The memory store decides at once, on the records of each (rule, key) as the
-            // limiter would; a network store's future is large, so it is boxed.
-            Some(memory) => memory.check_all_scoped_now(limits, cost, start_ns),
-            None => Box::pin(limiter.check_all(limits, cost)).await,
-        };
+        // The store decides in place when it is the memory store (`AnyStore`).
+        let result = limiter.check_all(limits, cost).await;
         self.metrics().store_call(Duration::from_nanos(
             clock.now_ns().saturating_sub(start_ns),
         ));

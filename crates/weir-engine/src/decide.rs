@@ -1,7 +1,8 @@
 //! The decision path every API shares: validate → match against the rule snapshot → one
 //! limiter check per matched descriptor → shadow and roll-out → metrics → a [`Verdict`].
 //! What the APIs add is only parsing and rendering. Its all-or-nothing mode, for
-//! `weir proxy`, is `decide_all.rs`.
+//! `weir proxy`, is `decide_all.rs`; what both share (building, readiness, a failed store) is
+//! `engine.rs`.
 //!
 //! Semantics follow envoyproxy/ratelimit so that Envoy sees the same answers:
 //! - each descriptor is checked on its own (a request denied by one descriptor still
@@ -33,17 +34,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_config::{Descriptor, Limit, MatchError, Matched};
-use weir_core::{
-    Algorithm, CheckError, Clock, Decision, FailurePolicy, Key, Limiter, Rule, StoreError,
-};
+use weir_core::{Algorithm, CheckError, Clock, Decision, Key, Rule};
 
-use crate::capacity::CapacityWatch;
-use crate::heavy_hitters::TopDenied;
-use crate::metrics::{Metrics, NearLimit, Outcome};
+use crate::engine::Engine;
+use crate::metrics::{NearLimit, Outcome};
 use crate::rollout::enforced;
-use crate::rules::RuleBook;
-use crate::shared_clock::SharedClock;
-use crate::store::AnyStore;
 use crate::verdict::{Code, MatchedRule, Status, Verdict};
 
 /// A rate-limit request in the server's terms, whatever API it came from.
@@ -57,9 +52,10 @@ pub struct CheckRequest {
     pub hits_addend: u64,
 }
 
-/// Why a request could not be decided.
+/// Why a request could not be decided. Exhaustive on purpose: each front end maps every
+/// kind to its own status (400 / 503, `INVALID_ARGUMENT` / `UNAVAILABLE`, …), and a new
+/// kind must not fall into a catch-all there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum DecideError {
     /// The request is malformed or over a documented limit (400 / `INVALID_ARGUMENT`).
     #[error("{0}")]
@@ -78,119 +74,7 @@ pub enum DecideError {
     },
 }
 
-/// The limiter the server runs.
-pub type ServerLimiter = Limiter<AnyStore, SharedClock>;
-
-/// Decides requests: the limiter, the rules, and what is counted on the way.
-#[derive(Debug)]
-pub struct Engine {
-    limiter: ServerLimiter,
-    rules: Arc<RuleBook>,
-    metrics: Arc<Metrics>,
-    top_denied: TopDenied,
-    global_shadow: bool,
-    near: NearLimit,
-    capacity: CapacityWatch,
-}
-
 impl Engine {
-    /// An engine deciding with `limiter` under `rules`.
-    pub fn new(
-        limiter: ServerLimiter,
-        rules: Arc<RuleBook>,
-        metrics: Arc<Metrics>,
-        top_denied: TopDenied,
-        global_shadow: bool,
-    ) -> Self {
-        Self {
-            limiter,
-            rules,
-            metrics,
-            top_denied,
-            global_shadow,
-            near: NearLimit::DEFAULT,
-            capacity: CapacityWatch::default(),
-        }
-    }
-
-    /// The engine with another near-limit threshold (default 0.8).
-    pub fn with_near_limit(mut self, near: NearLimit) -> Self {
-        self.near = near;
-        self
-    }
-
-    /// Whether a full memory store refused new keys in the last few seconds.
-    pub fn capacity_degraded(&self) -> bool {
-        self.capacity.degraded(self.limiter.clock().now_ns())
-    }
-
-    /// The limiter (the admin API runs its operations on it).
-    pub fn limiter(&self) -> &ServerLimiter {
-        &self.limiter
-    }
-
-    /// The rules in force.
-    pub fn rules(&self) -> &Arc<RuleBook> {
-        &self.rules
-    }
-
-    /// The metrics.
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
-    }
-
-    /// The top denied keys.
-    pub fn top_denied(&self) -> &TopDenied {
-        &self.top_denied
-    }
-
-    /// Whether the global shadow mode is on.
-    pub fn global_shadow(&self) -> bool {
-        self.global_shadow
-    }
-
-    /// The near-limit threshold of the metrics.
-    pub(crate) fn near(&self) -> NearLimit {
-        self.near
-    }
-
-    /// What a store failure means for the request, in both decide modes: `Ok(())` when it
-    /// goes through anyway (a full memory store under fail open; `policy` is the rules'
-    /// strictest), else the error to answer (503 / `UNAVAILABLE`). Counted and, for a full
-    /// store, logged and `/readyz` degraded for a while. `rules` names the rules involved.
-    pub(crate) fn store_failed(
-        &self,
-        error: StoreError,
-        policy: FailurePolicy,
-        rules: &str,
-    ) -> Result<(), DecideError> {
-        match error {
-            StoreError::Full { capacity } => {
-                self.metrics.store_error("full");
-                let now_ns = self.limiter.clock().now_ns();
-                self.capacity.refused(now_ns, capacity, rules);
-                match policy {
-                    FailurePolicy::FailOpen => Ok(()),
-                    // Nothing to fall back to from the embedded store: closed.
-                    _ => Err(DecideError::Unavailable(format!(
-                        "{error}; rule {rules} fails closed for new keys until some expire"
-                    ))),
-                }
-            }
-            // A guarded store applied the rule's policy already: what reaches here had none
-            // to apply (and was counted there).
-            error => {
-                if !self.limiter.store().is_guarded() {
-                    self.metrics.store_error(match error {
-                        StoreError::Timeout { .. } => "timeout",
-                        _ => "error",
-                    });
-                }
-                Err(DecideError::Unavailable(error.to_string()))
-            }
-        }
-    }
-
     /// Decides one request.
     pub async fn decide(&self, request: &CheckRequest) -> Result<Verdict, DecideError> {
         // envoyproxy/ratelimit's own messages for the two basic mistakes.
@@ -207,7 +91,7 @@ impl Engine {
         // The request's own addend (each descriptor's is checked by `matches`).
         weir_config::limits::check_hits_addend(request.hits_addend)
             .map_err(|e| DecideError::Invalid(e.to_string()))?;
-        let snapshot = self.rules.snapshot();
+        let snapshot = self.rules().snapshot();
         let matched = match snapshot
             .rules
             .matches(&request.domain, &request.descriptors)
@@ -236,7 +120,7 @@ impl Engine {
             let status = self
                 .decide_one(&request.domain, &m, request.hits_addend)
                 .await?;
-            let outcome = outcome(&status, self.near);
+            let outcome = outcome(&status, self.near());
             snapshot
                 .counters
                 .matched(&request.domain, &m.rule_id, outcome);
@@ -247,14 +131,14 @@ impl Engine {
                     decision,
                     m.hits(request.hits_addend),
                     status.shadow_denied,
-                    self.near,
+                    self.near(),
                 );
             }
             overall.add(&status, m.quota_mode);
             statuses.push(status);
         }
         Ok(Verdict {
-            overall: overall.code(self.global_shadow),
+            overall: overall.code(self.global_shadow()),
             statuses,
         })
     }
@@ -277,7 +161,7 @@ impl Engine {
                 self.check(&m.key, &rule, m.hits(request_hits), &m.rule_id)
                     .await?
             }
-            Limit::Deny { window } => (deny_all(window, self.limiter.clock().now_ns()), false),
+            Limit::Deny { window } => (deny_all(window, self.limiter().clock().now_ns()), false),
             // Unlimited (and any kind added later that checks nothing): allowed, no store.
             _ => {
                 return Ok(Status {
@@ -298,9 +182,9 @@ impl Engine {
                 never_allowed: false,
             });
         }
-        self.top_denied.record(&m.key, &m.rule_id);
+        self.top_denied().record(&m.key, &m.rule_id);
         let rule_enforces = !m.shadow && enforced(&m.key, m.enforce_percent);
-        let shadow_denied = !rule_enforces || self.global_shadow;
+        let shadow_denied = !rule_enforces || self.global_shadow();
         if shadow_denied {
             tracing::debug!(domain, rule = %m.rule_id, "denial not enforced (shadow or roll-out)");
         }
@@ -326,11 +210,11 @@ impl Engine {
         hits: u64,
         rule_id: &str,
     ) -> Result<(Decision, bool), DecideError> {
-        let clock = self.limiter.clock();
+        let clock = self.limiter().clock();
         let start_ns = clock.now_ns();
-        let result = self.limiter.check(key, rule, hits).await;
+        let result = self.limiter().check(key, rule, hits).await;
         let took_ns = clock.now_ns().saturating_sub(start_ns);
-        self.metrics.store_call(Duration::from_nanos(took_ns));
+        self.metrics().store_call(Duration::from_nanos(took_ns));
         let decision = match result {
             Ok(decision) => decision,
             Err(CheckError::CostAboveCapacity { .. }) => {
@@ -338,7 +222,7 @@ impl Engine {
                 // No wait makes them pass; the retry-after is for protocols that cannot say
                 // "never" (Envoy's): the key's reset, as ratelimit's for a fixed window, or
                 // the whole window when nothing is used, never "retry now".
-                let now = self.limiter.peek(key, rule).await.ok();
+                let now = self.limiter().peek(key, rule).await.ok();
                 let reset_after = now.map_or(rule.window(), |d| d.reset_after);
                 let retry_after = if reset_after.is_zero() {
                     rule.window()

@@ -1,0 +1,300 @@
+//! [`Engine`]: the rules in force, the limiter over the chosen store, the metrics and the
+//! top-denied sketch, built from [`EngineSettings`]. Every front end holds a clone (one
+//! `Arc`) and decides through it: per descriptor (`decide.rs`, the RLS and HTTP APIs) or
+//! all-or-nothing (`decide_all.rs`, `weir proxy`). This file holds what both modes share:
+//! building, readiness, and the judgement of a failed store.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use weir_core::{Clock, FailurePolicy, Limiter, Store, StoreError};
+
+use crate::capacity::CapacityWatch;
+use crate::decide::DecideError;
+use crate::error::EngineError;
+use crate::heavy_hitters::TopDenied;
+use crate::metrics::{Metrics, NearLimit};
+use crate::rules::{ConfigStatus, ReloadOutcome, RuleBook};
+use crate::settings::EngineSettings;
+use crate::shared_clock::SharedClock;
+use crate::store::AnyStore;
+
+/// The limiter the engine runs.
+pub type EngineLimiter = Limiter<AnyStore, SharedClock>;
+
+/// Decides requests: the limiter, the rules, and what is counted on the way. Cheap to
+/// clone (one `Arc`).
+#[derive(Debug, Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    limiter: EngineLimiter,
+    rules: Arc<RuleBook>,
+    metrics: Arc<Metrics>,
+    top_denied: TopDenied,
+    near: NearLimit,
+    capacity: CapacityWatch,
+    settings: EngineSettings,
+    /// Set when shutdown begins: no longer ready, as ratelimit after SIGTERM.
+    draining: AtomicBool,
+}
+
+/// What readiness probes report (`/readyz`, `/healthcheck`, gRPC health).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Readiness {
+    /// Whether the engine should receive traffic.
+    pub ready: bool,
+    /// The store's kind.
+    pub store: &'static str,
+    /// Whether the store answered a ping.
+    pub store_reachable: bool,
+    /// `store`, `fallback` (a guarded store that does not answer: each rule's failure
+    /// policy decides) or `degraded` (the memory store refused new keys lately: not ready).
+    pub mode: &'static str,
+    /// Why it is not ready, or what covers a store that does not answer.
+    pub detail: Option<String>,
+}
+
+impl Engine {
+    /// Builds the store, loads the rules, and assembles the engine. Must run inside a tokio
+    /// runtime. Fails if the rules or the store URL are invalid.
+    pub async fn open(settings: EngineSettings) -> Result<Engine, EngineError> {
+        let store = AnyStore::open_with(
+            &settings.store,
+            settings.failover,
+            settings.store_clock,
+            &settings.store_options(),
+        )?;
+        let metrics = Arc::new(Metrics::new(store.kind()));
+        let rules = RuleBook::open(
+            settings.rules.clone(),
+            settings.validate,
+            Arc::clone(&metrics),
+            settings.clock.clone(),
+        )
+        .await?;
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                limiter: Limiter::new(store, settings.clock.clone()),
+                rules: Arc::new(rules),
+                metrics,
+                top_denied: TopDenied::new(settings.top_denied_capacity),
+                near: NearLimit::new(settings.near_limit_ratio),
+                capacity: CapacityWatch::default(),
+                settings,
+                draining: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The settings it was built with.
+    pub fn settings(&self) -> &EngineSettings {
+        &self.inner.settings
+    }
+
+    /// The limiter (the admin API runs its operations on it).
+    pub fn limiter(&self) -> &EngineLimiter {
+        &self.inner.limiter
+    }
+
+    /// The store decisions are made on.
+    pub fn store(&self) -> &AnyStore {
+        self.inner.limiter.store()
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> &Arc<RuleBook> {
+        &self.inner.rules
+    }
+
+    /// The rules' status.
+    pub fn config_status(&self) -> ConfigStatus {
+        self.inner.rules.status()
+    }
+
+    /// Reads the rules again now (the admin API's "reload").
+    pub async fn reload(&self) -> ReloadOutcome {
+        self.inner.rules.reload("admin").await
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The metrics as OpenMetrics text.
+    pub fn render_metrics(&self) -> String {
+        self.inner.metrics.render(self.store())
+    }
+
+    /// The top denied keys.
+    pub fn top_denied(&self) -> &TopDenied {
+        &self.inner.top_denied
+    }
+
+    /// Whether the global shadow mode is on.
+    pub fn global_shadow(&self) -> bool {
+        self.inner.settings.shadow
+    }
+
+    /// The near-limit threshold of the metrics.
+    pub(crate) fn near(&self) -> NearLimit {
+        self.inner.near
+    }
+
+    /// Whether a full memory store refused new keys in the last few seconds.
+    pub fn capacity_degraded(&self) -> bool {
+        self.inner
+            .capacity
+            .degraded(self.inner.limiter.clock().now_ns())
+    }
+
+    /// What a store failure means for the request, in both decide modes: `Ok(())` when it
+    /// goes through anyway (a full memory store under fail open; `policy` is the rules'
+    /// strictest), else the error to answer (503 / `UNAVAILABLE`). Counted and, for a full
+    /// store, logged and readiness degraded for a while. `rules` names the rules involved.
+    pub(crate) fn store_failed(
+        &self,
+        error: StoreError,
+        policy: FailurePolicy,
+        rules: &str,
+    ) -> Result<(), DecideError> {
+        let metrics = self.metrics();
+        match error {
+            StoreError::Full { capacity } => {
+                metrics.store_error("full");
+                let now_ns = self.inner.limiter.clock().now_ns();
+                self.inner.capacity.refused(now_ns, capacity, rules);
+                match policy {
+                    FailurePolicy::FailOpen => Ok(()),
+                    // Nothing to fall back to from the embedded store: closed.
+                    _ => Err(DecideError::Unavailable(format!(
+                        "{error}; rule {rules} fails closed for new keys until some expire"
+                    ))),
+                }
+            }
+            // A guarded store applied the rule's policy already: what reaches here had none
+            // to apply (and was counted there).
+            error => {
+                if !self.store().is_guarded() {
+                    metrics.store_error(match error {
+                        StoreError::Timeout { .. } => "timeout",
+                        _ => "error",
+                    });
+                }
+                Err(DecideError::Unavailable(error.to_string()))
+            }
+        }
+    }
+
+    /// Marks the engine as shutting down: from now on it is not ready (readiness probes
+    /// say so while in-flight requests finish).
+    pub fn start_draining(&self) {
+        self.inner.draining.store(true, Ordering::Release);
+    }
+
+    /// Whether the engine can decide: the store answers, or a failover guard's failure
+    /// policies decide while it does not (unless `ready_in_fallback` is off). Not ready
+    /// once shutdown began or while a full memory store refuses new keys.
+    pub async fn readiness(&self) -> Readiness {
+        let store = self.store();
+        let ping = store.ping().await;
+        let mode = match store.failover_stats() {
+            Some(stats) => stats.mode.as_str(),
+            None => "store",
+        };
+        let reachable = ping.is_ok();
+        let not_ready = |detail: String| Readiness {
+            ready: false,
+            store: store.kind(),
+            store_reachable: reachable,
+            mode,
+            detail: Some(detail),
+        };
+        if self.inner.draining.load(Ordering::Acquire) {
+            return not_ready("shutting down".to_string());
+        }
+        let fallback = mode == "fallback" || ping.is_err();
+        if fallback && store.is_guarded() && !self.settings().ready_in_fallback {
+            return not_ready(match &ping {
+                Err(error) => format!(
+                    "{error}; not ready while the store does not answer (ready_in_fallback is off)"
+                ),
+                Ok(()) => "the store is in fallback (its circuit is open); not ready until it \
+                           closes (ready_in_fallback is off)"
+                    .to_string(),
+            });
+        }
+        if ping.is_ok() && self.capacity_degraded() {
+            return Readiness {
+                mode: "degraded",
+                ..not_ready(
+                    "the memory store is full of limited keys and refused new keys in the last \
+                     10 s (each rule's failure policy decides for them)"
+                        .to_string(),
+                )
+            };
+        }
+        match ping {
+            Ok(()) => Readiness {
+                ready: true,
+                store: store.kind(),
+                store_reachable: true,
+                mode,
+                detail: None,
+            },
+            Err(error) if store.is_guarded() => Readiness {
+                ready: true,
+                store: store.kind(),
+                store_reachable: false,
+                mode,
+                detail: Some(format!(
+                    "{error}; each rule's failure policy decides until it answers"
+                )),
+            },
+            Err(error) => not_ready(error.to_string()),
+        }
+    }
+
+    /// Starts what a running engine does besides deciding: the rule files' watch and poll,
+    /// and the memory store's sweep. Every front end runs them; abort the handles to stop
+    /// (`Lifecycle::run` does).
+    pub fn spawn_background(&self) -> Vec<JoinHandle<()>> {
+        [
+            self.spawn_sweeper(),
+            crate::reload::spawn(Arc::clone(self.rules()), self.settings().reload),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// Sweeps expired keys out of the memory store every `sweep_interval`.
+    fn spawn_sweeper(&self) -> Option<JoinHandle<()>> {
+        self.store().memory()?;
+        let engine = self.clone();
+        let every = self
+            .settings()
+            .sweep_interval
+            .max(std::time::Duration::from_millis(10));
+        Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let limiter = engine.limiter();
+                if let Some(memory) = limiter.store().memory() {
+                    let swept = memory.sweep(limiter.clock().now_ns());
+                    if swept > 0 {
+                        tracing::debug!(swept, "memory store swept");
+                    }
+                }
+            }
+        }))
+    }
+}
