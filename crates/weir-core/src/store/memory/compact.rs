@@ -1,6 +1,7 @@
-//! The memory store's lock-free path: GCRA records of 8-byte keys (`Key::from(u64)`, a
-//! packed IPv4 address and port, …) for rules without a lockout, one 16-byte slot each:
-//! `[key | TAT]`, read with one 16-byte atomic load and changed with one 16-byte
+//! The memory store's lock-free path: records of 8-byte keys (`Key::from(u64)`, a packed
+//! IPv4 address and port, …) under rules whose state is one word ([`WordMeter`]: GCRA, a
+//! token bucket that starts full, a fixed window; no lockout), one 16-byte slot each:
+//! `[key | word]`, read with one 16-byte atomic load and changed with one 16-byte
 //! compare-and-swap. A hot key does not serialise on a lock, and a denial is a plain read.
 //! Everything else (other algorithms, other key lengths, guards, penalties, inspect, …)
 //! takes the general path (`general.rs`), which first moves a key it finds here over to
@@ -11,25 +12,30 @@
 //! stripe lock, after asking the general table), which claims a slot with
 //! [`Table::claim`].
 //!
-//! - The decision is [`Gcra::check`], the algorithm's one Rust copy, run on the slot's TAT:
-//!   the same step the general path and every store run (the conformance suite compares).
+//! - The decision is [`WordMeter::check`]: the algorithm's one Rust copy, run on the state
+//!   the slot's word decodes to, the same step the general path and every store run (the
+//!   conformance suite compares).
+//! - A table reads its words under the meter of the rule that made it: a check whose rule
+//!   reads them otherwise (a named rule whose parameters changed, another algorithm) takes
+//!   the general path, which moves the record over, decoded by the table's meter.
 //! - A slot's key is part of the value the CAS compares, so an update can never land on
 //!   another key's slot, whatever was evicted or claimed meanwhile.
-//! - A slot is free when its TAT is not after now (equivalent to fresh: GCRA reads
-//!   `max(TAT, now)`); TAT 0 marks a slot vacated by a move to the general table, which no
-//!   key reuses without the insert path's checks.
+//! - A slot is free when its word has expired (equivalent to fresh); word 0 marks a slot
+//!   vacated by a move to the general table (or never used), which no key reuses without
+//!   the insert path's checks.
 //! - Each key may sit in two buckets of four slots (one cache line each); when both are
 //!   full of live records, the key goes to the general table; once the table holds as many
 //!   records as it is sized for, the least recently used record that is not limited (its
 //!   next check would pass) is evicted instead, and if every one is limited the key goes
-//!   to the general table, which has its own capacity and refusal rules.
+//!   to the general table, which has its own capacity and refusal rules. ("Least recently
+//!   used" is read from the word's expiry: the record that frees up first.)
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use portable_atomic::AtomicU128;
 
-use crate::algorithm::{Gcra, GcraState, Meter};
+use super::word::WordMeter;
 use crate::decision::Decision;
 
 /// Slots per bucket: four 16-byte slots fill one 64-byte cache line.
@@ -46,10 +52,10 @@ const SLOTS_PER_RECORD_DEN: usize = 4;
 #[repr(C, align(64))]
 struct Bucket([AtomicU128; SLOTS]);
 
-/// A slot's value: the key in the low half, the TAT in the high half.
+/// A slot's value: the key in the low half, the state's word in the high half.
 #[inline]
-fn pack(key: u64, tat_ns: u64) -> u128 {
-    (u128::from(tat_ns) << 64) | u128::from(key)
+fn pack(key: u64, word: u64) -> u128 {
+    (u128::from(word) << 64) | u128::from(key)
 }
 
 #[inline]
@@ -63,6 +69,8 @@ fn unpack(v: u128) -> (u64, u64) {
 
 /// One scope's table.
 pub(super) struct Table {
+    /// How the words are read: the meter of the rule that made the table.
+    pub(super) meter: WordMeter,
     buckets: Box<[Bucket]>,
     stripes: Box<[Mutex<()>]>,
     evictions: AtomicU64,
@@ -89,10 +97,11 @@ pub(super) enum Claimed {
 }
 
 impl Table {
-    fn new(records: usize) -> Self {
+    fn new(records: usize, meter: WordMeter) -> Self {
         let slots = records.saturating_mul(SLOTS_PER_RECORD_NUM) / SLOTS_PER_RECORD_DEN;
         let buckets = slots.div_ceil(SLOTS).max(2);
         Self {
+            meter,
             buckets: std::iter::repeat_with(Bucket::default)
                 .take(buckets)
                 .collect(),
@@ -131,57 +140,66 @@ impl Table {
 
     /// Decides a check of `cost` (0: a peek) on the key's record if it is here.
     #[inline]
-    pub(super) fn check(&self, hash: u64, key: u64, gcra: &Gcra, cost: u64, now_ns: u64) -> Found {
+    pub(super) fn check(
+        &self,
+        hash: u64,
+        key: u64,
+        meter: &WordMeter,
+        cost: u64,
+        now_ns: u64,
+    ) -> Found {
         let buckets = self.buckets_of(hash);
         // Start the second bucket's cache line on its way while the first is scanned: the
         // two misses overlap instead of adding up.
         std::hint::black_box(buckets[1].0[0].load(Ordering::Relaxed));
+        let decided = self.update(buckets, key, |word| {
+            let (decision, next) = meter.check(word, now_ns, cost);
+            // A denial or a peek leaves the word as it was: a read.
+            (next, decision)
+        });
+        decided.map_or(Found::Absent, Found::Decided)
+    }
+
+    /// Takes the key's record out (to the general table): its word, if it holds one, and
+    /// the slot is vacated. Run under the general table's lock for the key.
+    pub(super) fn take(&self, hash: u64, key: u64) -> Option<u64> {
+        let word = self.update(self.buckets_of(hash), key, |word| (0, word))?;
+        self.held.fetch_sub(1, Ordering::Relaxed);
+        Some(word)
+    }
+
+    /// Finds the key's slot in `buckets` and replaces its word by the first half of what
+    /// `f` makes of it (by compare-and-swap; unchanged, nothing is written), returning the
+    /// second half; `None` when the key holds no slot.
+    #[inline]
+    fn update<R>(
+        &self,
+        buckets: [&Bucket; 2],
+        key: u64,
+        mut f: impl FnMut(u64) -> (u64, R),
+    ) -> Option<R> {
         'retry: loop {
             for bucket in buckets {
                 for slot in &bucket.0 {
                     let seen = slot.load(Ordering::Acquire);
-                    let (k, tat_ns) = unpack(seen);
-                    if k != key || tat_ns == 0 {
+                    let (k, word) = unpack(seen);
+                    if k != key || word == 0 {
                         continue;
                     }
-                    let mut state = GcraState { tat_ns };
-                    let decision = gcra.check(&mut state, now_ns, cost);
-                    if state.tat_ns == tat_ns {
-                        return Found::Decided(decision); // a denial or a peek: a read
-                    }
-                    let next = pack(key, state.tat_ns);
-                    if slot
-                        .compare_exchange(seen, next, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
+                    let (next, made) = f(word);
+                    if next == word
+                        || slot
+                            .compare_exchange(
+                                seen,
+                                pack(key, next),
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            )
+                            .is_ok()
                     {
-                        return Found::Decided(decision);
+                        return Some(made);
                     }
                     // Changed meanwhile (another check, an eviction, a move): look again.
-                    continue 'retry;
-                }
-            }
-            return Found::Absent;
-        }
-    }
-
-    /// Takes the key's record out (to the general table): its TAT, if it holds one, and
-    /// the slot is vacated. Run under the general table's lock for the key.
-    pub(super) fn take(&self, hash: u64, key: u64) -> Option<u64> {
-        'retry: loop {
-            for bucket in self.buckets_of(hash) {
-                for slot in &bucket.0 {
-                    let seen = slot.load(Ordering::Acquire);
-                    let (k, tat_ns) = unpack(seen);
-                    if k != key || tat_ns == 0 {
-                        continue;
-                    }
-                    if slot
-                        .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                    {
-                        self.held.fetch_sub(1, Ordering::Relaxed);
-                        return Some(tat_ns);
-                    }
                     continue 'retry;
                 }
             }
@@ -196,18 +214,17 @@ impl Table {
         &self,
         hash: u64,
         key: u64,
-        gcra: &Gcra,
+        meter: &WordMeter,
         cost: u64,
         now_ns: u64,
     ) -> Claimed {
-        let mut state = GcraState::default();
-        let decision = gcra.check(&mut state, now_ns, cost);
-        if state.tat_ns <= now_ns {
-            // A peek, or a denial of a fresh key (cost above the burst is refused before):
+        let (decision, word) = meter.check(0, now_ns, cost);
+        if word == 0 || self.meter.expires_ns(word) <= now_ns {
+            // A peek, or a denial of a fresh key (cost above the limit is refused before):
             // nothing to keep.
             return Claimed::Decided(decision);
         }
-        let next = pack(key, state.tat_ns);
+        let next = pack(key, word);
         loop {
             // The free slot of the bucket with the most free slots (two-choice balancing),
             // and the least recently used record that is not limited.
@@ -218,14 +235,15 @@ impl Table {
                 let mut frees = 0;
                 for slot in &bucket.0 {
                     let seen = slot.load(Ordering::Acquire);
-                    let (_, tat_ns) = unpack(seen);
-                    if tat_ns <= now_ns {
+                    let (_, word) = unpack(seen);
+                    let expires_ns = self.meter.expires_ns(word);
+                    if expires_ns <= now_ns {
                         frees += 1;
                         first_free = first_free.or(Some((slot, seen)));
-                    } else if gcra.allows_one_more(tat_ns, now_ns)
-                        && victim.is_none_or(|(_, _, oldest)| tat_ns < oldest)
+                    } else if victim.is_none_or(|(_, _, oldest)| expires_ns < oldest)
+                        && meter.allows_one_more(word, now_ns)
                     {
-                        victim = Some((slot, seen, tat_ns));
+                        victim = Some((slot, seen, expires_ns));
                     }
                 }
                 if let Some((slot, seen)) = first_free {
@@ -257,14 +275,16 @@ impl Table {
         }
     }
 
-    /// Live records (TAT after `now_ns`).
+    /// Live records (expiring after `now_ns`).
     fn live(&self, now_ns: u64) -> usize {
-        self.slots().filter(|(_, tat)| *tat > now_ns).count()
+        self.slots()
+            .filter(|(_, word)| self.meter.expires_ns(*word) > now_ns)
+            .count()
     }
 
     /// Records held (not vacated; some may have expired and not been swept).
     fn occupied(&self) -> usize {
-        self.slots().filter(|(_, tat)| *tat != 0).count()
+        self.slots().filter(|(_, word)| *word != 0).count()
     }
 
     /// Vacates every expired slot. Returns how many.
@@ -272,9 +292,9 @@ impl Table {
         let mut gone = 0;
         for slot in self.buckets.iter().flat_map(|b| &b.0) {
             let seen = slot.load(Ordering::Acquire);
-            let (_, tat_ns) = unpack(seen);
-            if tat_ns != 0
-                && tat_ns <= now_ns
+            let (_, word) = unpack(seen);
+            if word != 0
+                && self.meter.expires_ns(word) <= now_ns
                 && slot
                     .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
@@ -331,14 +351,17 @@ impl Tables {
         None
     }
 
-    /// The scope's table, made if there is room for one more.
+    /// The scope's table, made (for `meter`) if there is room for one more; none when the
+    /// scope's table reads its words under another meter.
     #[inline]
-    pub(super) fn table(&self, scope: u64) -> Option<&Table> {
-        self.find(scope).or_else(|| self.make(scope))
+    pub(super) fn table(&self, scope: u64, meter: &WordMeter) -> Option<&Table> {
+        self.find(scope)
+            .or_else(|| self.make(scope, meter))
+            .filter(|t| t.meter.reads_alike(meter))
     }
 
     #[cold]
-    fn make(&self, scope: u64) -> Option<&Table> {
+    fn make(&self, scope: u64, meter: &WordMeter) -> Option<&Table> {
         let _making = self.making.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(table) = self.find(scope) {
             return Some(table);
@@ -346,7 +369,7 @@ impl Tables {
         let i = self.tables.iter().position(|t| t.get().is_none())?;
         // The scope is written before the table is published (OnceLock releases it).
         self.scopes[i].store(scope, Ordering::Relaxed);
-        Some(self.tables[i].get_or_init(|| Table::new(self.records)))
+        Some(self.tables[i].get_or_init(|| Table::new(self.records, *meter)))
     }
 
     fn each(&self) -> impl Iterator<Item = &Table> {

@@ -1,8 +1,9 @@
 //! The embedded in-memory store: the default, and the fastest way to a decision. Two paths,
 //! one set of records (a (scope, key) is in exactly one of them):
 //!
-//! - **Lock-free** (`compact.rs`): a GCRA check of an 8-byte key (`Key::from(u64)`) under a
-//!   rule without a lockout is one 16-byte slot, `[key | TAT]`, decided by compare-and-swap
+//! - **Lock-free** (`compact.rs`): a check of an 8-byte key (`Key::from(u64)`) under a rule
+//!   whose state is one word (`word.rs`: GCRA, a token bucket that starts full, a fixed
+//!   window; no lockout) is one 16-byte slot, `[key | word]`, decided by compare-and-swap
 //!   without a lock: a hot key does not serialise, a denial is a plain read. One table per
 //!   scope (rule), up to eight, each sized for the rule's share of the capacity.
 //! - **General** (`general.rs`): everything else, in shards, each a mutex over a table of
@@ -10,8 +11,9 @@
 //!   await. An operation there on a key the lock-free table holds (a penalty, a block, an
 //!   inspect, another algorithm) first moves the record over.
 //!
-//! Both run the same pure step (`Gcra::check` is `step::apply`'s GCRA), so they decide as
-//! every other store does; the conformance suite and the governor differential check it.
+//! Both run the same pure step (the algorithm's `Meter::check`, which `step::apply` runs),
+//! so they decide as every other store does; the conformance suite, the governor
+//! differential and the contention tests check it.
 //!
 //! Memory is bounded, whatever keys clients send: the general path holds at most
 //! `capacity` records, and each lock-free table a fixed number of slots (16 bytes × 1.25 per
@@ -36,16 +38,18 @@
 
 mod compact;
 mod general;
+mod word;
+
+pub(crate) use word::WordMeter;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::algorithm::GcraState;
 use crate::error::CheckError;
 use crate::key::Key;
-use crate::rule::{Algorithm, Rule};
-use crate::state::{Record, State};
+use crate::rule::Rule;
+use crate::state::Record;
 use crate::step::{apply, check_now, validate, Op, Outcome};
 
 use super::{Decisions, Store};
@@ -112,18 +116,16 @@ pub struct MemoryStats {
 #[repr(align(128))]
 struct Shard(Mutex<Table>);
 
-/// The 8 bytes of a key the lock-free path can hold, if `rule` and `op` are its kind: a
-/// check (or peek) under GCRA without a lockout.
+/// The 8 bytes of a key the lock-free path can hold and the rule's one-word meter, if
+/// `rule` and `op` are its kind: a check (or peek) under a rule whose state is one word.
 #[inline]
-fn lock_free(key: &Key, rule: &Rule, op: &Op<'_>) -> Option<u64> {
-    if rule.lockout.is_some() || !matches!(op, Op::Check { .. }) {
+fn lock_free(key: &Key, rule: &Rule, op: &Op<'_>) -> Option<(u64, WordMeter)> {
+    if !matches!(op, Op::Check { .. }) {
         return None;
     }
-    if !matches!(rule.algorithm, Algorithm::Gcra(_)) {
-        return None;
-    }
+    let meter = WordMeter::of(rule)?;
     let bytes: [u8; 8] = key.as_bytes().try_into().ok()?;
-    Some(u64::from_le_bytes(bytes))
+    Some((u64::from_le_bytes(bytes), meter))
 }
 
 /// Builds a [`MemoryStore`].
@@ -227,19 +229,13 @@ impl Inner {
         }
     }
 
-    /// The record the lock-free table holds for (scope, key), moved out of it: the general
-    /// path is about to hold it. Called with the key's shard locked.
-    fn take_lock_free(&self, hash: u64, scope: u64, key: &Key) -> Option<Record> {
+    /// The record the lock-free table holds for (scope, key), moved out of it (read at
+    /// `now_ns`): the general path is about to hold it. Called with the key's shard locked.
+    fn take_lock_free(&self, hash: u64, scope: u64, key: &Key, now_ns: u64) -> Option<Record> {
         let bytes: [u8; 8] = key.as_bytes().try_into().ok()?;
-        let tat_ns = self
-            .compact
-            .find(scope)?
-            .take(hash, u64::from_le_bytes(bytes))?;
-        Some(Record {
-            expires_ns: tat_ns,
-            state: State::Gcra(GcraState { tat_ns }),
-            guard: None,
-        })
+        let table = self.compact.find(scope)?;
+        let word = table.take(hash, u64::from_le_bytes(bytes))?;
+        Some(table.meter.record(word, now_ns))
     }
 
     /// The general path, with the key's shard locked.
@@ -266,7 +262,7 @@ impl Inner {
         // An operation that cannot succeed must fail before a record moves (it would be
         // lost with the error).
         validate(rule, op)?;
-        let moved = self.take_lock_free(hash, scope, key);
+        let moved = self.take_lock_free(hash, scope, key, now_ns);
         let held_live = moved.as_ref().is_some_and(|r| r.is_live(now_ns));
         let mut record = moved.unwrap_or_else(|| Record::fresh(rule, now_ns));
         let outcome = apply(rule, &mut record, op, now_ns)?;
@@ -334,22 +330,20 @@ impl MemoryStore {
     ) -> Result<Outcome, CheckError> {
         let inner = &*self.inner;
         let hash = inner.hash(scope, key);
-        if let (Some(word), Algorithm::Gcra(gcra), Op::Check { cost }) =
-            (lock_free(key, rule, &op), &rule.algorithm, op)
-        {
-            if let Some(table) = inner.compact.table(scope) {
+        if let (Some((word, meter)), Op::Check { cost }) = (lock_free(key, rule, &op), op) {
+            if let Some(table) = inner.compact.table(scope, &meter) {
                 validate(rule, &op)?;
-                if let Found::Decided(d) = table.check(hash, word, gcra, cost, now_ns) {
+                if let Found::Decided(d) = table.check(hash, word, &meter, cost, now_ns) {
                     return Ok(Outcome::Decision(d));
                 }
                 // Not there: the insert path. The stripe lock orders inserts of one key.
                 let _stripe = table.stripe(hash);
-                if let Found::Decided(d) = table.check(hash, word, gcra, cost, now_ns) {
+                if let Found::Decided(d) = table.check(hash, word, &meter, cost, now_ns) {
                     return Ok(Outcome::Decision(d));
                 }
                 let mut shard = inner.lock(inner.shard_index(hash));
                 if cost > 0 && shard.get(hash, scope, key).is_none() {
-                    if let Claimed::Decided(d) = table.claim(hash, word, gcra, cost, now_ns) {
+                    if let Claimed::Decided(d) = table.claim(hash, word, &meter, cost, now_ns) {
                         return Ok(Outcome::Decision(d));
                     }
                 }
@@ -416,7 +410,7 @@ impl MemoryStore {
                 continue;
             };
             if tables[t].1.get(hash, scope, key).is_none() {
-                if let Some(record) = inner.take_lock_free(hash, scope, key) {
+                if let Some(record) = inner.take_lock_free(hash, scope, key, now_ns) {
                     let entry = Entry {
                         hash,
                         scope,
@@ -620,17 +614,19 @@ mod tests {
             .rule_share(100)
             .build();
         let rule = Rule::fixed_window(1, Duration::from_secs(60)).unwrap();
+        // Text keys: the general path (8-byte keys would take the lock-free one).
+        let key = |i: u64| Key::new(format!("key-{i}")).unwrap();
         for i in 0..4u64 {
-            assert!(check(&store, &Key::from(i), &rule, SEC).unwrap());
+            assert!(check(&store, &key(i), &rule, SEC).unwrap());
         }
         assert_eq!(
-            check(&store, &Key::from(99), &rule, SEC),
+            check(&store, &key(99), &rule, SEC),
             Err(CheckError::Store(StoreError::Full { capacity: 4 }))
         );
         // The limited keys are still limited.
-        assert!(!check(&store, &Key::from(0), &rule, SEC).unwrap());
+        assert!(!check(&store, &key(0), &rule, SEC).unwrap());
         // Once their window is over they are swept and new keys fit again.
-        assert!(check(&store, &Key::from(99), &rule, 61 * SEC).unwrap());
+        assert!(check(&store, &key(99), &rule, 61 * SEC).unwrap());
         assert_eq!(store.len(), 1);
     }
 
@@ -711,7 +707,9 @@ mod tests {
         let other = Rule::fixed_window(10, Duration::from_secs(3600)).unwrap();
         let mut refused = 0;
         for i in 0..1000u64 {
-            match check(&store, &Key::from(i), &strict, SEC) {
+            // Text keys: the general path, whose shares this is about.
+            let key = Key::new(format!("a-{i}")).unwrap();
+            match check(&store, &key, &strict, SEC) {
                 Ok(allowed) => assert!(allowed),
                 Err(CheckError::Store(StoreError::Full { capacity: 100 })) => refused += 1,
                 Err(e) => panic!("{e}"),
