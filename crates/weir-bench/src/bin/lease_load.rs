@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
+use weir_bench::{Algorithm, Xorshift};
 use weir_core::{Clock, Key, Op, Outcome, Rule, Store, SystemClock};
 use weir_redis::RedisStore;
 use weir_resilience::{LeaseConfig, LeasedStore};
@@ -32,9 +33,9 @@ struct Args {
     /// exact: one store call per decision; leased: slices claimed ahead
     #[arg(long, value_enum, default_value_t = Mode::Leased)]
     mode: Mode,
-    /// gcra, token_bucket, fixed_window or sliding_window
-    #[arg(long, default_value = "fixed_window")]
-    algorithm: String,
+    /// The rule's algorithm
+    #[arg(long, value_enum, default_value_t = Algorithm::FixedWindow)]
+    algorithm: Algorithm,
     /// Requests per window (GCRA: also the burst; token bucket: the capacity)
     #[arg(long, default_value_t = 600)]
     limit: u64,
@@ -79,16 +80,9 @@ enum Mode {
 }
 
 fn rule(args: &Args) -> anyhow::Result<Rule> {
-    let window = Duration::from_secs(args.window);
-    let rule = match args.algorithm.as_str() {
-        "gcra" => Rule::gcra(args.limit, window, args.limit)?,
-        "token_bucket" => Rule::token_bucket(args.limit, args.limit, window)?,
-        "fixed_window" => Rule::fixed_window(args.limit, window)?,
-        "sliding_window" => Rule::sliding_window(args.limit, window, window / 10)?,
-        other => bail!(
-            "unknown --algorithm '{other}' (gcra, token_bucket, fixed_window, sliding_window)"
-        ),
-    };
+    let rule = args
+        .algorithm
+        .rule(args.limit, Duration::from_secs(args.window))?;
     Ok(match args.mode {
         Mode::Exact => rule,
         Mode::Leased => rule.leased()?,
@@ -133,7 +127,7 @@ async fn main() -> anyhow::Result<()> {
         let (store, clock, totals) = (store.clone(), clock, totals.clone());
         let (keys, requests) = (args.keys.max(1), args.requests);
         tasks.push(tokio::spawn(async move {
-            let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (task as u64 + 1);
+            let mut keys_drawn = Xorshift::new(0x9E37_79B9_7F4A_7C15u64 ^ (task as u64 + 1));
             let mut n = 0u64;
             loop {
                 match requests {
@@ -145,10 +139,7 @@ async fn main() -> anyhow::Result<()> {
                     let due = start + period.mul_f64(n as f64);
                     tokio::time::sleep_until(due.into()).await;
                 }
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let key = Key::from(seed % keys);
+                let key = Key::from(keys_drawn.below(keys));
                 let op = Op::Check { cost: 1 };
                 match store.apply(&key, &rule, op, clock.now_ns()).await {
                     Ok(Outcome::Decision(d)) => {
@@ -191,7 +182,7 @@ async fn main() -> anyhow::Result<()> {
          \"decisions_per_s\":{:.0},\"allowed\":{},\"errors\":{},\"store_calls\":{calls},\
          \"calls_per_decision\":{:.5},\"units_granted\":{},\"held_units\":{}}}",
         args.mode,
-        args.algorithm,
+        args.algorithm.name(),
         args.limit,
         args.window,
         args.concurrency,
