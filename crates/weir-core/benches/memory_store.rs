@@ -5,8 +5,11 @@
 //!
 //! Groups (each on 1 and 2 threads sharing one limiter/store):
 //! - `direct_allow`: one hot key, every check allowed (governor's CAS path). Both sides use
-//!   the same GCRA quota: 10^9 per second, burst 10^9 (T = 1 ns, tau = 1 s).
-//! - `direct_deny`: one hot key, 1 per second, burst 1: every check after the first denied.
+//!   the same GCRA quota: 10^9 per second, burst 10^9 (T = 1 ns, tau = 1 s). `governor` is
+//!   its direct (keyless) limiter, `weir-direct` Weir's ([`DirectLimiter::check_now`]), and
+//!   `weir` one 8-byte key through the memory store.
+//! - `direct_deny`: the same subjects, 1 per second, burst 1: every check after the first
+//!   denied.
 //! - `keyed_{1,10000,1000000}`: u64 keys, 10 per second, burst 10 (governor
 //!   `Quota::per_second(10)`, Weir `Rule::per_second(10)`: the same GCRA), keys pre-populated
 //!   and drawn uniformly at random with xorshift inside the timed loop. `weir` builds a
@@ -41,7 +44,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use governor::clock::Clock as _;
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
-use weir_core::{Clock, Key, MemoryStore, Op, Outcome, Record, Rule, SystemClock};
+use weir_core::{Clock, DirectLimiter, Key, MemoryStore, Op, Outcome, Record, Rule, SystemClock};
 
 /// xorshift64*, as in the governor harness: about 1 ns per key.
 struct Rng(u64);
@@ -73,6 +76,13 @@ impl Subject for DefaultDirectRateLimiter {
     #[inline]
     fn check(&self, _k: u64) -> bool {
         RateLimiter::check(self).is_ok()
+    }
+}
+
+impl Subject for DirectLimiter {
+    #[inline]
+    fn check(&self, _k: u64) -> bool {
+        self.check_now().allowed
     }
 }
 
@@ -244,7 +254,9 @@ fn direct(c: &mut Criterion) {
                 RateLimiter::direct(Quota::per_second(nz(per_second)));
             let rule = Rule::per_second(u64::from(per_second)).unwrap();
             let weir = Weir::new(rule, 1, Keys::One(Key::from(0u64)));
+            let direct = DirectLimiter::new(rule).unwrap();
             bench(&mut group, group_name, "governor", &gov, threads, 1);
+            bench(&mut group, group_name, "weir-direct", &direct, threads, 1);
             bench(&mut group, group_name, "weir", &weir, threads, 1);
         }
         group.finish();

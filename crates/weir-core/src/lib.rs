@@ -193,7 +193,7 @@ pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use decision::{Decision, Usage};
 pub use error::{CheckError, KeyError, RuleError, StoreError};
 pub use key::Key;
-pub use limiter::{Limiter, SyncStore};
+pub use limiter::{DirectLimiter, Limiter, SyncStore};
 pub use rule::{Algorithm, FailurePolicy, Lockout, Mode, Rule, MAX_SPAN};
 pub use state::{Guard, Record, State};
 pub use step::{Op, Outcome};

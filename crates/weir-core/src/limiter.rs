@@ -2,10 +2,13 @@
 //! asks its [`Store`] to apply one step. Everything a user does to a key goes through here;
 //! adapters (tower layer, server, proxy) build keys and rules and call it. The verbs are
 //! async; over a store that decides without waiting ([`SyncStore`], the memory store) they
-//! have synchronous twins, in `limiter/sync.rs`.
+//! have synchronous twins, in `limiter/sync.rs`. A limit with no key at all (one budget for
+//! the program) is a [`DirectLimiter`], in `limiter/direct.rs`: one atomic word, no store.
 
+mod direct;
 mod sync;
 
+pub use direct::DirectLimiter;
 pub use sync::SyncStore;
 
 use std::time::Duration;

@@ -87,15 +87,26 @@ fn contention_on_one_key_admits_exactly_what_the_model_admits() {
 }
 
 /// The memory store's lock-free path under contention while records move to the general
-/// path and back: threads check 64 eight-byte keys under GCRA while another inspects and
-/// penalises some of them (which moves them), at a frozen instant. Every key admits
-/// exactly its burst, whichever path decided each check: no admission is lost or doubled
-/// by a move, a claim or an eviction.
+/// path and back: threads check 64 eight-byte keys under GCRA (then a token bucket, then a
+/// fixed window: the one-word rules) while another inspects and penalises some of them
+/// (which moves them), at a frozen instant. Every key admits exactly its burst, whichever
+/// path decided each check: no admission is lost or doubled by a move, a claim or an
+/// eviction.
 #[test]
 fn lock_free_checks_racing_moves_admit_exactly_the_burst() {
-    const KEYS: u64 = 64;
     const BURST: u64 = 50;
-    let rule = Rule::gcra(1, Duration::from_secs(3600), BURST).unwrap();
+    let hour = Duration::from_secs(3600);
+    for rule in [
+        Rule::gcra(1, hour, BURST).unwrap(),
+        Rule::token_bucket(BURST, 1, hour).unwrap(),
+        Rule::fixed_window(BURST, hour).unwrap(),
+    ] {
+        checks_racing_moves_admit_exactly(&rule, BURST);
+    }
+}
+
+fn checks_racing_moves_admit_exactly(rule: &Rule, burst: u64) {
+    const KEYS: u64 = 64;
     let store = MemoryStore::default();
     let now = T0_NS;
     let barrier = Barrier::new(THREADS + 1);
@@ -106,10 +117,10 @@ fn lock_free_checks_racing_moves_admit_exactly_the_burst() {
                 scope.spawn(move || {
                     barrier.wait();
                     let mut admitted = vec![0u64; usize::try_from(KEYS).unwrap()];
-                    for i in 0..KEYS * BURST {
+                    for i in 0..KEYS * burst {
                         let k = (i * 7 + t * 13) % KEYS;
                         let check = Op::Check { cost: 1 };
-                        if allowed(store.apply_now(&Key::from(k), &rule, check, now)) {
+                        if allowed(store.apply_now(&Key::from(k), rule, check, now)) {
                             admitted[usize::try_from(k).unwrap()] += 1;
                         }
                     }
@@ -129,7 +140,7 @@ fn lock_free_checks_racing_moves_admit_exactly_the_burst() {
                     } else {
                         Op::Penalty { n: 0 }
                     };
-                    store.apply_now(&key, &rule, op, now).unwrap();
+                    store.apply_now(&key, rule, op, now).unwrap();
                 }
             })
         };
@@ -142,7 +153,11 @@ fn lock_free_checks_racing_moves_admit_exactly_the_burst() {
         }
         total
     });
+    let name = rule.algorithm().name();
     for (k, n) in admitted.iter().enumerate() {
-        assert_eq!(*n, BURST, "key {k} admitted {n}, its burst is {BURST}");
+        assert_eq!(
+            *n, burst,
+            "{name}: key {k} admitted {n}, its burst is {burst}"
+        );
     }
 }

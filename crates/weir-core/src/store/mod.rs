@@ -7,6 +7,7 @@ mod memory;
 use std::future::Future;
 
 pub use memory::{MemoryStats, MemoryStore, MemoryStoreBuilder};
+pub(crate) use memory::WordMeter;
 
 use crate::decision::Decision;
 use crate::error::{CheckError, StoreError};
