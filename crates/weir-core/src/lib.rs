@@ -198,6 +198,7 @@ pub use rule::{Algorithm, FailurePolicy, Lockout, Mode, Rule, MAX_SPAN};
 pub use state::{Guard, Record, State};
 pub use step::{Op, Outcome};
 pub use store::{Decisions, MemoryStats, MemoryStore, MemoryStoreBuilder, Store};
+pub use store::{ImportReport, SavedRecord, SnapshotError, StateSnapshot, MAX_SNAPSHOT_BYTES};
 
 // The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

@@ -6,6 +6,7 @@ mod memory;
 
 use std::future::Future;
 
+pub use memory::{ImportReport, SavedRecord, SnapshotError, StateSnapshot, MAX_SNAPSHOT_BYTES};
 pub use memory::{MemoryStats, MemoryStore, MemoryStoreBuilder};
 pub(crate) use memory::WordMeter;
 

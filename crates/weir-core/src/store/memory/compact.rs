@@ -397,6 +397,18 @@ impl Tables {
     pub(super) fn bytes(&self) -> usize {
         self.each().map(Table::bytes).sum()
     }
+
+    /// Every record held, as (scope, the table's meter, key, word): what a state snapshot
+    /// reads (`snapshot.rs`).
+    pub(super) fn records(&self) -> impl Iterator<Item = (u64, &WordMeter, u64, u64)> + '_ {
+        let scoped = self.scopes.iter().zip(&self.tables);
+        scoped
+            .map_while(|(scope, table)| Some((scope.load(Ordering::Relaxed), table.get()?)))
+            .flat_map(|(scope, table)| {
+                let held = table.slots().filter(|(_, word)| *word != 0);
+                held.map(move |(key, word)| (scope, &table.meter, key, word))
+            })
+    }
 }
 
 impl std::fmt::Debug for Tables {

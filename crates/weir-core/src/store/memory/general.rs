@@ -118,6 +118,11 @@ impl Table {
         self.records.len()
     }
 
+    /// Every record held, in no order (a state snapshot reads them: `snapshot.rs`).
+    pub(super) fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.records.iter()
+    }
+
     /// Counts `hash` under `rule` (a new record, or one another rule used last).
     fn enlist(&mut self, hash: u64, rule: u64) {
         let share = self.rules.entry(rule).or_default();

@@ -38,8 +38,10 @@
 
 mod compact;
 mod general;
+mod snapshot;
 mod word;
 
+pub use snapshot::{ImportReport, SavedRecord, SnapshotError, StateSnapshot, MAX_SNAPSHOT_BYTES};
 pub(crate) use word::WordMeter;
 
 use std::hash::BuildHasher;
@@ -203,7 +205,12 @@ impl Inner {
         if self.collide {
             return 0x5EED;
         }
-        self.hasher.hash_one((scope, key.as_bytes()))
+        // An 8-byte key (the lock-free path's kind) hashes as one integer, which costs less
+        // than hashing it as a slice; every path asks here, so a key has one hash.
+        match <[u8; 8]>::try_from(key.as_bytes()) {
+            Ok(word) => self.hasher.hash_one((scope, u64::from_le_bytes(word))),
+            Err(_) => self.hasher.hash_one((scope, key.as_bytes())),
+        }
     }
 
     /// Which share a rule's records count under (its parameters).

@@ -1,0 +1,1004 @@
+//! The memory store's state snapshot: its limited, blocked and locked-out records as bytes
+//! and back, so that a restart (`weir serve --state-file`) does not forget a lockout. It is
+//! not on the path of a decision: the engine calls [`MemoryStore::export_limited`] every
+//! interval and at shutdown and writes [`StateSnapshot::encode`]'s bytes; at start, before
+//! serving, it reads them with [`StateSnapshot::decode`] and hands them to
+//! [`MemoryStore::import`].
+//!
+//! **What is saved** (at the export's `now`, under the rule in force for the record's scope):
+//! - a record with a block (manual or lockout) not yet over, or lockout strikes not yet
+//!   forgiven;
+//! - a **limited** record: one whose next request of one unit would be refused now, as
+//!   the pure step's peek answers on a copy of it. Per algorithm that is: GCRA (and a token
+//!   bucket that starts full, on the lock-free path) a TAT past `now + tolerance − T`; a
+//!   token bucket with no whole token; a fixed window, sliding log / counter or weighted
+//!   window whose count (estimate) is at its limit; a leaky bucket that is full; a queue
+//!   that is full; concurrency leases that are all held.
+//!
+//! A key that would pass is not saved: forgetting it costs at most one fresh window, as
+//! evicting it does. Nor are records whose scope is not a rule in force (a caller's limit
+//! override, a rule since removed), nor states this format does not know.
+//!
+//! **The format** (version 1; integers little-endian): `WEIRSNAP`, the version (u32), 0
+//! (u32, reserved), the export's instant (u64, ns since the Unix epoch), the record count
+//! (u64), the body's length (u64), the body, then a checksum (u64, FNV-1a over everything
+//! before it). A record is its scope (u64), its key (u16 length + bytes), its expiry
+//! (u64), its guard (u8 0/1, then blocked-until u64, strikes u32, strikes-expire u64) and
+//! its state (a u8 tag, then the state's integers). Every time is absolute (ns since the
+//! Unix epoch), so a restart after downtime reads them as they are: a block that ended
+//! meanwhile is gone.
+//!
+//! **Nothing is trusted blindly.** A file above [`MAX_SNAPSHOT_BYTES`], without the magic,
+//! of a newer version, whose length is not the header's, whose checksum does not match, or
+//! whose records do not parse is refused whole ([`SnapshotError`] says which). A record
+//! that parses but is not valid (a key of 0 or more than 512 bytes, an unsorted sliding log,
+//! a lease without holder, an instant more than twice [`MAX_SPAN`](crate::MAX_SPAN) ahead)
+//! is dropped alone, and so is one whose rule is no longer in force or that has expired.
+
+use std::collections::VecDeque;
+
+use crate::algorithm::{
+    ConcurrencyState, FixedWindowState, GcraState, LeakyBucketState, LeakyQueueState, LeaseEntry,
+    SlidingState, TokenBucketState, WeightedWindowState,
+};
+use crate::key::Key;
+use crate::rule::Rule;
+use crate::state::{Guard, Record, State};
+use crate::step::{apply, Op, Outcome};
+
+use super::general::{evictable, Entry};
+use super::MemoryStore;
+
+/// The largest snapshot written or read: 256 MiB.
+pub const MAX_SNAPSHOT_BYTES: u64 = 256 << 20;
+const MAGIC: &[u8; 8] = b"WEIRSNAP";
+const VERSION: u32 = 1;
+/// Magic, version, reserved, instant, count, body length.
+const HEADER: usize = 8 + 4 + 4 + 8 + 8 + 8;
+const CHECKSUM: usize = 8;
+/// The most entries of a sliding log or counter (its algorithm's own bound).
+const MAX_SLIDING: usize = 10_000;
+/// The most leases of one key read back.
+const MAX_LEASES: usize = 1 << 16;
+/// The longest holder id.
+const MAX_HOLDER: usize = crate::algorithm::Concurrency::MAX_HOLDER_LEN;
+/// How far ahead of now an instant may be: twice the longest span a rule accepts.
+const HORIZON_NS: u64 = 2 * 10 * 365 * 24 * 3600 * 1_000_000_000;
+
+/// Why a snapshot's bytes were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// Larger than [`MAX_SNAPSHOT_BYTES`].
+    #[error("{size} bytes, more than a state snapshot may take ({max})")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// It does not start with the magic: some other file.
+    #[error("not a Weir state snapshot (it does not start with WEIRSNAP)")]
+    Foreign,
+    /// A newer Weir wrote it.
+    #[error("format version {found}, newer than this Weir reads (up to {supported})")]
+    TooNew {
+        /// The file's version.
+        found: u32,
+        /// The newest this build reads.
+        supported: u32,
+    },
+    /// Shorter or longer than its header says (a write cut short, or bytes appended).
+    #[error("{found} bytes where the header announces {expected}: truncated or extended")]
+    Length {
+        /// The length the header announces (or the least a snapshot takes).
+        expected: u64,
+        /// The actual length.
+        found: u64,
+    },
+    /// The checksum does not match the contents.
+    #[error("checksum mismatch: the contents are corrupt")]
+    Checksum,
+    /// The checksum matched but the contents do not parse (a writer's bug, or not ours).
+    #[error("malformed: {0}")]
+    Malformed(String),
+}
+
+/// One saved record: the scope (rule) and key it belongs to, and the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedRecord {
+    /// The rule's scope ([`Rule::scope`]).
+    pub scope: u64,
+    /// The key.
+    pub key: Key,
+    /// The record, times absolute.
+    pub record: Record,
+}
+
+/// A memory store's limited, blocked and locked-out records at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateSnapshot {
+    /// When it was taken, ns since the Unix epoch.
+    pub taken_ns: u64,
+    /// The records.
+    pub records: Vec<SavedRecord>,
+    /// Records read that were not valid, why (at most the first few).
+    invalid: Vec<String>,
+    /// How many records read were not valid.
+    invalid_count: usize,
+}
+
+/// What [`MemoryStore::import`] did with a snapshot's records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ImportReport {
+    /// Records now held.
+    pub restored: usize,
+    /// Dropped: expired since the snapshot was taken (a block that ended meanwhile).
+    pub expired: usize,
+    /// Dropped: their rule is no longer in force.
+    pub no_rule: usize,
+    /// Dropped: not valid (see [`ImportReport::first_invalid`]).
+    pub invalid: usize,
+    /// Dropped: the store had no room.
+    pub refused: usize,
+    /// Why the first invalid record was dropped.
+    pub first_invalid: Option<String>,
+}
+
+impl StateSnapshot {
+    /// The snapshot as bytes (the module docs give the format).
+    pub fn encode(&self) -> Result<Vec<u8>, SnapshotError> {
+        let mut body = Vec::new();
+        let mut count = 0u64;
+        for saved in &self.records {
+            if encode_record(&mut body, saved) {
+                count += 1;
+            }
+        }
+        let size = u64::try_from(HEADER + body.len() + CHECKSUM).unwrap_or(u64::MAX);
+        if size > MAX_SNAPSHOT_BYTES {
+            return Err(SnapshotError::TooLarge {
+                size,
+                max: MAX_SNAPSHOT_BYTES,
+            });
+        }
+        let mut out = Vec::with_capacity(HEADER + body.len() + CHECKSUM);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&self.taken_ns.to_le_bytes());
+        out.extend_from_slice(&count.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&body);
+        let sum = checksum(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        Ok(out)
+    }
+
+    /// Reads a snapshot, refusing bytes that are not one whole, intact snapshot of a
+    /// version this build reads. Records that parse but are not valid are left out (counted
+    /// in [`MemoryStore::import`]'s report).
+    pub fn decode(bytes: &[u8]) -> Result<StateSnapshot, SnapshotError> {
+        let size = bytes.len() as u64;
+        if size > MAX_SNAPSHOT_BYTES {
+            return Err(SnapshotError::TooLarge {
+                size,
+                max: MAX_SNAPSHOT_BYTES,
+            });
+        }
+        let magic_len = bytes.len().min(MAGIC.len());
+        if bytes.get(..magic_len) != MAGIC.get(..magic_len) {
+            return Err(SnapshotError::Foreign);
+        }
+        let least = (HEADER + CHECKSUM) as u64;
+        if bytes.len() < HEADER + CHECKSUM {
+            return Err(SnapshotError::Length {
+                expected: least,
+                found: size,
+            });
+        }
+        let mut header = Reader::new(bytes.get(MAGIC.len()..HEADER).unwrap_or_default());
+        let version = header.u32()?;
+        if version > VERSION {
+            return Err(SnapshotError::TooNew {
+                found: version,
+                supported: VERSION,
+            });
+        }
+        if version == 0 || header.u32()? != 0 {
+            return Err(SnapshotError::Malformed(format!(
+                "version {version} or its reserved field is not one this build writes"
+            )));
+        }
+        let taken_ns = header.u64()?;
+        let count = header.u64()?;
+        let body_len = header.u64()?;
+        let expected = body_len.saturating_add(least);
+        if expected != size {
+            return Err(SnapshotError::Length {
+                expected,
+                found: size,
+            });
+        }
+        let (content, sum) = bytes.split_at(bytes.len() - CHECKSUM);
+        if checksum(content) != u64::from_le_bytes(sum.try_into().unwrap_or_default()) {
+            return Err(SnapshotError::Checksum);
+        }
+        let mut body = Reader::new(content.get(HEADER..).unwrap_or_default());
+        let mut snapshot = StateSnapshot {
+            taken_ns,
+            ..StateSnapshot::default()
+        };
+        for i in 0..count {
+            match decode_record(&mut body)
+                .map_err(|e| SnapshotError::Malformed(format!("record {i}: {e}")))?
+            {
+                Ok(saved) => snapshot.records.push(saved),
+                Err(reason) => snapshot.invalid(format!("record {i}: {reason}")),
+            }
+        }
+        if !body.rest.is_empty() {
+            return Err(SnapshotError::Malformed(format!(
+                "{} bytes after the {count} records the header announces",
+                body.rest.len()
+            )));
+        }
+        Ok(snapshot)
+    }
+
+    fn invalid(&mut self, reason: String) {
+        self.invalid_count += 1;
+        if self.invalid.len() < 4 {
+            self.invalid.push(reason);
+        }
+    }
+}
+
+impl MemoryStore {
+    /// The records worth keeping across a restart, at `now_ns`: blocked, locked out or
+    /// limited (see the module docs of `snapshot.rs`: the next request of one unit would be
+    /// refused now), each judged under `rule_of(scope)`, the rule in force for its scope;
+    /// a record whose scope has none is left out. Locks one shard at a time.
+    pub fn export_limited(
+        &self,
+        now_ns: u64,
+        rule_of: impl Fn(u64) -> Option<Rule>,
+    ) -> StateSnapshot {
+        let inner = &*self.inner;
+        let mut records = Vec::new();
+        for i in 0..inner.shards.len() {
+            let table = inner.lock(i);
+            for entry in table.entries() {
+                let Some(rule) = rule_of(entry.scope) else {
+                    continue;
+                };
+                if encodable(&entry.record.state) && worth_keeping(&rule, &entry.record, now_ns) {
+                    records.push(SavedRecord {
+                        scope: entry.scope,
+                        key: entry.key.clone(),
+                        record: entry.record.clone(),
+                    });
+                }
+            }
+        }
+        for (scope, meter, key, word) in inner.compact.records() {
+            let limited = meter.expires_ns(word) > now_ns && !meter.allows_one_more(word, now_ns);
+            if !limited || rule_of(scope).is_none() {
+                continue;
+            }
+            if let Ok(key) = Key::new(key.to_le_bytes()) {
+                let record = meter.record(word, now_ns);
+                records.push(SavedRecord { scope, key, record });
+            }
+        }
+        StateSnapshot {
+            taken_ns: now_ns,
+            records,
+            ..StateSnapshot::default()
+        }
+    }
+
+    /// Takes a snapshot's records in, each validated under `rule_of(scope)` at `now_ns`: a
+    /// record whose rule is not in force, that expired since, or that is not valid is
+    /// dropped (and counted). A record replaces what the store held for its (scope, key).
+    /// Meant for a store that has not served yet (the engine calls it before serving).
+    pub fn import(
+        &self,
+        snapshot: &StateSnapshot,
+        now_ns: u64,
+        rule_of: impl Fn(u64) -> Option<Rule>,
+    ) -> ImportReport {
+        let inner = &*self.inner;
+        let mut report = ImportReport {
+            invalid: snapshot.invalid_count,
+            first_invalid: snapshot.invalid.first().cloned(),
+            ..ImportReport::default()
+        };
+        for saved in &snapshot.records {
+            let (scope, key, record) = (saved.scope, &saved.key, &saved.record);
+            let Some(rule) = rule_of(scope) else {
+                report.no_rule += 1;
+                continue;
+            };
+            if !record.is_live(now_ns) {
+                report.expired += 1;
+                continue;
+            }
+            if latest_ns(record) > now_ns.saturating_add(HORIZON_NS) {
+                report.invalid(format!("{key:?}: an instant decades ahead"));
+                continue;
+            }
+            let mut copy = record.clone();
+            let peek = match apply(&rule, &mut copy, &Op::Check { cost: 0 }, now_ns) {
+                Ok(peek) => peek,
+                Err(e) => {
+                    report.invalid(format!("{key:?}: {e}"));
+                    continue;
+                }
+            };
+            let hash = inner.hash(scope, key);
+            let mut table = inner.lock(inner.shard_index(hash));
+            // The snapshot's record replaces one the lock-free path held.
+            let _ = inner.take_lock_free(hash, scope, key, now_ns);
+            let entry = Entry {
+                hash,
+                scope,
+                key: key.clone(),
+                evictable: evictable(record, &peek),
+                record: record.clone(),
+                rule: inner.rule_hash(&rule),
+                referenced: false,
+            };
+            match table.put(entry, now_ns, &inner.limits, false) {
+                Ok(()) => report.restored += 1,
+                Err(_) => report.refused += 1,
+            }
+        }
+        report
+    }
+}
+
+impl ImportReport {
+    fn invalid(&mut self, why: String) {
+        self.invalid += 1;
+        self.first_invalid.get_or_insert(why);
+    }
+}
+
+/// Blocked, locked out, or limited (the next unit refused now) under `rule`.
+fn worth_keeping(rule: &Rule, record: &Record, now_ns: u64) -> bool {
+    if !record.is_live(now_ns) {
+        return false;
+    }
+    if let Some(g) = record.guard.as_deref() {
+        if g.blocked_until_ns > now_ns || (g.strikes > 0 && g.strikes_expire_ns > now_ns) {
+            return true;
+        }
+    }
+    let mut copy = record.clone();
+    matches!(
+        apply(rule, &mut copy, &Op::Check { cost: 0 }, now_ns),
+        Ok(Outcome::Decision(d)) if !d.allowed
+    )
+}
+
+/// FNV-1a over `bytes` (`scope.rs`'s stable hash, tagged).
+fn checksum(bytes: &[u8]) -> u64 {
+    crate::scope::stable_hash("weir-state-snapshot", &bytes)
+}
+
+/// Whether this format can hold `state`.
+fn encodable(state: &State) -> bool {
+    state_tag(state).is_some()
+}
+
+#[allow(unreachable_patterns)] // states added later are not saved until the format has them
+fn state_tag(state: &State) -> Option<u8> {
+    Some(match state {
+        State::FixedWindow(_) => 1,
+        State::Sliding(_) => 2,
+        State::Weighted(_) => 3,
+        State::TokenBucket(_) => 4,
+        State::LeakyBucket(_) => 5,
+        State::Gcra(_) => 6,
+        State::LeakyQueue(_) => 7,
+        State::Concurrency(_) => 8,
+        _ => return None,
+    })
+}
+
+/// The latest instant a record holds (a sanity bound on read).
+#[allow(unreachable_patterns)]
+fn latest_ns(record: &Record) -> u64 {
+    let state_ns = match &record.state {
+        State::FixedWindow(s) => s.window_start_ns,
+        State::Sliding(s) => s.buckets.back().map_or(0, |b| b.0),
+        State::Weighted(s) => s.window_start_ns,
+        State::TokenBucket(s) => s.last_ns,
+        State::LeakyBucket(s) => s.last_ns,
+        State::Gcra(s) => s.tat_ns,
+        State::LeakyQueue(s) => s.next_free_ns,
+        State::Concurrency(s) => s.leases.iter().map(|l| l.expires_ns).max().unwrap_or(0),
+        _ => 0,
+    };
+    let guard_ns = record
+        .guard
+        .as_deref()
+        .map_or(0, |g| g.blocked_until_ns.max(g.strikes_expire_ns));
+    state_ns.max(guard_ns).max(record.expires_ns)
+}
+
+fn put_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(&n.to_le_bytes());
+}
+
+/// A count of items, as a u32 (`fits` bounds every count well below).
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+}
+
+/// Appends one record; `false` (nothing written) for a state the format does not hold or
+/// one too large for its length fields.
+#[allow(unreachable_patterns)]
+fn encode_record(out: &mut Vec<u8>, saved: &SavedRecord) -> bool {
+    let Some(tag) = state_tag(&saved.record.state) else {
+        return false;
+    };
+    let key = saved.key.as_bytes();
+    let (Ok(key_len), true) = (u16::try_from(key.len()), fits(&saved.record.state)) else {
+        return false;
+    };
+    put_u64(out, saved.scope);
+    out.extend_from_slice(&key_len.to_le_bytes());
+    out.extend_from_slice(key);
+    put_u64(out, saved.record.expires_ns);
+    match saved.record.guard.as_deref() {
+        Some(g) => {
+            out.push(1);
+            put_u64(out, g.blocked_until_ns);
+            out.extend_from_slice(&g.strikes.to_le_bytes());
+            put_u64(out, g.strikes_expire_ns);
+        }
+        None => out.push(0),
+    }
+    out.push(tag);
+    match &saved.record.state {
+        State::FixedWindow(s) => {
+            put_u64(out, s.window_start_ns);
+            put_u64(out, s.count);
+        }
+        State::Sliding(s) => {
+            put_u64(out, s.total);
+            put_len(out, s.buckets.len());
+            for &(start, count) in &s.buckets {
+                put_u64(out, start);
+                put_u64(out, count);
+            }
+        }
+        State::Weighted(s) => {
+            put_u64(out, s.window_start_ns);
+            put_u64(out, s.previous);
+            put_u64(out, s.current);
+        }
+        State::TokenBucket(s) => {
+            put_u64(out, s.tokens);
+            put_u64(out, s.last_ns);
+        }
+        State::LeakyBucket(s) => {
+            put_u64(out, s.level);
+            put_u64(out, s.last_ns);
+        }
+        State::Gcra(s) => put_u64(out, s.tat_ns),
+        State::LeakyQueue(s) => put_u64(out, s.next_free_ns),
+        State::Concurrency(s) => {
+            put_len(out, s.leases.len());
+            for lease in &s.leases {
+                let holder_len = u16::try_from(lease.holder.len()).unwrap_or(u16::MAX);
+                out.extend_from_slice(&holder_len.to_le_bytes());
+                out.extend_from_slice(lease.holder.as_bytes());
+                out.extend_from_slice(&lease.holds.to_le_bytes());
+                put_u64(out, lease.expires_ns);
+            }
+        }
+        _ => {}
+    }
+    true
+}
+
+/// Whether the state's variable parts fit the format's length fields and bounds.
+fn fits(state: &State) -> bool {
+    match state {
+        State::Sliding(s) => s.buckets.len() <= MAX_SLIDING,
+        State::Concurrency(s) => {
+            s.leases.len() <= MAX_LEASES && s.leases.iter().all(|l| l.holder.len() <= MAX_HOLDER)
+        }
+        _ => true,
+    }
+}
+
+/// A record that parsed: `Ok(Ok(record))`, or `Ok(Err(why))` when it is not valid (it is
+/// dropped alone); `Err` when the bytes do not parse (the whole snapshot is refused).
+fn decode_record(r: &mut Reader<'_>) -> Result<Result<SavedRecord, String>, SnapshotError> {
+    let scope = r.u64()?;
+    let key_len = usize::from(r.u16()?);
+    let key = r.bytes(key_len)?;
+    let expires_ns = r.u64()?;
+    let guard = match r.u8()? {
+        0 => None,
+        1 => Some(Box::new(Guard {
+            blocked_until_ns: r.u64()?,
+            strikes: r.u32()?,
+            strikes_expire_ns: r.u64()?,
+        })),
+        other => return Err(malformed(format!("guard marker {other}"))),
+    };
+    let state = match r.u8()? {
+        1 => State::FixedWindow(FixedWindowState {
+            window_start_ns: r.u64()?,
+            count: r.u64()?,
+        }),
+        2 => {
+            let total = r.u64()?;
+            let n = r.len(MAX_SLIDING, "sliding entries")?;
+            let mut buckets = VecDeque::with_capacity(n);
+            for _ in 0..n {
+                buckets.push_back((r.u64()?, r.u64()?));
+            }
+            State::Sliding(Box::new(SlidingState { buckets, total }))
+        }
+        3 => State::Weighted(Box::new(WeightedWindowState {
+            window_start_ns: r.u64()?,
+            previous: r.u64()?,
+            current: r.u64()?,
+        })),
+        4 => State::TokenBucket(TokenBucketState {
+            tokens: r.u64()?,
+            last_ns: r.u64()?,
+        }),
+        5 => State::LeakyBucket(LeakyBucketState {
+            level: r.u64()?,
+            last_ns: r.u64()?,
+        }),
+        6 => State::Gcra(GcraState { tat_ns: r.u64()? }),
+        7 => State::LeakyQueue(LeakyQueueState {
+            next_free_ns: r.u64()?,
+        }),
+        8 => {
+            let n = r.len(MAX_LEASES, "leases")?;
+            let mut leases = Vec::with_capacity(n);
+            for _ in 0..n {
+                let holder_len = usize::from(r.u16()?);
+                let holder = std::str::from_utf8(r.bytes(holder_len)?);
+                // Not UTF-8: an empty holder, which `valid_state` refuses.
+                leases.push(LeaseEntry {
+                    holder: holder.unwrap_or_default().into(),
+                    holds: r.u32()?,
+                    expires_ns: r.u64()?,
+                });
+            }
+            State::Concurrency(Box::new(ConcurrencyState { leases }))
+        }
+        other => return Err(malformed(format!("state tag {other}"))),
+    };
+    let key = match Key::new(key) {
+        Ok(key) => key,
+        Err(e) => return Ok(Err(format!("key: {e}"))),
+    };
+    if let Err(why) = valid_state(&state) {
+        return Ok(Err(format!("{key:?}: {why}")));
+    }
+    Ok(Ok(SavedRecord {
+        scope,
+        key,
+        record: Record {
+            expires_ns,
+            state,
+            guard,
+        },
+    }))
+}
+
+/// The invariants the algorithms keep on the states whose shape allows breaking them.
+fn valid_state(state: &State) -> Result<(), &'static str> {
+    match state {
+        State::Sliding(s) => {
+            let sorted = s
+                .buckets
+                .iter()
+                .zip(s.buckets.iter().skip(1))
+                .all(|(a, b)| a.0 < b.0);
+            let sum = s.buckets.iter().try_fold(0u64, |sum, &(_, count)| {
+                (count > 0).then(|| sum.checked_add(count))?
+            });
+            if !sorted || sum != Some(s.total) {
+                return Err("a sliding log out of order, or whose total is not its sum");
+            }
+        }
+        State::Concurrency(s) => {
+            let ok = s
+                .leases
+                .iter()
+                .all(|l| !l.holder.is_empty() && l.holder.len() <= MAX_HOLDER && l.holds > 0);
+            if !ok {
+                return Err("a lease without holder or holds");
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn malformed(what: String) -> SnapshotError {
+    SnapshotError::Malformed(what)
+}
+
+/// Reads integers and byte runs off the front of a slice; running out is malformed.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn new(rest: &'a [u8]) -> Self {
+        Self { rest }
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], SnapshotError> {
+        if self.rest.len() < n {
+            return Err(malformed(format!(
+                "{n} bytes wanted, {} left",
+                self.rest.len()
+            )));
+        }
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
+        let bytes = self.bytes(N)?;
+        bytes
+            .try_into()
+            .map_err(|_| malformed("a short read".to_string()))
+    }
+
+    fn u8(&mut self) -> Result<u8, SnapshotError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, SnapshotError> {
+        self.array().map(u16::from_le_bytes)
+    }
+
+    fn u32(&mut self) -> Result<u32, SnapshotError> {
+        self.array().map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self) -> Result<u64, SnapshotError> {
+        self.array().map(u64::from_le_bytes)
+    }
+
+    /// A u32 count of at most `max` items of `what`.
+    fn len(&mut self, max: usize, what: &str) -> Result<usize, SnapshotError> {
+        let n = self.u32()?;
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= max)
+            .ok_or_else(|| malformed(format!("{n} {what}, more than {max}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T0: u64 = 1_700_000_000_000_000_000;
+
+    fn saved(scope: u64, key: &str, state: State, guard: Option<Guard>) -> SavedRecord {
+        SavedRecord {
+            scope,
+            key: Key::new(key).unwrap(),
+            record: Record {
+                expires_ns: T0 + 60_000_000_000,
+                state,
+                guard: guard.map(Box::new),
+            },
+        }
+    }
+
+    /// One record of every state the format holds, some with a guard.
+    fn every_state() -> StateSnapshot {
+        let guard = Guard {
+            blocked_until_ns: T0 + 5,
+            strikes: 2,
+            strikes_expire_ns: T0 + 9,
+        };
+        let sliding = SlidingState {
+            buckets: VecDeque::from([(T0, 2), (T0 + 10, 3)]),
+            total: 5,
+        };
+        let leases = ConcurrencyState {
+            leases: vec![LeaseEntry {
+                holder: "worker-1".into(),
+                holds: 2,
+                expires_ns: T0 + 7,
+            }],
+        };
+        let records = vec![
+            saved(
+                1,
+                "fixed",
+                State::FixedWindow(FixedWindowState {
+                    window_start_ns: T0,
+                    count: 3,
+                }),
+                Some(guard),
+            ),
+            saved(2, "sliding", State::Sliding(Box::new(sliding)), None),
+            saved(
+                3,
+                "weighted",
+                State::Weighted(Box::new(WeightedWindowState {
+                    window_start_ns: T0,
+                    previous: 4,
+                    current: 1,
+                })),
+                None,
+            ),
+            saved(
+                4,
+                "bucket",
+                State::TokenBucket(TokenBucketState {
+                    tokens: 0,
+                    last_ns: T0,
+                }),
+                None,
+            ),
+            saved(
+                5,
+                "leaky",
+                State::LeakyBucket(LeakyBucketState {
+                    level: 9,
+                    last_ns: T0,
+                }),
+                None,
+            ),
+            saved(
+                6,
+                "gcra",
+                State::Gcra(GcraState { tat_ns: T0 + 3 }),
+                Some(guard),
+            ),
+            saved(
+                7,
+                "queue",
+                State::LeakyQueue(LeakyQueueState {
+                    next_free_ns: T0 + 1,
+                }),
+                None,
+            ),
+            saved(8, "leases", State::Concurrency(Box::new(leases)), None),
+        ];
+        StateSnapshot {
+            taken_ns: T0,
+            records,
+            ..StateSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn every_state_round_trips() {
+        let snapshot = every_state();
+        let bytes = snapshot.encode().unwrap();
+        assert_eq!(StateSnapshot::decode(&bytes).unwrap(), snapshot);
+        let empty = StateSnapshot::default().encode().unwrap();
+        assert_eq!(empty.len(), HEADER + CHECKSUM);
+        assert_eq!(
+            StateSnapshot::decode(&empty).unwrap(),
+            StateSnapshot::default()
+        );
+    }
+
+    #[test]
+    fn every_flipped_byte_and_every_truncation_is_refused() {
+        let bytes = every_state().encode().unwrap();
+        for i in 0..bytes.len() {
+            for bit in [0x01, 0x80] {
+                let mut bad = bytes.clone();
+                bad[i] ^= bit;
+                let error = StateSnapshot::decode(&bad).unwrap_err();
+                let expected = match i {
+                    0..8 => matches!(error, SnapshotError::Foreign),
+                    // The version: newer, or 0 / 1 with a low bit flipped.
+                    8..12 => matches!(
+                        error,
+                        SnapshotError::TooNew { .. } | SnapshotError::Malformed(_)
+                    ),
+                    12..16 => matches!(error, SnapshotError::Malformed(_)),
+                    // The body length: the file is not that long.
+                    32..40 => matches!(error, SnapshotError::Length { .. }),
+                    _ => error == SnapshotError::Checksum,
+                };
+                assert!(expected, "byte {i} ^ {bit:#x}: {error}");
+            }
+        }
+        for len in 0..bytes.len() {
+            let error = StateSnapshot::decode(&bytes[..len]).unwrap_err();
+            assert!(
+                matches!(error, SnapshotError::Length { found, .. } if found == len as u64),
+                "{len} bytes: {error}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(matches!(
+            StateSnapshot::decode(&longer),
+            Err(SnapshotError::Length { .. })
+        ));
+    }
+
+    #[test]
+    fn foreign_future_oversized_and_malformed_files_are_refused_saying_why() {
+        let bytes = every_state().encode().unwrap();
+        let foreign = StateSnapshot::decode(b"{\"not\": \"a snapshot\"}").unwrap_err();
+        assert_eq!(foreign, SnapshotError::Foreign);
+        assert!(foreign.to_string().contains("not a Weir state snapshot"));
+
+        // A newer version, checksum and all: refused for its version, not as corrupt.
+        let mut future = bytes.clone();
+        future[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let end = future.len() - CHECKSUM;
+        let sum = checksum(&future[..end]);
+        future[end..].copy_from_slice(&sum.to_le_bytes());
+        let error = StateSnapshot::decode(&future).unwrap_err();
+        assert_eq!(
+            error,
+            SnapshotError::TooNew {
+                found: 2,
+                supported: 1
+            }
+        );
+        assert!(
+            error.to_string().contains("newer than this Weir reads"),
+            "{error}"
+        );
+
+        let huge = vec![0u8; usize::try_from(MAX_SNAPSHOT_BYTES).unwrap() + 1];
+        assert!(matches!(
+            StateSnapshot::decode(&huge),
+            Err(SnapshotError::TooLarge { .. })
+        ));
+
+        // An intact checksum over contents that do not parse: one record announced, none
+        // there.
+        let mut lying = StateSnapshot::default().encode().unwrap();
+        lying[24..32].copy_from_slice(&1u64.to_le_bytes());
+        let end = lying.len() - CHECKSUM;
+        let sum = checksum(&lying[..end]);
+        lying[end..].copy_from_slice(&sum.to_le_bytes());
+        let error = StateSnapshot::decode(&lying).unwrap_err();
+        assert!(
+            matches!(&error, SnapshotError::Malformed(why) if why.starts_with("record 0")),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_record_that_parses_but_breaks_an_invariant_is_dropped_alone() {
+        let mut snapshot = every_state();
+        let State::Sliding(sliding) = &mut snapshot.records[1].record.state else {
+            panic!()
+        };
+        sliding.total = 99; // not the sum of its entries
+        let decoded = StateSnapshot::decode(&snapshot.encode().unwrap()).unwrap();
+        assert_eq!(decoded.records.len(), 7);
+        assert_eq!(decoded.invalid_count, 1);
+        assert!(
+            decoded.invalid[0].contains("sliding"),
+            "{:?}",
+            decoded.invalid
+        );
+    }
+
+    fn any_state() -> impl Strategy<Value = State> {
+        let t = T0..T0 + 1_000_000_000_000;
+        prop_oneof![
+            (t.clone(), any::<u64>()).prop_map(|(w, c)| State::FixedWindow(FixedWindowState {
+                window_start_ns: w,
+                count: c
+            })),
+            prop::collection::vec((1u64..1000, 1u64..50), 0..20).prop_map(|steps| {
+                let mut start = T0;
+                let buckets: VecDeque<(u64, u64)> = steps
+                    .into_iter()
+                    .map(|(gap, count)| {
+                        start += gap;
+                        (start, count)
+                    })
+                    .collect();
+                let total = buckets.iter().map(|b| b.1).sum();
+                State::Sliding(Box::new(SlidingState { buckets, total }))
+            }),
+            (t.clone(), any::<u64>()).prop_map(|(tat, _)| State::Gcra(GcraState { tat_ns: tat })),
+            (any::<u64>(), t.clone()).prop_map(|(tokens, last)| State::TokenBucket(
+                TokenBucketState {
+                    tokens,
+                    last_ns: last
+                }
+            )),
+            prop::collection::vec(("[a-z]{1,20}", 1u32..5, t), 0..5).prop_map(|leases| {
+                State::Concurrency(Box::new(ConcurrencyState {
+                    leases: leases
+                        .into_iter()
+                        .map(|(holder, holds, expires_ns)| LeaseEntry {
+                            holder: holder.into(),
+                            holds,
+                            expires_ns,
+                        })
+                        .collect(),
+                }))
+            }),
+        ]
+    }
+
+    fn any_snapshot() -> impl Strategy<Value = StateSnapshot> {
+        let guard = prop::option::of((any::<u64>(), any::<u32>(), any::<u64>()).prop_map(
+            |(b, s, e)| Guard {
+                blocked_until_ns: b,
+                strikes: s,
+                strikes_expire_ns: e,
+            },
+        ));
+        let record = (
+            any::<u64>(),
+            prop::collection::vec(any::<u8>(), 1..600),
+            any::<u64>(),
+            guard,
+            any_state(),
+        );
+        prop::collection::vec(record, 0..12).prop_map(|records| StateSnapshot {
+            taken_ns: T0,
+            records: records
+                .into_iter()
+                .filter_map(|(scope, key, expires_ns, guard, state)| {
+                    Some(SavedRecord {
+                        scope,
+                        key: Key::new(key.get(..key.len().min(Key::MAX_LEN))?).ok()?,
+                        record: Record {
+                            expires_ns,
+                            state,
+                            guard: guard.map(Box::new),
+                        },
+                    })
+                })
+                .collect(),
+            ..StateSnapshot::default()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn snapshots_round_trip_and_any_damage_is_refused(
+            snapshot in any_snapshot(),
+            at in any::<prop::sample::Index>(),
+            flip in 1u8..,
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let bytes = snapshot.encode().unwrap();
+            prop_assert_eq!(&StateSnapshot::decode(&bytes).unwrap(), &snapshot);
+            let mut bad = bytes.clone();
+            bad[at.index(bytes.len())] ^= flip;
+            prop_assert!(StateSnapshot::decode(&bad).is_err());
+            prop_assert!(StateSnapshot::decode(&bytes[..cut.index(bytes.len())]).is_err());
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let mut with_magic = MAGIC.to_vec();
+            with_magic.extend_from_slice(&bytes);
+            let _ = StateSnapshot::decode(&bytes);
+            let _ = StateSnapshot::decode(&with_magic);
+        }
+    }
+}

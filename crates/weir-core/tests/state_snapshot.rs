@@ -1,0 +1,183 @@
+//! The memory store's state snapshot end to end through its bytes: what is written (blocked,
+//! locked-out and limited keys, on both the general and the lock-free path, never a key
+//! that would pass), and what a new store makes of it (the same decisions; expired records,
+//! records of rules no longer in force and invalid ones dropped). Under a manual clock.
+
+#![allow(clippy::unwrap_used, clippy::panic)] // tests state expectations by panicking
+
+use std::time::Duration;
+
+use weir_core::{Clock, Key, Limiter, Lockout, ManualClock, MemoryStore, Rule, StateSnapshot};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+const SEC: Duration = Duration::from_secs(1);
+
+struct Rules(Vec<Rule>);
+
+impl Rules {
+    fn of(&self) -> impl Fn(u64) -> Option<Rule> + '_ {
+        |scope| self.0.iter().find(|r| r.scope() == scope).copied()
+    }
+}
+
+/// Exports `limiter`'s store through bytes into a new store at `now`, under `rules`.
+fn restart(
+    limiter: &Limiter<MemoryStore, ManualClock>,
+    rules: &Rules,
+    later: Duration,
+) -> (
+    Limiter<MemoryStore, ManualClock>,
+    weir_core::ImportReport,
+    usize,
+) {
+    let now = limiter.clock().now_ns();
+    let bytes = limiter
+        .store()
+        .export_limited(now, rules.of())
+        .encode()
+        .unwrap();
+    let snapshot = StateSnapshot::decode(&bytes).unwrap();
+    let saved = snapshot.records.len();
+    let clock = ManualClock::new(now);
+    clock.advance(later);
+    let store = MemoryStore::default();
+    let report = store.import(&snapshot, clock.now_ns(), rules.of());
+    (Limiter::new(store, clock), report, saved)
+}
+
+#[test]
+fn blocks_lockouts_and_limited_keys_survive_unlimited_ones_are_not_written() {
+    let clock = ManualClock::new(T0);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let lockout = Lockout::new(Duration::from_secs(300)).unwrap();
+    let login = Rule::sliding_log(3, Duration::from_secs(60))
+        .unwrap()
+        .with_lockout(lockout)
+        .named("login");
+    let api = Rule::gcra(10, SEC, 2).unwrap().named("api");
+    let window = Rule::fixed_window(5, Duration::from_secs(60))
+        .unwrap()
+        .named("window");
+    let rules = Rules(vec![login, api, window]);
+
+    // Locked out: the fourth failure.
+    let alice = Key::new("login:alice").unwrap();
+    for _ in 0..4 {
+        limiter.check_now(&alice, &login, 1).unwrap();
+    }
+    // Blocked by hand, never limited.
+    let mallory = Key::new("api:mallory").unwrap();
+    limiter
+        .block_now(&mallory, &api, Duration::from_secs(600))
+        .unwrap();
+    // Limited GCRA keys: a text key (general path) and an 8-byte key (lock-free path).
+    let text = Key::new("api:bob").unwrap();
+    let word = Key::from(42u64);
+    for key in [&text, &word] {
+        limiter.check_now(key, &api, 2).unwrap();
+        assert!(!limiter.peek_now(key, &api).unwrap().allowed);
+    }
+    // A window at its limit.
+    let full = Key::new("window:carol").unwrap();
+    limiter.check_now(&full, &window, 5).unwrap();
+    // Not limited: none of these is written.
+    let fine = [Key::new("api:dave").unwrap(), Key::from(7u64)];
+    for key in &fine {
+        limiter.check_now(key, &api, 1).unwrap();
+    }
+    limiter
+        .check_now(&Key::new("window:erin").unwrap(), &window, 4)
+        .unwrap();
+
+    let before: Vec<_> = [
+        (&alice, &login),
+        (&mallory, &api),
+        (&text, &api),
+        (&word, &api),
+        (&full, &window),
+    ]
+    .iter()
+    .map(|(k, r)| limiter.inspect_now(k, r).unwrap())
+    .collect();
+    let (restored, report, saved) = restart(&limiter, &rules, Duration::ZERO);
+    assert_eq!(saved, 5, "only the blocked, locked-out and limited keys");
+    assert_eq!(report.restored, 5, "{report:?}");
+    let after: Vec<_> = [
+        (&alice, &login),
+        (&mallory, &api),
+        (&text, &api),
+        (&word, &api),
+        (&full, &window),
+    ]
+    .iter()
+    .map(|(k, r)| restored.inspect_now(k, r).unwrap())
+    .collect();
+    assert_eq!(before, after);
+    assert!(after[0].blocked_for == Duration::from_secs(300) && after[0].strikes == 1);
+    assert_eq!(after[1].blocked_for, Duration::from_secs(600));
+    // The same decisions from here on.
+    for (key, rule) in [
+        (&alice, &login),
+        (&mallory, &api),
+        (&text, &api),
+        (&word, &api),
+        (&full, &window),
+    ] {
+        assert_eq!(
+            restored.check_now(key, rule, 1).unwrap(),
+            limiter.check_now(key, rule, 1).unwrap(),
+            "{key:?}"
+        );
+    }
+    // The keys that were not written start fresh.
+    assert_eq!(restored.inspect_now(&fine[0], &api).unwrap().used, 0);
+}
+
+#[test]
+fn a_restart_after_downtime_drops_what_expired_meanwhile() {
+    let clock = ManualClock::new(T0);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let rule = Rule::per_second(1).unwrap().named("r");
+    let short = Key::new("short").unwrap();
+    let long = Key::new("long").unwrap();
+    limiter
+        .block_now(&short, &rule, Duration::from_secs(60))
+        .unwrap();
+    limiter
+        .block_now(&long, &rule, Duration::from_secs(3600))
+        .unwrap();
+    let rules = Rules(vec![rule]);
+
+    // Down for ten minutes: the one-minute block is over, the hour's is 50 minutes on.
+    let (restored, report, _) = restart(&limiter, &rules, Duration::from_secs(600));
+    assert_eq!((report.restored, report.expired), (1, 1), "{report:?}");
+    assert!(restored.check_now(&short, &rule, 1).unwrap().allowed);
+    let denied = restored.check_now(&long, &rule, 1).unwrap();
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after, Duration::from_secs(3000));
+}
+
+#[test]
+fn records_of_rules_no_longer_in_force_are_dropped() {
+    let clock = ManualClock::new(T0);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let kept = Rule::per_second(1).unwrap().named("kept");
+    let gone = Rule::per_second(1).unwrap().named("gone");
+    let key = Key::new("k").unwrap();
+    limiter
+        .block_now(&key, &kept, Duration::from_secs(60))
+        .unwrap();
+    limiter
+        .block_now(&key, &gone, Duration::from_secs(60))
+        .unwrap();
+    let snapshot = limiter
+        .store()
+        .export_limited(T0, Rules(vec![kept, gone]).of());
+    assert_eq!(snapshot.records.len(), 2);
+    let store = MemoryStore::default();
+    let report = store.import(&snapshot, T0, Rules(vec![kept]).of());
+    assert_eq!((report.restored, report.no_rule), (1, 1), "{report:?}");
+    // Nor is a record written whose rule is not in force at export.
+    let only = limiter.store().export_limited(T0, Rules(vec![gone]).of());
+    assert_eq!(only.records.len(), 1);
+}
