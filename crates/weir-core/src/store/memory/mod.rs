@@ -205,12 +205,7 @@ impl Inner {
         if self.collide {
             return 0x5EED;
         }
-        // An 8-byte key (the lock-free path's kind) hashes as one integer, which costs less
-        // than hashing it as a slice; every path asks here, so a key has one hash.
-        match <[u8; 8]>::try_from(key.as_bytes()) {
-            Ok(word) => self.hasher.hash_one((scope, u64::from_le_bytes(word))),
-            Err(_) => self.hasher.hash_one((scope, key.as_bytes())),
-        }
+        self.hasher.hash_one((scope, key.as_bytes()))
     }
 
     /// Which share a rule's records count under (its parameters).
