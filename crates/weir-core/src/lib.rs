@@ -189,6 +189,7 @@ pub mod step;
 mod store;
 pub mod time;
 
+pub use algorithm::WarmUp;
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use decision::{Decision, Usage};
 pub use error::{CheckError, KeyError, RuleError, StoreError};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::algorithm::{
     interval_ns, Concurrency, FixedWindow, Gcra, LeakyBucket, LeakyQueue, Sliding, TokenBucket,
-    WeightedWindow,
+    WarmUp, WeightedWindow,
 };
 use crate::decision::Decision;
 use crate::error::RuleError;
@@ -332,6 +332,7 @@ impl Rule {
             capacity,
             interval_ns: rate_interval(rate, per)?,
             initial: capacity,
+            warmup: None,
         })))
     }
 
@@ -394,6 +395,72 @@ impl Rule {
         Ok(Self::new(Algorithm::Concurrency(Concurrency {
             max_leases: positive("max_leases", max_leases)?,
         })))
+    }
+
+    /// Adds a warm-up: a cold key gets `rate / cold_factor`, and the rate ramps to the
+    /// full rate as the key is used, over `period` at full use; a key idle (full) for
+    /// `period` is cold again. The shape and the guarantee are [`WarmUp`]'s. `cold_factor`
+    /// is 2 to [`WarmUp::MAX_COLD_FACTOR`] ([`WarmUp::DEFAULT_COLD_FACTOR`] is Guava's 3).
+    ///
+    /// Only the rate-based algorithms warm up: GCRA and the token bucket. Refused, with the
+    /// reason, for the others: the windows and the sliding log count requests against a
+    /// limit per window and have no rate to ramp; the leaky-bucket meter is GCRA's twin
+    /// (use `gcra`); the queue's delays are promised to each request when it is admitted;
+    /// concurrency leases have no rate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir_core::Rule;
+    /// let rule = Rule::gcra(100, Duration::from_secs(1), 100)?
+    ///     .with_warmup(Duration::from_secs(30), 3)?;
+    /// assert_eq!(rule.warmup().map(|w| w.cold_factor()), Some(3));
+    /// let log = Rule::sliding_log(100, Duration::from_secs(1))?;
+    /// assert!(log.with_warmup(Duration::from_secs(30), 3).is_err());
+    /// # Ok::<(), weir_core::RuleError>(())
+    /// ```
+    pub fn with_warmup(mut self, period: Duration, cold_factor: u64) -> Result<Self, RuleError> {
+        let refused = match self.algorithm {
+            Algorithm::FixedWindow(_)
+            | Algorithm::SlidingLog(_)
+            | Algorithm::SlidingWindow(_)
+            | Algorithm::WeightedWindow(_) => {
+                "only gcra and token_bucket warm up: a window counts requests against a limit \
+                 per window and has no rate to ramp"
+            }
+            Algorithm::LeakyBucket(_) => {
+                "only gcra and token_bucket warm up: use gcra, the leaky-bucket meter's twin"
+            }
+            Algorithm::LeakyQueue(_) => {
+                "only gcra and token_bucket warm up: the queue promises each request its delay \
+                 when it is admitted"
+            }
+            Algorithm::Concurrency(_) => {
+                "only gcra and token_bucket warm up: concurrency leases have no rate"
+            }
+            Algorithm::Gcra(_) | Algorithm::TokenBucket(_) => "",
+        };
+        if !refused.is_empty() {
+            return Err(RuleError::Inconsistent {
+                param: "warmup",
+                reason: refused,
+            });
+        }
+        let warmup = WarmUp::new(span("warmup", period)?, cold_factor)?;
+        match &mut self.algorithm {
+            Algorithm::Gcra(a) => a.warmup = Some(warmup),
+            Algorithm::TokenBucket(a) => a.warmup = Some(warmup),
+            _ => {}
+        }
+        Ok(self.rescoped())
+    }
+
+    /// The warm-up, if the rule has one.
+    pub fn warmup(&self) -> Option<&WarmUp> {
+        match &self.algorithm {
+            Algorithm::Gcra(a) => a.warmup.as_ref(),
+            Algorithm::TokenBucket(a) => a.warmup.as_ref(),
+            _ => None,
+        }
     }
 
     /// Adds a lockout: once a check is denied, the key is blocked (see [`Lockout`]).
@@ -533,7 +600,12 @@ impl Rule {
                 a.capacity = part(a.capacity);
                 a.interval_ns = slower(a.interval_ns);
             }
-            Algorithm::Gcra(a) => *a = Gcra::new(part(a.burst), slower(a.interval_ns)),
+            Algorithm::Gcra(a) => {
+                *a = Gcra {
+                    warmup: a.warmup,
+                    ..Gcra::new(part(a.burst), slower(a.interval_ns))
+                }
+            }
             Algorithm::LeakyQueue(a) => {
                 a.max_depth = part(a.max_depth);
                 a.interval_ns = slower(a.interval_ns);
@@ -729,6 +801,37 @@ mod tests {
         assert_eq!(g.interval_ns(), 40_000_000, "25 per second");
         assert_eq!(Rule::concurrency(2).unwrap().share(8).limit(), 1);
         assert_eq!(rule.share(1), rule);
+    }
+
+    #[test]
+    fn warmup_is_refused_where_there_is_no_rate_to_ramp() {
+        let log = Rule::sliding_log(5, S).unwrap().with_warmup(S, 3);
+        assert_eq!(
+            log.unwrap_err().to_string(),
+            "warmup: only gcra and token_bucket warm up: a window counts requests against a \
+             limit per window and has no rate to ramp"
+        );
+        assert!(Rule::gcra(1, S, 1)
+            .unwrap()
+            .with_warmup(Duration::ZERO, 3)
+            .is_err());
+        let cold = Rule::gcra(1, S, 1).unwrap().with_warmup(S, 1).unwrap_err();
+        assert_eq!(
+            cold.to_string(),
+            "cold_factor: must be at least 2 (the cold rate is rate / cold_factor)"
+        );
+        let tb = Rule::token_bucket(5, 1, S)
+            .unwrap()
+            .with_warmup(S, 4)
+            .unwrap();
+        assert_eq!(tb.warmup().map(|w| w.period_ns()), Some(1_000_000_000));
+        assert_ne!(tb.scope(), Rule::token_bucket(5, 1, S).unwrap().scope());
+        let share = Rule::gcra(10, S, 10)
+            .unwrap()
+            .with_warmup(S, 3)
+            .unwrap()
+            .share(2);
+        assert!(share.warmup().is_some());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use crate::algorithm::{
     ConcurrencyState, FixedWindowState, GcraState, LeakyBucketState, LeakyQueueState, Meter,
-    SlidingState, TokenBucketState, WeightedWindowState,
+    Ramped, SlidingState, TokenBucketState, Warm, WeightedWindowState,
 };
 use crate::rule::{Algorithm, Rule};
 
@@ -29,6 +29,10 @@ pub enum State {
     LeakyQueue(LeakyQueueState),
     /// Concurrency leases.
     Concurrency(Box<ConcurrencyState>),
+    /// GCRA with warm-up.
+    GcraWarm(Warm<GcraState>),
+    /// Token bucket with warm-up.
+    TokenBucketWarm(Box<Warm<TokenBucketState>>),
 }
 
 impl State {
@@ -40,17 +44,30 @@ impl State {
                 Self::Sliding(Box::new(a.fresh(now_ns)))
             }
             Algorithm::WeightedWindow(a) => Self::Weighted(Box::new(a.fresh(now_ns))),
-            Algorithm::TokenBucket(a) => Self::TokenBucket(a.fresh(now_ns)),
+            Algorithm::TokenBucket(a) => match a.warmed() {
+                Some(w) => Self::TokenBucketWarm(Box::new(w.fresh(now_ns))),
+                None => Self::TokenBucket(a.fresh(now_ns)),
+            },
             Algorithm::LeakyBucket(a) => Self::LeakyBucket(a.fresh(now_ns)),
-            Algorithm::Gcra(a) => Self::Gcra(a.fresh(now_ns)),
+            Algorithm::Gcra(a) => match a.warmed() {
+                Some(w) => Self::GcraWarm(w.fresh(now_ns)),
+                None => Self::Gcra(a.fresh(now_ns)),
+            },
             Algorithm::LeakyQueue(a) => Self::LeakyQueue(a.fresh(now_ns)),
             Algorithm::Concurrency(_) => Self::Concurrency(Box::default()),
         }
     }
 
-    /// Whether this state belongs to `algorithm` (a rule change to another algorithm starts
-    /// the key fresh; see `ARCHITECTURE.md`).
+    /// Whether this state belongs to `algorithm` (a rule change to another algorithm, or
+    /// adding or removing warm-up, starts the key fresh; see `ARCHITECTURE.md`).
     pub fn belongs_to(&self, algorithm: &Algorithm) -> bool {
+        match (algorithm, self) {
+            (Algorithm::Gcra(a), Self::Gcra(_)) => return a.warmup.is_none(),
+            (Algorithm::Gcra(a), Self::GcraWarm(_)) => return a.warmup.is_some(),
+            (Algorithm::TokenBucket(a), Self::TokenBucket(_)) => return a.warmup.is_none(),
+            (Algorithm::TokenBucket(a), Self::TokenBucketWarm(_)) => return a.warmup.is_some(),
+            _ => {}
+        }
         matches!(
             (algorithm, self),
             (Algorithm::FixedWindow(_), Self::FixedWindow(_))
@@ -59,9 +76,7 @@ impl State {
                     Self::Sliding(_)
                 )
                 | (Algorithm::WeightedWindow(_), Self::Weighted(_))
-                | (Algorithm::TokenBucket(_), Self::TokenBucket(_))
                 | (Algorithm::LeakyBucket(_), Self::LeakyBucket(_))
-                | (Algorithm::Gcra(_), Self::Gcra(_))
                 | (Algorithm::LeakyQueue(_), Self::LeakyQueue(_))
                 | (Algorithm::Concurrency(_), Self::Concurrency(_))
         )

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::algorithm::{Concurrency, Meter};
+use crate::algorithm::{Concurrency, Meter, Ramped};
 use crate::decision::{Decision, Usage};
 use crate::error::CheckError;
 use crate::rule::{Algorithm, Rule};
@@ -122,6 +122,10 @@ macro_rules! on_meter {
             (Algorithm::TokenBucket(m), State::TokenBucket(s)) => Some(m.$method(s, $($arg),*)),
             (Algorithm::LeakyBucket(m), State::LeakyBucket(s)) => Some(m.$method(s, $($arg),*)),
             (Algorithm::Gcra(m), State::Gcra(s)) => Some(m.$method(s, $($arg),*)),
+            (Algorithm::Gcra(m), State::GcraWarm(s)) => m.warmed().map(|w| w.$method(s, $($arg),*)),
+            (Algorithm::TokenBucket(m), State::TokenBucketWarm(s)) => {
+                m.warmed().map(|w| w.$method(s, $($arg),*))
+            }
             (Algorithm::LeakyQueue(m), State::LeakyQueue(s)) => Some(m.$method(s, $($arg),*)),
             _ => None,
         }

@@ -2,7 +2,7 @@
 //! These do not run the algorithm: they look only at arrival times, costs and answers, so
 //! they catch a wrong step in the model and in every store alike.
 
-use weir_core::{Algorithm, Decision, Rule};
+use weir_core::{Algorithm, Decision, Rule, WarmUp};
 
 /// One check of one key, as answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,34 @@ pub fn max_in_any_window(trace: &[Checked], len_ns: u64) -> u64 {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// A warm-up rule's ramp (`weir_core::WarmUp`): the trace starts on a cold key, so every
+/// admitted check of `n` at `s + τ` (`s` the first admission) had at most units `u`
+/// admitted before it with `G(u·T) ≤ τ + (B − n)·T`, `G` the ramp's time. (A key cold
+/// again after idling only admits less: `G` is subadditive.)
+fn warm_ramp(
+    warmup: &WarmUp,
+    burst: u64,
+    interval: u64,
+    hits: &[(u64, u64, u64)],
+) -> Result<(), String> {
+    let Some(&(start, _, _)) = hits.first() else {
+        return Ok(());
+    };
+    let mut before = 0u64;
+    for &(t, n, _) in hits {
+        let ramp_ns = warmup.ramp_time_ns(before * interval);
+        let bound_ns = (t - start) + (burst - n) * interval;
+        if ramp_ns > bound_ns {
+            return Err(format!(
+                "warm-up: {before} units before the check of {n} at {t} take {ramp_ns} ns of \
+                 the ramp from the cold start at {start}, above {bound_ns}"
+            ));
+        }
+        before += n;
+    }
+    Ok(())
 }
 
 /// Checks the rule's promise on a trace of one key with checks only (no penalty, reward,
@@ -93,6 +121,9 @@ pub fn check(rule: &Rule, trace: &[Checked]) -> Result<(), String> {
                 Algorithm::Gcra(a) => a.interval_ns(),
                 _ => 1,
             };
+            if let Some(warmup) = rule.warmup() {
+                warm_ramp(warmup, limit, interval, &hits)?;
+            }
             for (i, &(a, _, _)) in hits.iter().enumerate() {
                 let mut sum = 0;
                 for &(b, c, _) in &hits[i..] {

@@ -1,5 +1,6 @@
 //! proptest strategies: rules of every algorithm with small parameters (so limits are hit
-//! often), and random operation sequences whose time steps are scaled to the rule.
+//! often; GCRA and token buckets also with warm-up), and random operation sequences whose
+//! time steps are scaled to the rule.
 
 use std::time::Duration;
 
@@ -114,6 +115,7 @@ pub fn counting_rule() -> impl Strategy<Value = Rule> {
         (1u64..=6, 1u64..=3, windows())
             .prop_map(move |(c, r, w)| Rule::leaky_bucket(c, r, d(w)).unwrap()),
         (1u64..=4, windows(), 1u64..=6).prop_map(move |(r, w, b)| Rule::gcra(r, d(w), b).unwrap()),
+        warm_rule(),
         (
             1u64..=4,
             windows(),
@@ -127,6 +129,35 @@ pub fn counting_rule() -> impl Strategy<Value = Rule> {
                     d(w * waits / 2)
                 };
                 Rule::leaky_queue(r, d(w), depth, max_wait).unwrap()
+            }),
+    ]
+}
+
+/// GCRA or a token bucket with warm-up: a period of half a window to three windows (so
+/// keys go idle within a scenario), cold factors 2 to 5.
+pub fn warm_rule() -> impl Strategy<Value = Rule> {
+    let d = Duration::from_nanos;
+    let warm = move |rule: Rule, w: u64, k: u64, c: u64| rule.with_warmup(d(w * k / 2), c).unwrap();
+    prop_oneof![
+        (1u64..=4, windows(), 1u64..=6, 1u64..=6, 2u64..=5).prop_map(move |(r, w, b, k, c)| warm(
+            Rule::gcra(r, d(w), b).unwrap(),
+            w,
+            k,
+            c
+        )),
+        (
+            1u64..=6,
+            1u64..=3,
+            windows(),
+            0u64..=6,
+            (1u64..=6, 2u64..=5)
+        )
+            .prop_map(move |(cap, r, w, i, (k, c))| {
+                let rule = Rule::token_bucket(cap, r, d(w))
+                    .unwrap()
+                    .with_initial_tokens(i.min(cap))
+                    .unwrap();
+                warm(rule, w, k, c)
             }),
     ]
 }

@@ -31,53 +31,69 @@ fn is_meter_or_fixed(rule: &Rule) -> bool {
     )
 }
 
+/// Runs `actions` on the model: every `retry_after` exact, every trace within the rule's
+/// promise (a warm-up rule's ramp included).
+fn keeps_its_promise(rule: &Rule, actions: &[Action]) -> Result<(), TestCaseError> {
+    let rule = *rule;
+    let mut model = Model::new();
+    let mut traces: Vec<Vec<Checked>> = vec![Vec::new(); usize::from(strategy::KEYS)];
+    let mut now = T0_NS;
+    for action in actions {
+        match *action {
+            Action::Advance(ns) => now += ns,
+            Action::Check { key: k, cost } => {
+                let d = decision(model.apply(&key(k), &rule, Op::Check { cost }, now));
+                if !d.allowed {
+                    let retry = u64::try_from(d.retry_after.as_nanos()).unwrap();
+                    prop_assert!(retry > 0);
+                    let mut before = model.clone();
+                    let early =
+                        decision(before.apply(&key(k), &rule, Op::Check { cost }, now + retry - 1));
+                    prop_assert!(!early.allowed, "allowed 1 ns before retry_after");
+                    let mut at = model.clone();
+                    let on_time =
+                        decision(at.apply(&key(k), &rule, Op::Check { cost }, now + retry));
+                    prop_assert!(on_time.allowed, "denied at retry_after");
+                }
+                if let Some(wait) = rule.retry_after_allowed(&d, cost) {
+                    // What the over-limit cache relies on: the next same check is
+                    // denied until exactly `wait` (these rules are not shares).
+                    let wait = u64::try_from(wait.as_nanos()).unwrap();
+                    let mut before = model.clone();
+                    let early =
+                        decision(before.apply(&key(k), &rule, Op::Check { cost }, now + wait - 1));
+                    prop_assert!(!early.allowed, "allowed 1 ns before retry_after_allowed");
+                    let mut at = model.clone();
+                    let on_time =
+                        decision(at.apply(&key(k), &rule, Op::Check { cost }, now + wait));
+                    prop_assert!(on_time.allowed, "denied at retry_after_allowed");
+                } else if d.allowed && d.remaining < cost && is_meter_or_fixed(&rule) {
+                    prop_assert!(false, "no retry_after_allowed for {d:?}");
+                }
+                prop_assert!(d.remaining <= d.limit);
+                traces[usize::from(k)].push(Checked {
+                    at_ns: now,
+                    cost,
+                    decision: d,
+                });
+            }
+            _ => {}
+        }
+    }
+    for trace in &traces {
+        if let Err(broken) = invariants::check(&rule, trace) {
+            return Err(TestCaseError::fail(broken));
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
     #[test]
     fn every_algorithm_keeps_its_promise((rule, actions) in strategy::traffic_scenario()) {
-        let mut model = Model::new();
-        let mut traces: Vec<Vec<Checked>> = vec![Vec::new(); usize::from(strategy::KEYS)];
-        let mut now = T0_NS;
-        for action in &actions {
-            match *action {
-                Action::Advance(ns) => now += ns,
-                Action::Check { key: k, cost } => {
-                    let d = decision(model.apply(&key(k), &rule, Op::Check { cost }, now));
-                    if !d.allowed {
-                        let retry = u64::try_from(d.retry_after.as_nanos()).unwrap();
-                        prop_assert!(retry > 0);
-                        let mut before = model.clone();
-                        let early = decision(before.apply(&key(k), &rule, Op::Check { cost }, now + retry - 1));
-                        prop_assert!(!early.allowed, "allowed 1 ns before retry_after");
-                        let mut at = model.clone();
-                        let on_time = decision(at.apply(&key(k), &rule, Op::Check { cost }, now + retry));
-                        prop_assert!(on_time.allowed, "denied at retry_after");
-                    }
-                    if let Some(wait) = rule.retry_after_allowed(&d, cost) {
-                        // What the over-limit cache relies on: the next same check is
-                        // denied until exactly `wait` (these rules are not shares).
-                        let wait = u64::try_from(wait.as_nanos()).unwrap();
-                        let mut before = model.clone();
-                        let early = decision(before.apply(&key(k), &rule, Op::Check { cost }, now + wait - 1));
-                        prop_assert!(!early.allowed, "allowed 1 ns before retry_after_allowed");
-                        let mut at = model.clone();
-                        let on_time = decision(at.apply(&key(k), &rule, Op::Check { cost }, now + wait));
-                        prop_assert!(on_time.allowed, "denied at retry_after_allowed");
-                    } else if d.allowed && d.remaining < cost && is_meter_or_fixed(&rule) {
-                        prop_assert!(false, "no retry_after_allowed for {d:?}");
-                    }
-                    prop_assert!(d.remaining <= d.limit);
-                    traces[usize::from(k)].push(Checked { at_ns: now, cost, decision: d });
-                }
-                _ => {}
-            }
-        }
-        for trace in &traces {
-            if let Err(broken) = invariants::check(&rule, trace) {
-                return Err(TestCaseError::fail(broken));
-            }
-        }
+        keeps_its_promise(&rule, &actions)?;
     }
 
     #[test]
@@ -179,4 +195,64 @@ fn the_sliding_counter_stays_within_its_documented_bound_over_a_full_window() {
         .max()
         .unwrap();
     assert!(worst <= 10 + per_bucket, "{worst} > 10 + {per_bucket}");
+}
+
+/// One key's checks of cost 1 under `rule`, one every `step_ns` from `T0_NS`.
+fn steady_trace(rule: &Rule, step_ns: u64, checks: u64) -> Vec<Checked> {
+    let mut model = Model::new();
+    (0..checks)
+        .map(|i| {
+            let at_ns = T0_NS + i * step_ns;
+            let d = decision(model.apply(&key(0), rule, Op::Check { cost: 1 }, at_ns));
+            Checked {
+                at_ns,
+                cost: 1,
+                decision: d,
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn warm_up_keeps_its_ramp((rule, actions) in strategy::warm_rule()
+        .prop_flat_map(|rule| (Just(rule), strategy::traffic(&rule, 120))))
+    {
+        keeps_its_promise(&rule, &actions)?;
+    }
+}
+
+#[test]
+fn the_ramp_bound_is_not_vacuous_and_a_cold_key_ramps() {
+    use std::time::Duration;
+    // 100 per second, burst 10, warm-up 1 s from a third of the rate.
+    let plain = Rule::gcra(100, Duration::from_secs(1), 10).unwrap();
+    let warm = plain.with_warmup(Duration::from_secs(1), 3).unwrap();
+    // Asked every millisecond for 2 s.
+    let plain_trace = steady_trace(&plain, 1_000_000, 2_000);
+    let warm_trace = steady_trace(&warm, 1_000_000, 2_000);
+    assert!(invariants::check(&warm, &plain_trace).is_err());
+    invariants::check(&warm, &warm_trace).unwrap();
+    // Admitted in [from, to), in ms from the start.
+    let admitted = |trace: &[Checked], from: u64, to: u64| {
+        let (from, to) = (T0_NS + from * 1_000_000, T0_NS + to * 1_000_000);
+        trace
+            .iter()
+            .filter(|c| c.decision.allowed && c.at_ns >= from && c.at_ns < to)
+            .count()
+    };
+    // 100 ms at a time: a third of the rate cold, rising with use, the full rate after W.
+    let per_100ms = [(10, 3), (110, 4), (500, 5), (1_000, 10), (1_900, 10)];
+    for (from, n) in per_100ms {
+        assert_eq!(admitted(&warm_trace, from, from + 100), n, "from {from} ms");
+        assert_eq!(admitted(&plain_trace, from, from + 100), 10);
+    }
+    // Cold: a burst of 1 + 9/3 at once.
+    let mut model = Model::new();
+    let burst = (0..10)
+        .filter(|_| decision(model.apply(&key(1), &warm, Op::Check { cost: 1 }, T0_NS)).allowed)
+        .count();
+    assert_eq!(burst, 4);
 }

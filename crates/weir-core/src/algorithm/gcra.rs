@@ -5,7 +5,7 @@
 use crate::decision::Decision;
 use crate::time::until;
 
-use super::Meter;
+use super::{Meter, Ramped, WarmUp};
 
 /// GCRA with emission interval `T` (one unit per `T`) and burst `B`.
 ///
@@ -18,12 +18,14 @@ use super::Meter;
 /// `retry_after` is exact: `max(TAT, now) + n·T − B·T − now`.
 ///
 /// Rule change: `TAT` carries over, so the time debt a key owes is re-read under the new `T`
-/// and `B` (a key that owed half its burst time still owes that time).
+/// and `B` (a key that owed half its burst time still owes that time). Adding or removing
+/// warm-up ([`WarmUp`]) is a change of state: the key starts fresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Gcra {
     pub(crate) burst: u64,
     pub(crate) interval_ns: u64,
     pub(crate) tolerance_ns: u64,
+    pub(crate) warmup: Option<WarmUp>,
 }
 
 /// GCRA state: the theoretical arrival time, ns since the Unix epoch.
@@ -39,6 +41,7 @@ impl Gcra {
             burst,
             interval_ns,
             tolerance_ns: burst.saturating_mul(interval_ns),
+            warmup: None,
         }
     }
 
@@ -121,6 +124,24 @@ impl Meter for Gcra {
 
     fn fresh_at_ns(&self, state: &GcraState) -> u64 {
         state.tat_ns
+    }
+}
+
+impl Ramped for Gcra {
+    fn warmup(&self) -> Option<WarmUp> {
+        self.warmup
+    }
+
+    fn unit_ns(&self) -> u64 {
+        self.interval_ns
+    }
+
+    fn full_at_ns(&self, state: &GcraState) -> u64 {
+        state.tat_ns
+    }
+
+    fn charge(&self, state: &mut GcraState, now_ns: u64, ns: u64) {
+        state.tat_ns = state.tat_ns.max(now_ns).saturating_add(ns);
     }
 }
 

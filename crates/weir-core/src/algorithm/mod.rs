@@ -21,6 +21,7 @@ mod leaky_bucket;
 mod leaky_queue;
 mod sliding;
 mod token_bucket;
+mod warmup;
 mod weighted_window;
 
 pub use concurrency::{Concurrency, ConcurrencyState, LeaseEntry};
@@ -30,6 +31,8 @@ pub use leaky_bucket::{LeakyBucket, LeakyBucketState};
 pub use leaky_queue::{LeakyQueue, LeakyQueueState};
 pub use sliding::{Sliding, SlidingState};
 pub use token_bucket::{TokenBucket, TokenBucketState};
+pub use warmup::{Warm, WarmUp};
+pub(crate) use warmup::Ramped;
 pub use weighted_window::{WeightedWindow, WeightedWindowState};
 
 use crate::decision::Decision;

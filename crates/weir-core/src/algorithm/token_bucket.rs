@@ -4,7 +4,7 @@
 use crate::decision::Decision;
 use crate::time::until;
 
-use super::Meter;
+use super::{Meter, Ramped, WarmUp};
 
 /// A bucket of `capacity` tokens refilled with one token every `interval_ns`; a request
 /// takes `cost` tokens or is denied.
@@ -22,12 +22,14 @@ use super::Meter;
 /// Over any interval of length `t` it allows at most `capacity + t / T` tokens.
 /// `retry_after` is exact: `last + (cost − tokens)·T − now`.
 ///
-/// Rule change: the token count carries over, capped at the new capacity.
+/// Rule change: the token count carries over, capped at the new capacity. Adding or
+/// removing warm-up ([`WarmUp`]) is a change of state: the key starts fresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TokenBucket {
     pub(crate) capacity: u64,
     pub(crate) interval_ns: u64,
     pub(crate) initial: u64,
+    pub(crate) warmup: Option<WarmUp>,
 }
 
 /// Token bucket state.
@@ -156,6 +158,32 @@ impl Meter for TokenBucket {
     }
 }
 
+impl Ramped for TokenBucket {
+    fn warmup(&self) -> Option<WarmUp> {
+        self.warmup
+    }
+
+    fn unit_ns(&self) -> u64 {
+        self.interval_ns
+    }
+
+    fn full_at_ns(&self, state: &TokenBucketState) -> u64 {
+        self.full_at_ns(&TokenBucketState {
+            tokens: state.tokens.min(self.capacity),
+            last_ns: state.last_ns,
+        })
+    }
+
+    /// `ns` as whole tokens taken (a debt past zero, as a penalty), the part of the last one
+    /// not owed given back as refill progress: the bucket's full instant moves by `ns`.
+    fn charge(&self, state: &mut TokenBucketState, now_ns: u64, ns: u64) {
+        let tokens = crate::time::div_ceil(ns, self.interval_ns);
+        self.penalize(state, now_ns, tokens);
+        let over_ns = tokens.saturating_mul(self.interval_ns).saturating_sub(ns);
+        state.last_ns = state.last_ns.saturating_sub(over_ns);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +194,7 @@ mod tests {
             capacity: 2,
             interval_ns: 10,
             initial: 2,
+            warmup: None,
         };
         let mut s = tb.fresh(0);
         assert!(tb.check(&mut s, 0, 2).allowed);
@@ -183,6 +212,7 @@ mod tests {
             capacity: 10,
             interval_ns: 100,
             initial: 1,
+            warmup: None,
         };
         let mut s = tb.fresh(1_000);
         assert!(tb.check(&mut s, 1_000, 1).allowed);
@@ -195,6 +225,7 @@ mod tests {
             capacity: 1,
             interval_ns: 100,
             initial: 1,
+            warmup: None,
         };
         let mut s = tb.fresh(0);
         tb.penalize(&mut s, 0, 3);
