@@ -71,14 +71,10 @@ impl WordMeter {
     fn fixed_window(window: FixedWindow) -> Option<Self> {
         let count_bits = u64::BITS - window.limit.leading_zeros();
         let index_bits = u64::BITS.checked_sub(count_bits)?;
-        // Index + 1 of any instant must fit in the bits above the count: the last index,
-        // u64::MAX / window, is below 2^index_bits - 1, i.e. (2^index_bits - 1) × window
-        // overflows (a multiplication, not a division, on every check).
-        let fits = index_bits > 0
-            && ((1u64 << index_bits) - 1)
-                .checked_mul(window.window_ns)
-                .is_none();
-        fits.then_some(Self::FixedWindow { window, count_bits })
+        // Index + 1 of any instant must fit in the bits above the count.
+        let last_index = u64::MAX / window.window_ns;
+        (index_bits > 0 && last_index < (1u64 << index_bits) - 1)
+            .then_some(Self::FixedWindow { window, count_bits })
     }
 
     /// Whether records written under `self` can be read by `other` on the lock-free path:
