@@ -15,7 +15,7 @@ use crate::capacity::CapacityWatch;
 use crate::decide::DecideError;
 use crate::error::EngineError;
 use crate::heavy_hitters::TopDenied;
-use crate::metrics::{Metrics, NearLimit};
+use crate::metrics::{History, HistoryView, Metrics, NearLimit};
 use crate::rules::{ConfigStatus, ReloadOutcome, RuleBook};
 use crate::settings::EngineSettings;
 use crate::shared_clock::SharedClock;
@@ -37,6 +37,7 @@ struct Inner {
     rules: Arc<RuleBook>,
     metrics: Arc<Metrics>,
     top_denied: TopDenied,
+    history: History,
     near: NearLimit,
     capacity: CapacityWatch,
     settings: EngineSettings,
@@ -84,6 +85,7 @@ impl Engine {
                 rules: Arc::new(rules),
                 metrics,
                 top_denied: TopDenied::new(settings.top_denied_capacity),
+                history: History::new(),
                 near: NearLimit::new(settings.near_limit_ratio),
                 capacity: CapacityWatch::default(),
                 settings,
@@ -135,6 +137,21 @@ impl Engine {
     /// The top denied keys.
     pub fn top_denied(&self) -> &TopDenied {
         &self.inner.top_denied
+    }
+
+    /// Decisions per second, allowed and denied, per rule over the last `seconds` (at most
+    /// five minutes; the dashboard's chart), counted up to now.
+    pub fn decision_history(&self, seconds: usize) -> HistoryView {
+        self.sample_history();
+        self.inner.history.view(seconds)
+    }
+
+    fn sample_history(&self) {
+        let snapshot = self.inner.rules.snapshot();
+        let now_ns = self.inner.limiter.clock().now_ns();
+        self.inner
+            .history
+            .sample(&snapshot.rules, &snapshot.counters, now_ns);
     }
 
     /// Whether the global shadow mode is on.
@@ -262,16 +279,33 @@ impl Engine {
     }
 
     /// Starts what a running engine does besides deciding: the rule files' watch and poll,
-    /// and the memory store's sweep. Every front end runs them; abort the handles to stop
-    /// (`Lifecycle::run` does).
+    /// the memory store's sweep, and the decision history's sampling. Every front end runs
+    /// them; abort the handles to stop (`Lifecycle::run` does).
     pub fn spawn_background(&self) -> Vec<JoinHandle<()>> {
         [
             self.spawn_sweeper(),
             crate::reload::spawn(Arc::clone(self.rules()), self.settings().reload),
+            Some(self.spawn_history_sampler()),
         ]
         .into_iter()
         .flatten()
         .collect()
+    }
+
+    /// Samples the decision history at each second of the engine's clock (a `ManualClock`
+    /// wakes it when a test moves it past one).
+    fn spawn_history_sampler(&self) -> JoinHandle<()> {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let clock = engine.limiter().clock();
+                let next_second = (clock.now_ns() / 1_000_000_000)
+                    .saturating_add(1)
+                    .saturating_mul(1_000_000_000);
+                clock.sleep_until(next_second).await;
+                engine.sample_history();
+            }
+        })
     }
 
     /// Sweeps expired keys out of the memory store every `sweep_interval`.

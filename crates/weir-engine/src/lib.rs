@@ -43,8 +43,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A program also runs [`Engine::spawn_background`] (rule watch, memory sweep) and ends
-//! with [`Lifecycle::run`], the one shutdown sequence of every front end.
+//! A program also runs [`Engine::spawn_background`] (rule watch, memory sweep, decision
+//! history) and ends with [`Lifecycle::run`], the one shutdown sequence of every front end.
 
 mod capacity;
 mod decide;
@@ -72,6 +72,7 @@ pub use error::EngineError;
 pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use lifecycle::{Lifecycle, ListenerTask};
 pub use metrics::{InFlight, Metrics, NearLimit, Outcome, RuleCounters};
+pub use metrics::{HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;
 pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleCheck, RuleSource, Snapshot};

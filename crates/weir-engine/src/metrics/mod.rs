@@ -11,11 +11,15 @@
 //! The decision path touches only pre-built counters ([`RuleCounters`], rebuilt with each
 //! rule snapshot) and the store latency histogram; store and cache counters kept by
 //! `weir-resilience`, and the process metrics, are read when `/metrics` is scraped.
+//! `history.rs` samples the per-rule counters once a second into a short per-second
+//! history (the dashboard's chart).
 
 mod decisions;
+mod history;
 mod hits;
 mod process;
 mod registry;
 
 pub use decisions::{NearLimit, Outcome, RuleCounters};
+pub use history::{History, HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
 pub use registry::{InFlight, Metrics};
