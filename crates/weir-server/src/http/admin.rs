@@ -87,7 +87,7 @@ fn log_refused(app: &App, path: &str) {
     }
 }
 
-async fn authorize(State(app): State<App>, request: Request, next: Next) -> Response {
+pub(super) async fn authorize(State(app): State<App>, request: Request, next: Next) -> Response {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -113,7 +113,7 @@ async fn authorize(State(app): State<App>, request: Request, next: Next) -> Resp
 }
 
 #[derive(Debug, Serialize)]
-struct RuleView {
+pub(super) struct RuleView {
     id: String,
     domain: String,
     path: Vec<(String, Option<String>)>,
@@ -134,7 +134,7 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn rule_view(info: &RuleInfo) -> RuleView {
+pub(super) fn rule_view(info: &RuleInfo) -> RuleView {
     RuleView {
         id: info.id.to_string(),
         domain: info.domain.to_string(),

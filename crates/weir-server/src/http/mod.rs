@@ -10,6 +10,7 @@
 mod admin;
 pub(crate) mod body;
 pub(crate) mod check;
+mod dashboard;
 mod error;
 pub(crate) mod json;
 mod lease;

@@ -15,7 +15,7 @@ use weir_core::Clock as _;
 
 use super::body::BodyRead;
 use super::error::{method_not_allowed, ApiError};
-use super::{admin, check, json, lease, ops};
+use super::{admin, check, dashboard, json, lease, ops};
 use crate::app::App;
 
 /// The HTTP API of `app`, ready for `axum::serve` or `oneshot`.
@@ -36,6 +36,7 @@ pub fn router(app: App) -> Router {
         .route("/metrics", get(ops::metrics));
     if settings.admin_token.is_some() {
         router = router.nest("/admin", admin::routes(app.clone()));
+        router = router.merge(dashboard::routes(app.clone()));
     }
     router
         .method_not_allowed_fallback(method_not_allowed)
@@ -77,7 +78,8 @@ async fn bounded(State(app): State<App>, request: Request, next: Next) -> Respon
     let response = answer(&app, request, next).await;
     if let Some(api) = api {
         let took_ns = clock.now_ns().saturating_sub(start_ns);
-        app.engine().metrics()
+        app.engine()
+            .metrics()
             .request_duration(api, std::time::Duration::from_nanos(took_ns));
     }
     response
