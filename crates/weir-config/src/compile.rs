@@ -11,9 +11,9 @@ use std::sync::Arc;
 use serde_saphyr::Spanned;
 
 use crate::block::{self, Block};
+use crate::bounds::{MAX_DEPTH, MAX_DOMAIN_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::error::ConfigError;
 use crate::info::RuleInfo;
-use crate::limits::{MAX_DEPTH, MAX_DOMAIN_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::place::{line_of, Place};
 use crate::raw::RawDescriptor;
 use crate::tree::{Level, Node, Tree, ValueMatch};

@@ -73,7 +73,7 @@ pub enum ConfigError {
         /// The directory.
         dir: PathBuf,
     },
-    /// A file is larger than [`limits::MAX_FILE_BYTES`](crate::limits::MAX_FILE_BYTES).
+    /// A file is larger than [`bounds::MAX_FILE_BYTES`](crate::bounds::MAX_FILE_BYTES).
     #[error("{}: {len} bytes or more, above the maximum of {max}", file.display())]
     FileTooLarge {
         /// The file.
@@ -120,7 +120,7 @@ impl fmt::Display for Place<'_> {
     }
 }
 
-/// A request cannot be matched: it breaks a documented [limit](crate::limits) or names a
+/// A request cannot be matched: it breaks a documented [limit](crate::bounds) or names a
 /// domain no rule file defines. Messages say what was wrong and, for limits, the limit;
 /// indexes are 0-based positions in the request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,7 +129,7 @@ pub enum MatchError {
     /// The domain is empty.
     #[error("domain is empty")]
     EmptyDomain,
-    /// The domain is longer than [`limits::MAX_DOMAIN_LEN`](crate::limits::MAX_DOMAIN_LEN).
+    /// The domain is longer than [`bounds::MAX_DOMAIN_LEN`](crate::bounds::MAX_DOMAIN_LEN).
     #[error("domain is {len} bytes, above the maximum of {max}")]
     DomainTooLong {
         /// Its length in bytes.
@@ -144,7 +144,7 @@ pub enum MatchError {
     /// The request has no descriptors.
     #[error("no descriptors")]
     NoDescriptors,
-    /// More descriptors than [`limits::MAX_DESCRIPTORS`](crate::limits::MAX_DESCRIPTORS).
+    /// More descriptors than [`bounds::MAX_DESCRIPTORS`](crate::bounds::MAX_DESCRIPTORS).
     #[error("{count} descriptors, above the maximum of {max}")]
     TooManyDescriptors {
         /// How many the request has.
@@ -153,7 +153,7 @@ pub enum MatchError {
         max: usize,
     },
     /// A descriptor has more entries than
-    /// [`limits::MAX_ENTRIES`](crate::limits::MAX_ENTRIES).
+    /// [`bounds::MAX_ENTRIES`](crate::bounds::MAX_ENTRIES).
     #[error("descriptors[{descriptor}]: {count} entries, above the maximum of {max}")]
     TooManyEntries {
         /// The descriptor's index.
@@ -163,7 +163,7 @@ pub enum MatchError {
         /// The maximum.
         max: usize,
     },
-    /// An entry's key is longer than [`limits::MAX_KEY_LEN`](crate::limits::MAX_KEY_LEN).
+    /// An entry's key is longer than [`bounds::MAX_KEY_LEN`](crate::bounds::MAX_KEY_LEN).
     #[error(
         "descriptors[{descriptor}].entries[{entry}]: key is {len} bytes, above the maximum of {max}"
     )]
@@ -177,7 +177,7 @@ pub enum MatchError {
         /// The maximum.
         max: usize,
     },
-    /// An entry's value is longer than [`limits::MAX_VALUE_LEN`](crate::limits::MAX_VALUE_LEN).
+    /// An entry's value is longer than [`bounds::MAX_VALUE_LEN`](crate::bounds::MAX_VALUE_LEN).
     #[error(
         "descriptors[{descriptor}].entries[{entry}]: value is {len} bytes, above the maximum of {max}"
     )]
@@ -192,7 +192,7 @@ pub enum MatchError {
         max: usize,
     },
     /// A hits addend (per request or per descriptor) is above
-    /// [`limits::MAX_HITS_ADDEND`](crate::limits::MAX_HITS_ADDEND).
+    /// [`bounds::MAX_HITS_ADDEND`](crate::bounds::MAX_HITS_ADDEND).
     #[error("{place}hits_addend is {value}, above the maximum of {max}")]
     HitsAddendTooLarge {
         /// `descriptors[i].` for a descriptor's addend, empty for the request's.

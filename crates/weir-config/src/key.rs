@@ -77,7 +77,7 @@ fn escape_into(out: &mut String, text: &str) {
     }
 }
 
-/// A descriptor value bounded to [`MAX_VALUE_LEN`](crate::limits::MAX_VALUE_LEN) bytes: unchanged when
+/// A descriptor value bounded to [`MAX_VALUE_LEN`](crate::bounds::MAX_VALUE_LEN) bytes: unchanged when
 /// it fits, else its head and `#` and the first 128 bits of the SHA-256 of the whole value in
 /// hex, exactly as over-long keys are shortened. Two different long values stay different
 /// (infeasible to collide on purpose) and the same value always gives the same result, so
@@ -87,15 +87,15 @@ fn escape_into(out: &mut String, text: &str) {
 /// ```
 /// let long = "/a".repeat(1000);
 /// let bounded = weir_config::bounded_value(&long);
-/// assert!(bounded.len() <= weir_config::limits::MAX_VALUE_LEN);
+/// assert!(bounded.len() <= weir_config::bounds::MAX_VALUE_LEN);
 /// assert_ne!(bounded, weir_config::bounded_value(&format!("{long}b")));
 /// assert_eq!(weir_config::bounded_value("/short"), "/short");
 /// ```
 pub fn bounded_value(value: &str) -> std::borrow::Cow<'_, str> {
-    if value.len() <= crate::limits::MAX_VALUE_LEN {
+    if value.len() <= crate::bounds::MAX_VALUE_LEN {
         std::borrow::Cow::Borrowed(value)
     } else {
-        std::borrow::Cow::Owned(shorten_to(value, crate::limits::MAX_VALUE_LEN))
+        std::borrow::Cow::Owned(shorten_to(value, crate::bounds::MAX_VALUE_LEN))
     }
 }
 

@@ -23,7 +23,7 @@
 //! duration grammar (`250ms`, `1.5s`, `1m30s`) of rule files and every command-line option.
 //!
 //! The path of one decision through this crate: the server receives `(domain, descriptors)`
-//! → [`RuleSet::matches`] checks the request [`limits`], finds the domain, walks
+//! → [`RuleSet::matches`] checks the request [`bounds`], finds the domain, walks
 //! each descriptor's entries down the tree ([`Matched`] or `None` per descriptor), applies
 //! `replaces`, and builds each match's namespaced [`Key`](weir_core::Key) → the server asks
 //! the limiter with `(key, rule, hits)`.
@@ -49,12 +49,12 @@
 //! ```
 
 mod block;
+pub mod bounds;
 mod compile;
 mod duration;
 mod error;
 mod info;
 mod key;
-pub mod limits;
 mod matcher;
 pub mod params;
 mod place;

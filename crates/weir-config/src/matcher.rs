@@ -1,17 +1,17 @@
 //! [`RuleSet::matches`]: a request's `(domain, descriptors)` → one `Option<Matched>` per
-//! descriptor. Checks the request [limits](crate::limits) first, then walks each descriptor
+//! descriptor. Checks the request [limits](crate::bounds) first, then walks each descriptor
 //! down its domain's tree (`tree.rs`), applies `replaces` across the request, and builds each
 //! match's key (`key.rs`). Decides nothing about allowing: that is the limiter's job.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::bounds::{
+    MAX_DESCRIPTORS, MAX_DOMAIN_LEN, MAX_ENTRIES, MAX_HITS_ADDEND, MAX_KEY_LEN, MAX_VALUE_LEN,
+};
 use crate::error::MatchError;
 use crate::info::RuleInfo;
 use crate::key;
-use crate::limits::{
-    MAX_DESCRIPTORS, MAX_DOMAIN_LEN, MAX_ENTRIES, MAX_HITS_ADDEND, MAX_KEY_LEN, MAX_VALUE_LEN,
-};
 use crate::request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
 use crate::ruleset::RuleSet;
 
@@ -19,7 +19,7 @@ impl RuleSet {
     /// Matches a request's descriptors against `domain`'s rules: one entry per descriptor,
     /// `None` when no rule applies (the descriptor is allowed, `OK` without a limit).
     ///
-    /// - The request [limits](crate::limits) are checked first; then the domain must exist
+    /// - The request [limits](crate::bounds) are checked first; then the domain must exist
     ///   ([`MatchError::UnknownDomain`] otherwise, which a server answers as ratelimit
     ///   does: `OK`, nothing limited; limit overrides are not applied either).
     /// - A descriptor with a [limit override](Descriptor::limit) gets that limit.

@@ -3,10 +3,10 @@
 //! [`RuleSet::parse`]; queried by [`RuleSet::matches`] (in `matcher.rs`). Reading files
 //! happens here and nowhere else in the crate.
 
+use crate::bounds::{MAX_FILES, MAX_FILE_BYTES};
 use crate::compile;
 use crate::error::ConfigError;
 use crate::info::RuleInfo;
-use crate::limits::{MAX_FILES, MAX_FILE_BYTES};
 use crate::tree::Tree;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

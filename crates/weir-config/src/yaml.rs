@@ -9,8 +9,8 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_path_to_error::Segment;
 
+use crate::bounds::MAX_DEPTH;
 use crate::error::ConfigError;
-use crate::limits::MAX_DEPTH;
 use crate::raw::RawFile;
 
 /// The parser thread's stack. serde's recursive descent over `Spanned` nodes takes up to

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
-use weir_config::limits::MAX_DEPTH;
+use weir_config::bounds::MAX_DEPTH;
 use weir_config::{Descriptor, Matched, RuleSet};
 
 const TREE: &str = r#"

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use weir_config::limits::{
+use weir_config::bounds::{
     MAX_DESCRIPTORS, MAX_DOMAIN_LEN, MAX_ENTRIES, MAX_HITS_ADDEND, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 use weir_config::{Descriptor, Limit, LimitOverride, MatchError, RuleSet, Unit};

@@ -1,4 +1,4 @@
-//! What the server remembers of a full memory store: when new keys were last refused, how
+//! What the engine remembers of a full memory store: when new keys were last refused, how
 //! many, and when that was last logged. The decision path ([`Engine`](crate::Engine))
 //! records each refusal; `/readyz` reports the store degraded while refusals are recent;
 //! the log gets one WARN per [`LOG_EVERY`] with the count of refusals since the last one.

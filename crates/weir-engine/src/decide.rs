@@ -41,7 +41,7 @@ use crate::metrics::{NearLimit, Outcome};
 use crate::rollout::enforced;
 use crate::verdict::{Code, MatchedRule, Status, Verdict};
 
-/// A rate-limit request in the server's terms, whatever API it came from.
+/// A rate-limit request in the engine's terms, whatever API it came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CheckRequest {
     /// The domain.
@@ -89,7 +89,7 @@ impl Engine {
             ));
         }
         // The request's own addend (each descriptor's is checked by `matches`).
-        weir_config::limits::check_hits_addend(request.hits_addend)
+        weir_config::bounds::check_hits_addend(request.hits_addend)
             .map_err(|e| DecideError::Invalid(e.to_string()))?;
         let snapshot = self.rules().snapshot();
         let matched = match snapshot

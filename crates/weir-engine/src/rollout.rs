@@ -13,7 +13,7 @@ use weir_core::Key;
 ///
 /// ```
 /// use weir_core::Key;
-/// use weir_server::enforced;
+/// use weir_engine::enforced;
 /// let key = Key::new("api.user:alice").unwrap();
 /// assert!(enforced(&key, 100));
 /// assert!(!enforced(&key, 0));

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use weir_config::{ConfigError, RuleSet};
 
 /// The most files read from one runtime directory (weir-config's limit for a directory).
-const MAX_FILES: usize = weir_config::limits::MAX_FILES;
+const MAX_FILES: usize = weir_config::bounds::MAX_FILES;
 /// The deepest subdirectory entered.
 const MAX_DEPTH: usize = 16;
 

@@ -13,7 +13,7 @@ use weir_core::{Clock, Sleep, SystemClock};
 /// ```
 /// use std::time::Duration;
 /// use weir_core::{Clock, ManualClock};
-/// use weir_server::SharedClock;
+/// use weir_engine::SharedClock;
 ///
 /// let manual = ManualClock::new(1_000);
 /// let clock = SharedClock::new(manual.clone());

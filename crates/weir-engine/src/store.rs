@@ -33,7 +33,7 @@ pub enum StoreClock {
     Process,
 }
 
-/// The store the server decides on.
+/// The store the engine decides on.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum AnyStore {
@@ -143,7 +143,7 @@ impl AnyStore {
         }
     }
 
-    /// The memory store, if that is what this is (the server sweeps it periodically).
+    /// The memory store, if that is what this is (the engine sweeps it periodically).
     pub fn memory(&self) -> Option<&MemoryStore> {
         match self {
             AnyStore::Memory(store) => Some(store),
@@ -240,9 +240,7 @@ impl Store for AnyStore {
         match self {
             AnyStore::Memory(s) => s.check_all_scoped_now(limits, cost, now_ns),
             AnyStore::Redis(s) => Box::pin(s.check_all_scoped(limits, cost, now_ns)).await,
-            AnyStore::Memcached(s) => {
-                Box::pin(s.check_all_scoped(limits, cost, now_ns)).await
-            }
+            AnyStore::Memcached(s) => Box::pin(s.check_all_scoped(limits, cost, now_ns)).await,
         }
     }
 

@@ -1,4 +1,4 @@
-//! `--store URL`: which store the server decides on, parsed into a [`StoreSpec`] before
+//! `--store URL`: which store the engine decides on, parsed into a [`StoreSpec`] before
 //! anything connects. Opening it is `store.rs`. Passwords in URLs (a socket's `pass=`
 //! too) are never printed.
 
@@ -51,7 +51,7 @@ impl StoreSpec {
     /// the rest when it is built.
     ///
     /// ```
-    /// use weir_server::StoreSpec;
+    /// use weir_engine::StoreSpec;
     /// assert!(matches!(StoreSpec::parse("memory"), Ok(StoreSpec::Memory { .. })));
     /// let err = StoreSpec::parse("mongodb://db:27017").unwrap_err();
     /// assert!(err.to_string().starts_with("unsupported store 'mongodb://db:27017'"));

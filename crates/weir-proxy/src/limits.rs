@@ -69,7 +69,12 @@ pub enum ProxyRuleError {
 impl ProxyLimits {
     /// Limits for `engine`'s rules, with request `classes`, client addresses resolved by
     /// `client_ip`, and `on_limit` for every denial.
-    pub fn new(engine: Engine, classes: Arc<[Class]>, client_ip: ClientIp, on_limit: OnLimit) -> Self {
+    pub fn new(
+        engine: Engine,
+        classes: Arc<[Class]>,
+        client_ip: ClientIp,
+        on_limit: OnLimit,
+    ) -> Self {
         Self {
             engine,
             classes,

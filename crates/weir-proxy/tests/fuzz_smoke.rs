@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 use proptest::prelude::*;
-use weir_config::limits::MAX_VALUE_LEN;
+use weir_config::bounds::MAX_VALUE_LEN;
 use weir_config::{bounded_value, Descriptor, RuleSet};
 use weir_proxy::normalise_path;
 

@@ -11,24 +11,20 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
-use weir_config::RuleSet;
-use weir_core::Limiter;
+use weir_engine::{Engine, EngineSettings};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:6380".to_string());
-    let rules = match args.next() {
-        Some(path) => RuleSet::load(path.as_ref())?,
-        None => RuleSet::example(),
-    };
+    let mut settings = EngineSettings::default(); // example rules, memory store
+    if let Some(path) = args.next() {
+        settings = settings.with_rules(path);
+    }
+    let engine = Engine::open(settings).await?;
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("weir-resp listening on {}", listener.local_addr()?);
-    let limiter = Arc::new(Limiter::default()); // memory store, system clock
-    let settings = weir_resp::Settings::default();
-    weir_resp::serve(listener, limiter, rules, settings, async {
+    weir_resp::serve(listener, engine, weir_resp::Settings::default(), async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await;

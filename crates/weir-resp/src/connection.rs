@@ -10,11 +10,9 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use weir_core::{Clock, Limiter, Store};
 
 use crate::commands::{self, Session, Shared};
 use crate::protocol::{Decoder, Limits, Reply};
-use crate::rules::Rules;
 
 /// Replies are written once this many bytes are waiting, even mid-pipeline.
 const FLUSH_AT: usize = 64 * 1024;
@@ -22,17 +20,12 @@ const FLUSH_AT: usize = 64 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 
 /// Serves `stream` until it closes.
-pub(crate) async fn handle<L, S, C, R>(
+pub(crate) async fn handle(
     mut stream: TcpStream,
-    shared: Arc<Shared<L, R>>,
+    shared: Arc<Shared>,
     id: u64,
     mut shutdown: watch::Receiver<bool>,
-) where
-    L: std::ops::Deref<Target = Limiter<S, C>>,
-    S: Store,
-    C: Clock,
-    R: Rules,
-{
+) {
     let settings = &shared.settings;
     let mut decoder = Decoder::new(Limits {
         max_args: settings.max_args,

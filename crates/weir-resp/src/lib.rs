@@ -2,9 +2,9 @@
 //!
 //! A Redis-protocol (RESP2 and RESP3) front end for Weir: any language's Redis client
 //! becomes a Weir client, as with redis-cell and throttlecrab, with no SDK to write. It
-//! decides on a [`weir_core::Limiter`] over any [`weir_core::Store`] (memory, Redis,
-//! memcached, behind whatever guards the caller put in front), so decisions made here and
-//! through `weir serve`'s HTTP and gRPC APIs share one store.
+//! decides on a [`weir_engine::Engine`], the one `weir serve`'s HTTP and gRPC APIs use:
+//! the same store (memory, Redis, memcached, behind the same guards), the same rules in
+//! force and the same metrics.
 //!
 //! | command | answers |
 //! | --- | --- |
@@ -18,12 +18,11 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::sync::Arc;
-//! use weir_core::Limiter;
+//! use weir_engine::{Engine, EngineSettings};
 //!
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:6380").await?;
-//! let rules = weir_config::RuleSet::example();
-//! weir_resp::serve(listener, Arc::new(Limiter::default()), rules, weir_resp::Settings::default(), async {
+//! let engine = Engine::open(EngineSettings::default()).await?; // example rules, memory
+//! weir_resp::serve(listener, engine, weir_resp::Settings::default(), async {
 //!     let _ = tokio::signal::ctrl_c().await;
 //! })
 //! .await;
@@ -67,18 +66,15 @@
 //!   share a key's budget, and changing a key's parameters re-reads its TAT, as redis-cell
 //!   does.
 //!
-//! `WEIR.CHECK` decides exactly as `weir serve`'s engine does (matching, `replaces`,
-//! unlimited and zero-limit rules, hits above capacity, shadow and roll-out, quota mode,
-//! a full memory store's failure policy) but does not feed `weir serve`'s metrics or its
-//! top-denied keys.
+//! `WEIR.CHECK` is the engine's `decide` (matching, `replaces`, unlimited and zero-limit
+//! rules, hits above capacity, shadow and roll-out, a full store's failure policy), so it
+//! is counted in the same metrics and top-denied keys as `/v1/check`.
 
 mod commands;
 mod connection;
 mod protocol;
-mod rules;
 mod server;
 mod settings;
 
-pub use rules::{Rules, SharedRules};
 pub use server::serve;
 pub use settings::Settings;

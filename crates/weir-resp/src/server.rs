@@ -11,11 +11,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
-use weir_core::{Clock, Limiter, Store};
+use weir_engine::Engine;
 
 use crate::commands::Shared;
 use crate::connection;
-use crate::rules::Rules;
 use crate::settings::Settings;
 
 /// Connections past the cap being told so at once.
@@ -24,43 +23,32 @@ const REFUSING: usize = 64;
 /// Serves the RESP front end on `listener` until `shutdown` completes, then waits for the
 /// open connections to finish their current command.
 ///
-/// `limiter` is anything that derefs to a [`Limiter`] (an `Arc<Limiter<S, C>>`, or a
-/// wrapper around a server's own), so every front end can share one store; `rules` are
-/// `WEIR.CHECK`'s ([`Rules`]: a `RuleSet`, [`SharedRules`](crate::SharedRules), …).
+/// Every command decides on `engine`: `CL.THROTTLE` and `THROTTLE` on its limiter (so on
+/// whatever store it has, behind the same guards as `weir serve`'s other APIs), and
+/// `WEIR.CHECK` through its decide path, on the rules in force (a reload swaps them for the
+/// next command).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use std::sync::Arc;
-/// use weir_core::Limiter;
+/// use weir_engine::{Engine, EngineSettings};
 ///
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:6380").await?;
-/// let limiter = Arc::new(Limiter::default());
-/// let rules = weir_config::RuleSet::example();
-/// weir_resp::serve(listener, limiter, rules, weir_resp::Settings::default(), async {
+/// let engine = Engine::open(EngineSettings::default()).await?; // example rules, memory
+/// weir_resp::serve(listener, engine, weir_resp::Settings::default(), async {
 ///     let _ = tokio::signal::ctrl_c().await;
 /// })
 /// .await;
 /// # Ok(()) }
 /// ```
-pub async fn serve<L, S, C, R>(
+pub async fn serve(
     listener: TcpListener,
-    limiter: L,
-    rules: R,
+    engine: Engine,
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send,
-) where
-    L: std::ops::Deref<Target = Limiter<S, C>> + Send + Sync + 'static,
-    S: Store,
-    C: Clock,
-    R: Rules,
-{
+) {
     let slots = Arc::new(Semaphore::new(settings.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSING));
-    let shared = Arc::new(Shared {
-        limiter,
-        rules,
-        settings,
-    });
+    let shared = Arc::new(Shared { engine, settings });
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut next_id: u64 = 0;

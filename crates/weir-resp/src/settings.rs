@@ -1,6 +1,6 @@
 //! [`Settings`]: the front end's bounds. Every one of them caps what a client can make the
-//! server hold or wait for; none changes a decision (except [`Settings::shadow`], which
-//! mirrors `weir serve --shadow` for `WEIR.CHECK`).
+//! server hold or wait for; none changes a decision (the engine's settings do: shadow mode,
+//! rules, store).
 
 use std::time::Duration;
 
@@ -21,7 +21,6 @@ pub struct Settings {
     pub(crate) max_request_bytes: usize,
     pub(crate) idle_timeout: Duration,
     pub(crate) request_timeout: Duration,
-    pub(crate) shadow: bool,
 }
 
 impl Default for Settings {
@@ -38,7 +37,6 @@ impl Default for Settings {
             max_request_bytes: 64 * 1024,
             idle_timeout: Duration::from_secs(300),
             request_timeout: Duration::from_secs(5),
-            shadow: false,
         }
     }
 }
@@ -78,13 +76,6 @@ impl Settings {
     /// How long one decision may wait on the store before it is answered with an error.
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = d;
-        self
-    }
-
-    /// `weir serve --shadow` for `WEIR.CHECK`: denials are reported, the overall code is
-    /// `OK`. `CL.THROTTLE` and `THROTTLE` always answer what the limiter decided.
-    pub fn shadow(mut self, on: bool) -> Self {
-        self.shadow = on;
         self
     }
 

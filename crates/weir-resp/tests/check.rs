@@ -8,9 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::start_with;
+use common::start_engine;
 use redis::Value;
-use weir_config::RuleSet;
+use weir_engine::{EngineSettings, RuleSource};
 use weir_resp::Settings;
 
 const RULES: &str = r#"
@@ -68,12 +68,19 @@ fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+fn rules() -> RuleSource {
+    RuleSource::Inline {
+        name: "rules.yaml",
+        yaml: RULES,
+    }
+}
+
+/// The front end over an engine on [`RULES`], under the global shadow mode or not.
 async fn server(shadow: bool) -> common::Server {
-    start_with(
-        RuleSet::parse("rules.yaml", RULES).unwrap(),
-        Settings::default().shadow(shadow),
-    )
-    .await
+    let mut engine = EngineSettings::default();
+    engine.rules = rules();
+    engine.shadow = shadow;
+    start_engine(engine, Settings::default()).await.0
 }
 
 #[tokio::test]
@@ -217,21 +224,25 @@ async fn hits_are_charged_and_hits_above_capacity_are_never_allowed() {
 }
 
 #[tokio::test]
-async fn replaced_rules_are_in_force_for_the_next_command() {
-    let rules = weir_resp::SharedRules::new(RuleSet::parse("rules.yaml", RULES).unwrap());
-    let server = start_with(rules.clone(), Settings::default()).await;
+async fn reloaded_rules_are_in_force_for_the_next_command() {
+    let dir = std::env::temp_dir().join(format!("weir-resp-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rules.yaml");
+    std::fs::write(&file, RULES).unwrap();
+    let mut engine = EngineSettings::default();
+    engine.rules = RuleSource::Path(file.clone());
+    let (server, engine) = start_engine(engine, Settings::default()).await;
     let mut con = server.client(false).await;
     assert_eq!(
         check(&mut con, &["api", "user", "x"]).await[2],
         ("rule".into(), "api.user".into())
     );
-    rules.replace(
-        RuleSet::parse(
-            "other.yaml",
-            "domain: api\ndescriptors:\n  - key: other\n    rule: {unlimited: true}\n",
-        )
-        .unwrap(),
-    );
+    std::fs::write(
+        &file,
+        "domain: api\ndescriptors:\n  - key: other\n    rule: {unlimited: true}\n",
+    )
+    .unwrap();
+    engine.reload().await;
     assert_eq!(
         check(&mut con, &["api", "user", "x"]).await[2],
         ("rule".into(), "nil".into())
@@ -241,6 +252,7 @@ async fn replaced_rules_are_in_force_for_the_next_command() {
         ("rule".into(), "api.other".into())
     );
     server.stop().await;
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]

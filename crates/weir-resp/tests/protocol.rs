@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{ints, request, start, start_with};
 use redis::Value;
 use tokio::io::AsyncWriteExt;
-use weir_config::RuleSet;
+use weir_engine::RuleSource;
 use weir_resp::Settings;
 
 #[tokio::test]
@@ -196,7 +196,7 @@ async fn protocol_violations_are_answered_then_the_connection_closes() {
         .max_args(8)
         .max_bulk_bytes(1024)
         .max_request_bytes(2048);
-    let server = start_with(RuleSet::example(), settings).await;
+    let server = start_with(RuleSource::Example, settings).await;
     let cases: [(&[u8], &str); 5] = [
         (
             b"*1\r\n:1\r\n",
@@ -264,7 +264,7 @@ async fn hostile_bytes_never_take_the_server_down() {
 
 #[tokio::test]
 async fn one_connection_past_the_cap_is_refused_as_redis_refuses_it() {
-    let server = start_with(RuleSet::example(), Settings::default().max_connections(1)).await;
+    let server = start_with(RuleSource::Example, Settings::default().max_connections(1)).await;
     let mut first = server.raw().await;
     assert_eq!(first.call(&["PING"]).await, "+PONG");
     let mut second = server.raw().await;
@@ -279,7 +279,7 @@ async fn one_connection_past_the_cap_is_refused_as_redis_refuses_it() {
 #[tokio::test]
 async fn an_idle_connection_is_closed() {
     let settings = Settings::default().idle_timeout(Duration::from_millis(50));
-    let server = start_with(RuleSet::example(), settings).await;
+    let server = start_with(RuleSource::Example, settings).await;
     let mut raw = server.raw().await;
     assert_eq!(raw.call(&["PING"]).await, "+PONG");
     assert_eq!(raw.until_closed().await, "");

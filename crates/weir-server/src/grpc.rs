@@ -12,9 +12,9 @@ use tonic::{Request, Response, Status};
 use weir_core::Clock as _;
 
 use crate::app::App;
-use weir_engine::DecideError;
 use crate::rls;
 use weir_engine::Code;
+use weir_engine::DecideError;
 
 /// The gRPC service (one per server; cheap to clone).
 #[derive(Debug, Clone)]

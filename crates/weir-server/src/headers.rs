@@ -120,7 +120,7 @@ impl ResponseHeaders {
 
     /// The headers for `verdict`, as `(name, value)` pairs; empty when no limit applied.
     pub fn render(&self, verdict: &Verdict) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = rate_limit_headers(verdict, self.style)
+        let mut out: Vec<(String, String)> = verdict_headers(verdict, self.style)
             .into_iter()
             .map(|(name, value)| (name.to_string(), value))
             .collect();
@@ -139,7 +139,7 @@ impl ResponseHeaders {
 /// The headers for `verdict`, as `(name, value)` pairs; empty when no limit applied.
 /// Rendered by `weir_tower` (one implementation for the server, the layer and the proxy);
 /// the tightest limit is the verdict's (an enforced denial first).
-pub fn rate_limit_headers(verdict: &Verdict, style: HeaderStyle) -> Vec<(&'static str, String)> {
+pub fn verdict_headers(verdict: &Verdict, style: HeaderStyle) -> Vec<(&'static str, String)> {
     let Some((tight, decision)) = verdict.tightest() else {
         return Vec::new();
     };
@@ -213,7 +213,7 @@ mod tests {
                 status("api.\"burst\"", second, 0, false),
             ],
         };
-        let headers = rate_limit_headers(
+        let headers = verdict_headers(
             &verdict,
             HeaderStyle {
                 ietf: true,
@@ -237,7 +237,7 @@ mod tests {
             overall: Code::Ok,
             statuses: vec![Status::unmatched()],
         };
-        assert!(rate_limit_headers(&none, HeaderStyle::default()).is_empty());
+        assert!(verdict_headers(&none, HeaderStyle::default()).is_empty());
     }
 
     #[test]

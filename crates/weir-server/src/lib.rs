@@ -44,7 +44,7 @@
 //! at once); an HTTP connection is closed after [`Settings::header_read_timeout`] without a
 //! whole request head (10 s), a gRPC one after [`Settings::grpc_idle_timeout`] without a
 //! request (5 min) or when it does not answer HTTP/2 pings. Descriptor counts, entry
-//! counts, key, value and domain lengths and hits are bounded by `weir_config::limits`
+//! counts, key, value and domain lengths and hits are bounded by `weir_config::bounds`
 //! (64 descriptors, 16 entries, 256-byte keys, 1 KiB values, 256-byte domains, hits up to
 //! 10⁹). Anything over a limit is a 400 / `INVALID_ARGUMENT` that names it.
 
@@ -73,9 +73,7 @@ pub use client::{ClientError, HttpAnswer};
 pub use envoy_unit::{envoy_limit, EnvoyLimit};
 pub use error::ServerError;
 pub use grpc::RlsService;
-pub use headers::{
-    rate_limit_headers, HeaderNameError, HeaderStyle, LegacyHeaders, ResponseHeaders,
-};
+pub use headers::{verdict_headers, HeaderNameError, HeaderStyle, LegacyHeaders, ResponseHeaders};
 pub use health::HEALTH_SERVICES;
 pub use http::{router, serve_http, serve_http_with, HttpLimits, Peer};
 pub use serve::{run, serve};

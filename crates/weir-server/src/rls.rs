@@ -25,9 +25,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use weir_config::{Descriptor, LimitOverride, Unit};
 
-use weir_engine::{CheckRequest, DecideError};
 use crate::envoy_unit::envoy_limit;
 use crate::headers::{ceil_secs, ResponseHeaders};
+use weir_engine::{CheckRequest, DecideError};
 use weir_engine::{Code, Status, Verdict};
 
 /// Converts Envoy's request. Fails on what Weir cannot honour (negative hits, an unknown

@@ -1,4 +1,4 @@
-//! [`Metrics`]: every metric family of the server, registered once, and the OpenMetrics
+//! [`Metrics`]: every metric family of the engine and its front ends, registered once, and the OpenMetrics
 //! text `/metrics` serves. Store and cache counters kept by `weir-resilience` are copied in
 //! at scrape time.
 
@@ -56,7 +56,7 @@ struct ResultLabels {
     result: &'static str,
 }
 
-/// Every metric of the server.
+/// Every metric of the engine and its front ends.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,

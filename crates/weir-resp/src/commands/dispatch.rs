@@ -3,34 +3,22 @@
 //! small argument helpers every handler shares.
 
 use bytes::Bytes;
-use weir_core::{Clock, Limiter, Store};
+use weir_engine::Engine;
 
 use super::args::wrong_arity;
 use super::table::{find, Kind};
 use super::{cell, check, crab, introspect, session, Session};
 use crate::protocol::Reply;
-use crate::rules::Rules;
 use crate::settings::Settings;
 
-/// What every command may use: the limiter, the rules and the settings.
-pub(crate) struct Shared<L, R> {
-    pub(crate) limiter: L,
-    pub(crate) rules: R,
+/// What every command may use: the engine (its limiter, its rules) and the settings.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
     pub(crate) settings: Settings,
 }
 
 /// Runs one command. `args[0]` is its name; `args` is never empty.
-pub(crate) async fn run<L, S, C, R>(
-    shared: &Shared<L, R>,
-    session: &mut Session,
-    args: &[Bytes],
-) -> Reply
-where
-    L: std::ops::Deref<Target = Limiter<S, C>>,
-    S: Store,
-    C: Clock,
-    R: Rules,
-{
+pub(crate) async fn run(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Reply {
     let Some(name) = args.first() else {
         return Reply::error("ERR empty command");
     };
@@ -43,15 +31,9 @@ where
     }
     let timeout = shared.settings.request_timeout;
     match spec.kind {
-        Kind::Cell => bounded(timeout, cell::throttle(&shared.limiter, args)).await,
-        Kind::Crab => bounded(timeout, crab::throttle(&shared.limiter, args)).await,
-        Kind::Check => {
-            bounded(
-                timeout,
-                check::check(&shared.limiter, &shared.rules, shared.settings.shadow, args),
-            )
-            .await
-        }
+        Kind::Cell => bounded(timeout, cell::throttle(&shared.engine.limiter(), args)).await,
+        Kind::Crab => bounded(timeout, crab::throttle(&shared.engine.limiter(), args)).await,
+        Kind::Check => bounded(timeout, check::check(&shared.engine, args)).await,
         Kind::Ping => session::ping(args),
         Kind::Echo => args.get(1).map_or(Reply::Null, |m| Reply::Bulk(m.clone())),
         Kind::Hello => session::hello(session, args),

@@ -1,35 +1,8 @@
-//! The wiring `weir serve --resp` uses: `weir serve`'s limiter and rule book behind two
-//! small wrappers, handed to `weir_resp::serve`.
+//! The wiring `weir serve --resp` uses: `weir serve`'s own engine handed to
+//! `weir_resp::serve`, so RESP and HTTP decide on one store and one rule book.
 
-use std::sync::Arc;
-
-use weir_config::{Descriptor, MatchError, Matched};
 use weir_core::ManualClock;
-use weir_engine::{EngineLimiter as ServerLimiter, RuleBook};
 use weir_server::{App, RuleSource, SharedClock, StoreClock, StoreSpec};
-
-/// `weir serve`'s limiter, for `weir_resp::serve`.
-pub struct AppLimiter(pub App);
-
-impl std::ops::Deref for AppLimiter {
-    type Target = ServerLimiter;
-    fn deref(&self) -> &ServerLimiter {
-        self.0.engine().limiter()
-    }
-}
-
-/// `weir serve`'s rule book (swapped on reload), for `WEIR.CHECK`.
-pub struct AppRules(pub Arc<RuleBook>);
-
-impl weir_resp::Rules for AppRules {
-    fn matches(
-        &self,
-        domain: &str,
-        descriptors: &[Descriptor],
-    ) -> Result<Vec<Option<Matched>>, MatchError> {
-        self.0.snapshot().rules.matches(domain, descriptors)
-    }
-}
 
 /// A `weir serve` engine on the example rules and `clock`, on the store `url` names
 /// (`memory` when `None`), deciding by the process's (manual) clock.
@@ -44,7 +17,7 @@ pub async fn app(clock: &ManualClock, url: Option<&str>) -> App {
     App::new(settings).await.unwrap()
 }
 
-/// `weir_resp::serve` on `app`, as `weir serve --resp` runs it.
+/// `weir_resp::serve` on `app`'s engine, as `weir serve --resp` runs it.
 pub async fn serve_resp(
     app: &App,
 ) -> (
@@ -54,14 +27,11 @@ pub async fn serve_resp(
 ) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let settings = weir_resp::Settings::default().shadow(app.engine().global_shadow());
-    let rules = AppRules(Arc::clone(app.engine().rules()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(weir_resp::serve(
         listener,
-        AppLimiter(app.clone()),
-        rules,
-        settings,
+        app.engine().clone(),
+        weir_resp::Settings::default(),
         async move {
             let _ = stopped.await;
         },

@@ -7,15 +7,14 @@
 pub mod app;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use weir_config::RuleSet;
-use weir_core::{Limiter, ManualClock, MemoryStore};
+use weir_core::ManualClock;
+use weir_engine::{Engine, EngineSettings, RuleSource, SharedClock};
 use weir_resp::Settings;
 
 /// 2023-11-14T22:13:20Z, a whole second.
@@ -32,30 +31,39 @@ pub struct Server {
 }
 
 pub async fn start() -> Server {
-    start_with(RuleSet::example(), Settings::default()).await
+    start_with(RuleSource::Example, Settings::default()).await
 }
 
-pub async fn start_with(rules: impl weir_resp::Rules, settings: Settings) -> Server {
+pub async fn start_with(rules: RuleSource, settings: Settings) -> Server {
+    let mut engine = EngineSettings::default();
+    engine.rules = rules;
+    start_engine(engine, settings).await.0
+}
+
+/// The front end over an engine built from `engine` (its clock replaced by the server's
+/// manual clock; the memory store), returned too for reloads.
+pub async fn start_engine(mut engine: EngineSettings, settings: Settings) -> (Server, Engine) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let clock = ManualClock::new(START_NS);
-    let limiter = Arc::new(Limiter::new(MemoryStore::default(), clock.clone()));
+    engine.clock = SharedClock::new(clock.clone());
+    let engine = Engine::open(engine).await.unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(weir_resp::serve(
         listener,
-        limiter,
-        rules,
+        engine.clone(),
         settings,
         async {
             let _ = stopped.await;
         },
     ));
-    Server {
+    let server = Server {
         addr,
         clock,
         stop: Some(stop),
         task,
-    }
+    };
+    (server, engine)
 }
 
 impl Server {

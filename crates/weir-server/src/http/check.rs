@@ -24,8 +24,8 @@ use weir_config::{Descriptor, LimitOverride, Unit};
 use super::body::{parse, RawBody};
 use super::error::ApiError;
 use crate::app::App;
+use crate::headers::{ceil_secs, verdict_headers};
 use weir_engine::CheckRequest;
-use crate::headers::{ceil_secs, rate_limit_headers};
 use weir_engine::{Code, Status, Verdict};
 
 #[derive(Debug, Deserialize)]
@@ -171,7 +171,7 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response {
     };
     let mut response = (status, Json(body)).into_response();
     let headers = response.headers_mut();
-    for (name, value) in rate_limit_headers(verdict, app.settings().headers) {
+    for (name, value) in verdict_headers(verdict, app.settings().headers) {
         // The header's own bytes, not a copy (values are printable ASCII by construction).
         if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) {
             headers.insert(HeaderName::from_static(name), value);

@@ -28,9 +28,9 @@ use serde_json::{json, Map, Value};
 use super::body::{parse, RawBody};
 use super::error::ApiError;
 use crate::app::App;
-use weir_engine::DecideError;
 use crate::rls;
 use weir_engine::Code;
+use weir_engine::DecideError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -97,7 +97,8 @@ fn failed(error: CheckError) -> ApiError {
 /// Counts a refused lease call (`weir_requests_total{api="lease"}`) and renders it.
 fn refused(app: &App, error: ApiError) -> Response {
     let client = error.status.is_client_error();
-    app.engine().metrics()
+    app.engine()
+        .metrics()
         .request("lease", if client { "invalid" } else { "error" });
     error.into_response()
 }

@@ -36,7 +36,7 @@ pub const MAX_DEPTH: usize = MAX_ENTRIES;
 /// [`RuleSet::matches`](crate::RuleSet::matches)).
 ///
 /// ```
-/// use weir_config::limits::{check_hits_addend, MAX_HITS_ADDEND};
+/// use weir_config::bounds::{check_hits_addend, MAX_HITS_ADDEND};
 /// assert!(check_hits_addend(MAX_HITS_ADDEND).is_ok());
 /// assert_eq!(
 ///     check_hits_addend(MAX_HITS_ADDEND + 1).unwrap_err().to_string(),
