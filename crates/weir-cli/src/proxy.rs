@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use weir_proxy::{Class, ProxySettings, Upstream};
-use weir_tower::{ClientIp, ForwardedHeader, InFlightLimit, IpNet, OnLimit};
+use weir_tower::{parse_ip_net, ClientIp, ForwardedHeader, InFlightLimit, IpNet, OnLimit};
 
 use crate::duration::parse_duration;
 use crate::engine_args::{bind, run, shutdown_signal, EngineArgs};
@@ -115,7 +115,8 @@ pub(crate) struct ProxyArgs {
         long = "trusted-proxy",
         value_name = "CIDR",
         env = "WEIR_TRUSTED_PROXIES",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = parse_ip_net
     )]
     trusted_proxies: Vec<IpNet>,
 

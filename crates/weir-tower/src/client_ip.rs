@@ -15,7 +15,9 @@ use std::net::{IpAddr, SocketAddr};
 use http::request::Parts;
 use http::HeaderMap;
 
-use crate::net::{canonical, mask, IpNet};
+use ipnet::IpNet;
+
+use crate::net::{canonical, group_v6};
 
 /// Resolves the client address of a request: the peer, or the first untrusted hop of its
 /// forwarding headers when the peer is a trusted proxy.
@@ -87,7 +89,9 @@ impl ClientIp {
         self
     }
 
-    /// Trusts the proxies in `net`: their forwarding headers are believed.
+    /// Trusts the proxies in `net`: their forwarding headers are believed. `net` is an
+    /// [`ipnet::IpNet`]: `"10.0.0.0/8".parse()?`, or [`parse_ip_net`](crate::parse_ip_net)
+    /// for a bare address too and an error that names the text.
     pub fn trust(mut self, net: IpNet) -> Self {
         self.trusted.push(net);
         self
@@ -107,9 +111,11 @@ impl ClientIp {
         &self.trusted
     }
 
-    /// Whether `ip` is a trusted proxy (its forwarding headers are believed).
+    /// Whether `ip` is a trusted proxy (its forwarding headers are believed). An
+    /// IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) counts as its IPv4 address.
     pub fn is_trusted(&self, ip: IpAddr) -> bool {
-        self.trusted.iter().any(|net| net.contains(ip))
+        let ip = canonical(ip);
+        self.trusted.iter().any(|net| net.contains(&ip))
     }
 
     /// The client of a request whose TCP peer is `peer`.
@@ -137,10 +143,7 @@ impl ClientIp {
 
     /// `ip` as the key it counts under: IPv6 cut to the grouping prefix.
     pub fn group(&self, ip: IpAddr) -> IpAddr {
-        match ip {
-            IpAddr::V6(_) => mask(ip, self.ipv6_prefix),
-            v4 => v4,
-        }
+        group_v6(ip, self.ipv6_prefix)
     }
 
     /// The client of a request, from its peer address (see [`peer_addr`]); `None` when the

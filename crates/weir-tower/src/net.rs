@@ -1,26 +1,13 @@
 //! IP networks (`10.0.0.0/8`, `2001:db8::/32`) for the trusted-proxy list, and the grouping
 //! of IPv6 clients by prefix. Pure; used by [`ClientIp`](crate::ClientIp) when it turns a
-//! request into a key, before any limit is checked.
+//! request into a key, before any limit is checked. The network type is
+//! [`ipnet::IpNet`] (re-exported as `weir_tower::IpNet`, the type hyper-util and
+//! axum-client-ip use); this module only adds a parser that also takes a bare address and
+//! names what it refused.
 
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::str::FromStr;
+use std::net::IpAddr;
 
-/// An IP network: an address and a prefix length. An address alone is a /32 or /128.
-///
-/// ```
-/// use weir_tower::IpNet;
-///
-/// let net: IpNet = "10.0.0.0/8".parse()?;
-/// assert!(net.contains("10.1.2.3".parse()?));
-/// assert!(!net.contains("11.0.0.1".parse()?));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpNet {
-    addr: IpAddr,
-    prefix: u8,
-}
+use ipnet::{IpNet, Ipv6Net};
 
 /// A network that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,75 +17,41 @@ pub struct IpNetError {
     reason: &'static str,
 }
 
-impl IpNet {
-    /// The network of `addr` with `prefix` leading bits; host bits are cleared.
-    pub fn new(addr: IpAddr, prefix: u8) -> Result<Self, IpNetError> {
-        let max = max_prefix(addr);
-        if prefix > max {
-            return Err(IpNetError {
-                text: format!("{addr}/{prefix}"),
-                reason: "the prefix is longer than the address",
-            });
-        }
-        Ok(Self {
-            addr: mask(addr, prefix),
-            prefix,
-        })
-    }
-
-    /// Whether `ip` is inside the network. An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`)
-    /// counts as its IPv4 address.
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = canonical(ip);
-        match (self.addr, ip) {
-            (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => {
-                mask(ip, self.prefix) == self.addr
-            }
-            _ => false,
-        }
-    }
-}
-
-impl FromStr for IpNet {
-    type Err = IpNetError;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let error = |reason| IpNetError {
-            text: text.to_string(),
-            reason,
-        };
-        let (addr, prefix) = match text.trim().split_once('/') {
-            Some((addr, prefix)) => (addr, Some(prefix)),
-            None => (text.trim(), None),
-        };
-        let addr: IpAddr = addr.parse().map_err(|_| error("not an IP address"))?;
-        let prefix = match prefix {
-            Some(p) => p
+/// Parses a network for [`ClientIp::trust`](crate::ClientIp::trust): `10.0.0.0/8`,
+/// `2001:db8::/32`, or an address alone (a /32 or /128). Host bits are cleared, so
+/// `10.1.2.3/8` is `10.0.0.0/8`. Unlike `IpNet`'s own `FromStr`, it takes a bare address
+/// and its error names the text and what is wrong with it (what a command-line option or
+/// a configuration file wants to show).
+///
+/// ```
+/// use weir_tower::{parse_ip_net, IpNet};
+///
+/// let net: IpNet = parse_ip_net("10.0.0.0/8")?;
+/// assert!(net.contains(&"10.1.2.3".parse::<std::net::IpAddr>()?));
+/// assert_eq!(parse_ip_net("192.168.1.7")?.to_string(), "192.168.1.7/32");
+/// assert!(parse_ip_net("10.0.0.0/33").unwrap_err().to_string().contains("'10.0.0.0/33'"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn parse_ip_net(text: &str) -> Result<IpNet, IpNetError> {
+    let error = |reason| IpNetError {
+        text: text.to_string(),
+        reason,
+    };
+    let (addr, prefix) = match text.trim().split_once('/') {
+        Some((addr, prefix)) => (addr, Some(prefix)),
+        None => (text.trim(), None),
+    };
+    let addr: IpAddr = addr.parse().map_err(|_| error("not an IP address"))?;
+    let net = match prefix {
+        Some(p) => {
+            let prefix = p
                 .parse::<u8>()
-                .map_err(|_| error("the prefix is not a number"))?,
-            None => max_prefix(addr),
-        };
-        if prefix > max_prefix(addr) {
-            return Err(error("the prefix is longer than the address"));
+                .map_err(|_| error("the prefix is not a number"))?;
+            IpNet::new(addr, prefix).map_err(|_| error("the prefix is longer than the address"))?
         }
-        Ok(Self {
-            addr: mask(addr, prefix),
-            prefix,
-        })
-    }
-}
-
-impl fmt::Display for IpNet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-fn max_prefix(addr: IpAddr) -> u8 {
-    match addr {
-        IpAddr::V4(_) => 32,
-        IpAddr::V6(_) => 128,
-    }
+        None => IpNet::from(addr),
+    };
+    Ok(net.trunc())
 }
 
 /// `::ffff:a.b.c.d` as `a.b.c.d`; anything else unchanged.
@@ -109,25 +62,12 @@ pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// `ip` with every bit after the first `prefix` cleared.
-pub(crate) fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
+/// An IPv6 address cut to its first `prefix` bits (anything else, or a prefix past 128,
+/// unchanged).
+pub(crate) fn group_v6(ip: IpAddr, prefix: u8) -> IpAddr {
     match ip {
-        IpAddr::V4(v4) => {
-            let bits = u32::from(v4);
-            let kept = bits
-                .checked_shr(32u32.saturating_sub(u32::from(prefix)))
-                .and_then(|b| b.checked_shl(32u32.saturating_sub(u32::from(prefix))))
-                .unwrap_or(0);
-            IpAddr::V4(Ipv4Addr::from(kept))
-        }
-        IpAddr::V6(v6) => {
-            let bits = u128::from(v6);
-            let kept = bits
-                .checked_shr(128u32.saturating_sub(u32::from(prefix)))
-                .and_then(|b| b.checked_shl(128u32.saturating_sub(u32::from(prefix))))
-                .unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(kept))
-        }
+        IpAddr::V6(v6) => Ipv6Net::new(v6, prefix).map_or(ip, |net| IpAddr::V6(net.network())),
+        v4 => v4,
     }
 }
 
@@ -135,39 +75,60 @@ pub(crate) fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
 mod tests {
     use super::*;
 
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
     #[test]
     fn networks_parse_and_contain() {
-        let net: IpNet = "192.168.0.0/16".parse().unwrap();
-        assert!(net.contains("192.168.200.1".parse().unwrap()));
-        assert!(!net.contains("192.169.0.1".parse().unwrap()));
-        assert!(net.contains("::ffff:192.168.1.1".parse().unwrap()));
-        let one: IpNet = "10.0.0.7".parse().unwrap();
-        assert!(one.contains("10.0.0.7".parse().unwrap()));
-        assert!(!one.contains("10.0.0.8".parse().unwrap()));
-        let v6: IpNet = "2001:db8::/32".parse().unwrap();
-        assert!(v6.contains("2001:db8:1::1".parse().unwrap()));
-        assert!(!v6.contains("10.0.0.1".parse().unwrap()));
-        let all: IpNet = "0.0.0.0/0".parse().unwrap();
-        assert!(all.contains("8.8.8.8".parse().unwrap()));
+        let net = parse_ip_net("192.168.0.0/16").unwrap();
+        assert!(net.contains(&ip("192.168.200.1")));
+        assert!(!net.contains(&ip("192.169.0.1")));
+        let one = parse_ip_net("10.0.0.7").unwrap();
+        assert!(one.contains(&ip("10.0.0.7")));
+        assert!(!one.contains(&ip("10.0.0.8")));
+        let v6 = parse_ip_net("2001:db8::/32").unwrap();
+        assert!(v6.contains(&ip("2001:db8:1::1")));
+        assert!(!v6.contains(&ip("10.0.0.1")));
+        let all = parse_ip_net("0.0.0.0/0").unwrap();
+        assert!(all.contains(&ip("8.8.8.8")));
         assert_eq!(net.to_string(), "192.168.0.0/16");
+        assert_eq!(
+            parse_ip_net(" 10.1.2.3/8 ").unwrap().to_string(),
+            "10.0.0.0/8"
+        );
+        assert_eq!(parse_ip_net("2001:db8::1").unwrap().prefix_len(), 128);
     }
 
     #[test]
     fn bad_networks_say_what_is_wrong() {
-        let e = "10.0.0.0/33".parse::<IpNet>().unwrap_err();
+        let e = parse_ip_net("10.0.0.0/33").unwrap_err();
         assert_eq!(
             e.to_string(),
             "'10.0.0.0/33' is not an IP network (like 10.0.0.0/8, 192.168.1.7 or 2001:db8::/32): the prefix is longer than the address"
         );
-        assert!("bogus".parse::<IpNet>().is_err());
-        assert!("10.0.0.0/x".parse::<IpNet>().is_err());
+        assert!(parse_ip_net("bogus")
+            .unwrap_err()
+            .to_string()
+            .starts_with("'bogus' is not an IP network"));
+        assert!(parse_ip_net("10.0.0.0/x")
+            .unwrap_err()
+            .to_string()
+            .ends_with("the prefix is not a number"));
     }
 
     #[test]
-    fn ipv6_masks_to_its_prefix() {
-        let ip: IpAddr = "2001:db8:1:2:3:4:5:6".parse().unwrap();
-        assert_eq!(mask(ip, 64).to_string(), "2001:db8:1:2::");
-        assert_eq!(mask(ip, 128), ip);
-        assert_eq!(mask(ip, 0).to_string(), "::");
+    fn ipv6_groups_by_its_prefix() {
+        let addr = ip("2001:db8:1:2:3:4:5:6");
+        assert_eq!(group_v6(addr, 64), ip("2001:db8:1:2::"));
+        assert_eq!(group_v6(addr, 128), addr);
+        assert_eq!(group_v6(addr, 0), ip("::"));
+        assert_eq!(group_v6(ip("192.0.2.1"), 8), ip("192.0.2.1"));
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_are_their_ipv4_address() {
+        assert_eq!(canonical(ip("::ffff:192.168.1.1")), ip("192.168.1.1"));
+        assert_eq!(canonical(ip("2001:db8::1")), ip("2001:db8::1"));
     }
 }

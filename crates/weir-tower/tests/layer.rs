@@ -19,7 +19,9 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 use weir_core::{FailurePolicy, Limiter, ManualClock, MemoryStore, Rule};
 use weir_testkit::faults::{Fault, FaultyStore};
-use weir_tower::{ClientIp, Fallback, InFlightLimit, KeyBy, OnLimit, Policy, RateLimitLayer};
+use weir_tower::{
+    parse_ip_net, ClientIp, Fallback, InFlightLimit, KeyBy, OnLimit, Policy, RateLimitLayer,
+};
 
 const START_NS: u64 = 1_700_000_000_000_000_000;
 
@@ -138,7 +140,7 @@ async fn a_spoofed_forwarded_for_from_an_untrusted_peer_does_not_change_the_key(
 
     // When the peer is trusted, each forwarded client gets its own budget.
     let (limiter, _clock) = manual_limiter();
-    let trusting = ClientIp::new().trust("127.0.0.1".parse().unwrap());
+    let trusting = ClientIp::new().trust(parse_ip_net("127.0.0.1").unwrap());
     let app = Router::new().route("/", get(|| async { "ok" })).layer(
         RateLimitLayer::new(
             limiter,
