@@ -44,7 +44,7 @@ pub(crate) enum EnvoyHeaders {
 #[command(after_help = help::SERVE)]
 pub(crate) struct ServeArgs {
     /// The HTTP API's address (/v1/check, /json, /healthz, /readyz, /healthcheck, /metrics,
-    /// /admin) [default: 127.0.0.1:8080, or ratelimit's HOST and PORT]
+    /// /admin, /dashboard) [default: 127.0.0.1:8080, or ratelimit's HOST and PORT]
     #[arg(long, value_name = "ADDR", env = "WEIR_HTTP")]
     http: Option<SocketAddr>,
 

@@ -112,6 +112,10 @@
     return ms + ' ms';
   }
 
+  function count(n, one, many) {
+    return n + ' ' + (n === 1 ? one : many);
+  }
+
   function sum(values, from) {
     let total = 0;
     for (let i = Math.max(0, from); i < values.length; i++) total += values[i];
@@ -147,7 +151,8 @@
   function renderConfig(config, nowMs) {
     $('config-source').textContent = config.source;
     $('config-loaded').textContent =
-      config.rules + ' rules in ' + config.domains.length + ' domain(s), generation ' +
+      count(config.rules, 'rule', 'rules') + ' in ' +
+      count(config.domains.length, 'domain', 'domains') + ', generation ' +
       config.generation + ', loaded ' + clock(config.loaded_at_unix_ms) + ' (' +
       ago(nowMs, config.loaded_at_unix_ms) + ')';
     const last = $('config-last');
@@ -210,8 +215,8 @@
       sum(series.allowed, seconds - 60) + ' allowed, ' + deniedMinute + ' denied in the last minute'));
     box.append(title);
 
-    const width = 600;
-    const height = 90;
+    const width = 1000;
+    const height = 110;
     const left = 40;
     const bottom = 14;
     const plotW = width - left - 4;
@@ -221,7 +226,7 @@
     const y = (v) => 6 + plotH - (v * plotH) / max;
     const points = (values) => values.map((v, i) => x(i).toFixed(1) + ',' + y(v).toFixed(1)).join(' ');
 
-    const root = svg('svg', { viewBox: '0 0 ' + width + ' ' + height, preserveAspectRatio: 'none', role: 'img' });
+    const root = svg('svg', { viewBox: '0 0 ' + width + ' ' + height, role: 'img' });
     root.append(svg('title'));
     root.firstChild.textContent = series.rule + ': decisions per second over the last ' + seconds + ' s';
     root.append(svg('line', { class: 'axis', x1: left, x2: width - 4, y1: 6 + plotH, y2: 6 + plotH }));
@@ -252,7 +257,7 @@
   }
 
   function renderTop(top) {
-    $('top-total').textContent = top.total_denials + ' denials counted since start';
+    $('top-total').textContent = count(top.total_denials, 'denial', 'denials') + ' counted since start';
     const rows = top.keys.map((k) => {
       const row = el('tr');
       row.append(el('td', 'key', k.key), el('td', 'mono', k.rule),
@@ -272,7 +277,7 @@
   function renderRules(rules, total, byRule) {
     $('rules-count').textContent = rules.length < total
       ? 'The first ' + rules.length + ' of ' + total + ' rules.'
-      : total + ' rules.';
+      : count(total, 'rule', 'rules') + '.';
     const rows = rules.map((r) => {
       const s = byRule.get(r.id);
       const allowed = s ? sum(s.allowed, s.allowed.length - 60) : 0;
