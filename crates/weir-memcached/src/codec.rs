@@ -5,14 +5,15 @@
 //!
 //! Layout (version 1): `01 · expires · guard · state`, where `guard` is `00` or
 //! `01 · blocked_until · strikes · strikes_expire`, and `state` is a tag byte and the state's
-//! integers (tag `00`: no state, the counters' guard-only record). An empty value is a
+//! integers (tag `00`: no state, the counters' guard-only record; a warm-up's state, tags
+//! `09` and `0a`, is the plain state's integers then the ramp position). An empty value is a
 //! tombstone: the record was deleted (see `plan.rs`).
 
 use std::collections::VecDeque;
 
 use weir_core::algorithm::{
     ConcurrencyState, FixedWindowState, GcraState, LeakyBucketState, LeakyQueueState, LeaseEntry,
-    SlidingState, TokenBucketState, WeightedWindowState,
+    SlidingState, TokenBucketState, Warm, WeightedWindowState,
 };
 use weir_core::{Guard, Record, Rule, State, StoreError};
 
@@ -121,6 +122,17 @@ pub(crate) fn encode(record: &Record, with_state: bool) -> Result<Vec<u8>, Store
                 put(&mut out, u64::from(lease.holds));
                 put(&mut out, lease.expires_ns);
             }
+        }
+        State::GcraWarm(s) => {
+            out.push(9);
+            put(&mut out, s.state.tat_ns);
+            put(&mut out, s.warm_ns);
+        }
+        State::TokenBucketWarm(s) => {
+            out.push(10);
+            put(&mut out, s.state.tokens);
+            put(&mut out, s.state.last_ns);
+            put(&mut out, s.warm_ns);
         }
         other => {
             return Err(StoreError::Corrupt(format!(
@@ -255,6 +267,17 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Stored, StoreError> {
             }
             Some(State::Concurrency(Box::new(ConcurrencyState { leases })))
         }
+        9 => Some(State::GcraWarm(Warm {
+            state: GcraState { tat_ns: r.u64()? },
+            warm_ns: r.u64()?,
+        })),
+        10 => Some(State::TokenBucketWarm(Box::new(Warm {
+            state: TokenBucketState {
+                tokens: r.u64()?,
+                last_ns: r.u64()?,
+            },
+            warm_ns: r.u64()?,
+        }))),
         _ => return Err(corrupt("state tag")),
     };
     if !r.bytes.is_empty() {
@@ -303,6 +326,17 @@ mod tests {
                 last_ns: 127,
             }),
             State::Gcra(GcraState { tat_ns: 128 }),
+            State::GcraWarm(Warm {
+                state: GcraState { tat_ns: 129 },
+                warm_ns: 30,
+            }),
+            State::TokenBucketWarm(Box::new(Warm {
+                state: TokenBucketState {
+                    tokens: 2,
+                    last_ns: u64::MAX,
+                },
+                warm_ns: 0,
+            })),
             State::LeakyQueue(LeakyQueueState { next_free_ns: 1 }),
             State::Concurrency(Box::new(ConcurrencyState {
                 leases: vec![

@@ -54,7 +54,8 @@ local PARAMS, FASTS = {}, {}
 
 -- The rule of one decision from its ARGV field (src/encode.rs `RuleArgs`): the algorithm
 -- tag, its three parameters ('-' for none) and, when there is a lockout, its base, max and
--- forgive (ns): 'gc 10 100000000 1000000000' or 'fw 3 60000000000 - 5000000000 ...'. Parsed
+-- forgive (ns): 'gc 10 100000000 1000000000' or 'fw 3 60000000000 - 5000000000 ...'; last,
+-- for a warm-up (warmup.lua), '~' and its period, cold factor and ramp. Parsed
 -- once per distinct text: a function library keeps RULES between calls (a bounded cache of
 -- values that never change, so nothing a replica would need); under EVALSHA it lives for
 -- one call. nil when the text is not a rule of an algorithm in this script.
@@ -64,8 +65,9 @@ local function rule(text)
   if p ~= nil then
     return p
   end
+  local head, ww, wc, wx = string.match(text, '^(.-) ~(%d+) (%d+) (%d+)$')
   local tag, a, b, c, lb, lm, lf =
-    string.match(text, '^(%l%l) (%S+) (%S+) (%S+) ?(%d*) ?(%d*) ?(%d*)$')
+    string.match(head or text, '^(%l%l) (%S+) (%S+) (%S+) ?(%d*) ?(%d*) ?(%d*)$')
   local params = PARAMS[tag]
   if params == nil then
     return nil
@@ -74,6 +76,9 @@ local function rule(text)
   params(p, tonumber(a), tonumber(b), tonumber(c))
   if lb ~= '' then
     p.lock_base, p.lock_max, p.forgive = tonumber(lb), tonumber(lm), tonumber(lf)
+  end
+  if head ~= nil then
+    p.warm, p.cold, p.ramp = tonumber(ww), tonumber(wc), tonumber(wx)
   end
   if RULE_COUNT >= 1024 then
     RULES, RULE_COUNT = {}, 0

@@ -79,6 +79,16 @@ do
     return st.t
   end
 
+  -- For a warm-up (warmup.lua; `Ramped` in gcra.rs): when the key owes nothing, and `ns`
+  -- more of debt.
+  function M.full_at(p, st)
+    return st.t
+  end
+
+  function M.charge(p, st, now, ns)
+    st.t = math.max(st.t, now) + ns
+  end
+
   -- The fields as they follow the record's head (record.lua): ' <t>'.
   function M.decode(body, shift)
     local t = instant(string.match(body, '^ (%-?%d+)$'), shift)

@@ -11,7 +11,8 @@
 -- guardless record of one algorithm is one pattern (fast.lua matches it so).
 local R = {}
 
-local KNOWN = { fw = true, sl = true, ww = true, tb = true, lb = true, gc = true, lq = true, cc = true }
+local KNOWN = { fw = true, sl = true, ww = true, tb = true, lb = true, gc = true, lq = true, cc = true,
+  gw = true, tw = true }
 
 -- The record at key, as seen at (sec, nsec), from its GET (`raw`, read here when nil;
 -- false when the key is absent). rec.now is now as an offset from rec.base; rec.st is

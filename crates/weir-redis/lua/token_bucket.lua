@@ -126,6 +126,19 @@ do
     return TB.fresh_at(p, st.t, st.l)
   end
 
+  -- For a warm-up (warmup.lua; `Ramped` in token_bucket.rs): when the bucket is full, and
+  -- `ns` more of debt: whole tokens taken, the part of the last one not owed given back as
+  -- refill progress.
+  function M.full_at(p, st)
+    return full_at(p, math.min(st.t, p.capacity), st.l)
+  end
+
+  function M.charge(p, st, now, ns)
+    local tokens = N.div_ceil(ns, p.interval)
+    M.penalize(p, st, now, tokens)
+    st.l = st.l - (tokens * p.interval - ns)
+  end
+
   -- The fields as they follow the record's head (record.lua): ' <t> <l>'.
   function M.decode(body, shift)
     local ts, ls = string.match(body, '^ (%-?%d+) (%-?%d+)$')

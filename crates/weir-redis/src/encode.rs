@@ -20,18 +20,21 @@ pub(crate) const MAX_SPAN_NS: u64 = 1 << 51;
 
 const BEYOND: &str = "is beyond the Redis store's horizon of 2^51 ns (about 26 days) or 2^51 units";
 
-/// A rule as `ARGV`: its algorithm's tag, three parameters, and the lockout.
+/// A rule as `ARGV`: its algorithm's tag, three parameters, the lockout and the warm-up.
 #[derive(Debug, Clone)]
 pub(crate) struct RuleArgs {
     pub(crate) tag: Tag,
     pub(crate) params: [Option<u64>; 3],
     pub(crate) lockout: Option<[u64; 3]>,
+    /// The warm-up's period, cold factor and ramp (ns, factor, ns).
+    pub(crate) warmup: Option<[u64; 3]>,
 }
 
 impl RuleArgs {
     /// The one field `rule` (lua/base.lua) reads: the tag and the three parameters, `-`
     /// for none, then the lockout's three when there is one, separated by spaces:
-    /// `gc 10 100000000 1000000000`. The same rule is always the same text, so scripts
+    /// `gc 10 100000000 1000000000`; then, for a warm-up, `~` and its three:
+    /// `gw 10 100000000 1000000000 ~30000000000 3 15000000000`. The same rule is always the same text, so scripts
     /// and batches can tell rules apart by it.
     pub(crate) fn text(&self) -> String {
         use std::fmt::Write as _;
@@ -49,6 +52,9 @@ impl RuleArgs {
             for v in lockout {
                 let _ = write!(out, " {v}");
             }
+        }
+        if let Some([period, cold, ramp]) = self.warmup {
+            let _ = write!(out, " ~{period} {cold} {ramp}");
         }
         out
     }
@@ -112,7 +118,7 @@ fn ns(d: Duration) -> u64 {
 /// Encodes a rule, refusing one the Lua side cannot represent exactly.
 pub(crate) fn rule_args(rule: &Rule) -> Result<RuleArgs, CheckError> {
     let algorithm = rule.algorithm();
-    let Some(tag) = Tag::of(algorithm) else {
+    let Some(tag) = Tag::of(rule) else {
         return Err(CheckError::Unsupported {
             op: "redis store",
             algorithm: algorithm.name(),
@@ -152,10 +158,19 @@ pub(crate) fn rule_args(rule: &Rule) -> Result<RuleArgs, CheckError> {
             Some([base, max, forgive])
         }
     };
+    let warmup = match rule.warmup() {
+        Some(w) => Some([
+            within("warmup", w.period_ns())?,
+            w.cold_factor(),
+            w.ramp_ns(),
+        ]),
+        None => None,
+    };
     Ok(RuleArgs {
         tag,
         params,
         lockout,
+        warmup,
     })
 }
 
@@ -163,6 +178,7 @@ pub(crate) fn rule_args(rule: &Rule) -> Result<RuleArgs, CheckError> {
 fn initial_tokens(rule: &Rule) -> u64 {
     match State::fresh(rule.algorithm(), 0) {
         State::TokenBucket(s) => s.tokens,
+        State::TokenBucketWarm(s) => s.state.tokens,
         _ => rule.limit(),
     }
 }
@@ -276,6 +292,33 @@ mod tests {
         let text = rule_args(&rule).unwrap().text();
         assert!(text.starts_with("fw 3 60000000000 - 5000000000 "), "{text}");
         assert_eq!(text.split(' ').count(), 7);
+    }
+
+    #[test]
+    fn a_warm_bucket_keeps_its_initial_tokens() {
+        let rule = Rule::token_bucket(10, 1, Duration::from_secs(1))
+            .unwrap()
+            .with_initial_tokens(3)
+            .unwrap()
+            .with_warmup(Duration::from_secs(4), 3)
+            .unwrap();
+        assert_eq!(
+            rule_args(&rule).unwrap().text(),
+            "tw 10 1000000000 3 ~4000000000 3 2000000000"
+        );
+    }
+
+    #[test]
+    fn a_warm_up_follows_the_lockout() {
+        let lockout = weir_core::Lockout::new(Duration::from_secs(5)).unwrap();
+        let rule = Rule::gcra(10, Duration::from_secs(1), 10)
+            .unwrap()
+            .with_warmup(Duration::from_secs(30), 3)
+            .unwrap()
+            .with_lockout(lockout);
+        let text = rule_args(&rule).unwrap().text();
+        assert!(text.starts_with("gw 10 100000000 1000000000 5000000000 "), "{text}");
+        assert!(text.ends_with(" ~30000000000 3 15000000000"), "{text}");
     }
 
     #[test]

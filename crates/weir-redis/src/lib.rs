@@ -85,6 +85,11 @@
 //! `ARGV` field (`gc 10 100000000 1000000000`), which the library parses once per distinct
 //! text and keeps (a bounded cache of constants, nothing a replica needs).
 //!
+//! **Warm-up** (`Rule::with_warmup`) is `warmup.lua`, around GCRA's and the token bucket's
+//! general modules, under tags of its own (`gw`, `tw`: a warm-up rule's record is not a
+//! plain one, as in `weir-core`); the rule's field ends with ` ~<period> <cold factor>
+//! <ramp>`. It never takes the fast path.
+//!
 //! **The fast path.** `fast.lua` answers the common call, a check under GCRA, the token
 //! bucket, the fixed window or the sliding log / window on a key with no block or lockout
 //! strikes, straight-line; it hands anything else (with the record it read, having
@@ -130,6 +135,7 @@
 //!
 //! ```text
 //! gc 1700000000 223456789 223456789                        GCRA: a b x t
+//! gw 1700000000 3223456789 223456789 100000000             GCRA with warm-up: a b x t w
 //! fw 1700000000 70123456789;10123456789 1 70123456789 0 3  a fixed window, blocked:
 //!                                                          a b x;gb gs ge s c
 //! sl 1700000000 11123456789 2 <32 bytes>                   a sliding log: a b x n e

@@ -27,7 +27,7 @@
 use std::sync::LazyLock;
 
 use redis::Script;
-use weir_core::Algorithm;
+use weir_core::{Algorithm, Rule};
 /// The algorithm tag a record stores (`a`, the first field of its string) and scripts dispatch on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tag {
@@ -39,17 +39,24 @@ pub(crate) enum Tag {
     Gcra,
     LeakyQueue,
     Concurrency,
+    /// GCRA with warm-up (`lua/warmup.lua` around `gcra.lua`).
+    GcraWarm,
+    /// The token bucket with warm-up.
+    TokenBucketWarm,
 }
 
 impl Tag {
     /// The tag of a rule's algorithm; `None` for an algorithm this version has no script for.
-    pub(crate) fn of(algorithm: &Algorithm) -> Option<Self> {
-        Some(match algorithm {
+    pub(crate) fn of(rule: &Rule) -> Option<Self> {
+        let warm = rule.warmup().is_some();
+        Some(match rule.algorithm() {
             Algorithm::FixedWindow(_) => Self::FixedWindow,
             Algorithm::SlidingLog(_) | Algorithm::SlidingWindow(_) => Self::Sliding,
             Algorithm::WeightedWindow(_) => Self::Weighted,
+            Algorithm::TokenBucket(_) if warm => Self::TokenBucketWarm,
             Algorithm::TokenBucket(_) => Self::TokenBucket,
             Algorithm::LeakyBucket(_) => Self::LeakyBucket,
+            Algorithm::Gcra(_) if warm => Self::GcraWarm,
             Algorithm::Gcra(_) => Self::Gcra,
             Algorithm::LeakyQueue(_) => Self::LeakyQueue,
             Algorithm::Concurrency(_) => Self::Concurrency,
@@ -57,7 +64,31 @@ impl Tag {
         })
     }
 
-    /// The position of the tag's algorithm in [`ALGORITHMS`].
+    /// Every tag, in [`Tag::index`] order.
+    const ALL: [Tag; 10] = [
+        Self::FixedWindow,
+        Self::Sliding,
+        Self::Weighted,
+        Self::TokenBucket,
+        Self::LeakyBucket,
+        Self::Gcra,
+        Self::LeakyQueue,
+        Self::Concurrency,
+        Self::GcraWarm,
+        Self::TokenBucketWarm,
+    ];
+
+    /// The files of the tag's algorithm, as positions in [`ALGORITHMS`]: its own, and for a
+    /// warm-up the plain algorithm's before `warmup.lua`.
+    fn files(self) -> &'static [usize] {
+        match self {
+            Self::GcraWarm => &[5, 8],
+            Self::TokenBucketWarm => &[3, 8],
+            _ => std::slice::from_ref(&[0, 1, 2, 3, 4, 5, 6, 7][self.index()]),
+        }
+    }
+
+    /// The tag's position in [`Tag::ALL`] (and its single script's in `Scripts`).
     fn index(self) -> usize {
         match self {
             Self::FixedWindow => 0,
@@ -68,6 +99,8 @@ impl Tag {
             Self::Gcra => 5,
             Self::LeakyQueue => 6,
             Self::Concurrency => 7,
+            Self::GcraWarm => 8,
+            Self::TokenBucketWarm => 9,
         }
     }
 
@@ -82,6 +115,8 @@ impl Tag {
             Self::Gcra => "gc",
             Self::LeakyQueue => "lq",
             Self::Concurrency => "cc",
+            Self::GcraWarm => "gw",
+            Self::TokenBucketWarm => "tw",
         }
     }
 }
@@ -104,8 +139,9 @@ const SINGLE: &str = lua!("single.lua");
 const MULTI: &str = lua!("multi.lua");
 const BATCH: &str = lua!("batch.lua");
 
-/// Every algorithm's file, in [`Tag::index`] order.
-const ALGORITHMS: [&str; 8] = [
+/// Every algorithm's file, in [`Tag::index`] order, then the warm-up's (all general
+/// module: it wraps GCRA's and the token bucket's).
+const ALGORITHMS: [&str; 9] = [
     lua!("fixed_window.lua"),
     lua!("sliding.lua"),
     lua!("weighted_window.lua"),
@@ -114,6 +150,7 @@ const ALGORITHMS: [&str; 8] = [
     lua!("gcra.lua"),
     lua!("leaky_queue.lua"),
     lua!("concurrency.lua"),
+    lua!("warmup.lua"),
 ];
 
 /// The line that ends an algorithm file's shared part.
@@ -148,7 +185,7 @@ pub(crate) enum Entry {
 
 /// The scripts of one [`Path`], in both forms.
 pub(crate) struct Scripts {
-    single: [Source; 8],
+    single: [Source; 10],
     batch: Source,
     multi: Source,
     library: String,
@@ -205,16 +242,17 @@ fn build(path: Path) -> Scripts {
     let cores = join(&cores);
     let generals: Vec<&str> = ALGORITHMS.iter().map(|f| parts(f).1).collect();
     let generals = join(&generals);
-    let single = ALGORITHMS.map(|file| {
-        let (core, general) = parts(file);
+    let single = Tag::ALL.map(|tag| {
+        let files = tag.files().iter().filter_map(|&i| ALGORITHMS.get(i));
+        let (core, general): (Vec<&str>, Vec<&str>) = files.map(|f| parts(f)).unzip();
         Source::new(join(&[
             BASE,
-            core,
+            &join(&core),
             fast,
             SINGLE_FAST,
             PRELUDE,
             RECORD,
-            general,
+            &join(&general),
             STEP,
             SINGLE,
         ]))

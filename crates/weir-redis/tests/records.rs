@@ -438,3 +438,35 @@ async fn a_batch_of_mixed_rules_and_operations_answers_as_single_calls_do() {
     // entry point.
     assert_eq!(fcall() - before, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_up_rule_keeps_its_ramp_in_the_record_until_the_key_is_idle() {
+    let redis = RedisServer::start();
+    let store = store(&redis, "wu");
+    // 10 per second, burst 1, warm-up 3 s from a third (X = 1.5 s).
+    let rule = Rule::gcra(10, Duration::from_secs(1), 1)
+        .unwrap()
+        .with_warmup(Duration::from_secs(3), 3)
+        .unwrap();
+    let now = T0_NS;
+    assert!(matches!(check(&store, "k", &rule, now).await, Ok(Outcome::Decision(d)) if d.allowed));
+    // `gw b x t w`: the first unit cost about 3 intervals; w is its 100 ms of the ramp;
+    // the record lives until the key has been full for W.
+    let f = fields(&redis, "wu:{k}");
+    assert_eq!(f[0], "gw");
+    let base = f[1].parse::<u64>().unwrap() * SEC;
+    let tat = base + f[3].parse::<u64>().unwrap();
+    assert_eq!(tat - now, 293_333_334, "{f:?}");
+    assert_eq!(f[4], "100000000");
+    assert_eq!(base + f[2].parse::<u64>().unwrap(), tat + 3 * SEC);
+    // Denied until the surcharge is paid, exactly.
+    let Ok(Outcome::Decision(d)) = check(&store, "k", &rule, now).await else {
+        panic!()
+    };
+    assert_eq!(d.retry_after, Duration::from_nanos(293_333_334));
+    // Idle for W: the record is gone, and the key is cold again.
+    assert!(
+        matches!(check(&store, "k", &rule, tat + 3 * SEC).await, Ok(Outcome::Decision(d)) if d.allowed)
+    );
+    assert_eq!(fields(&redis, "wu:{k}")[4], "100000000");
+}

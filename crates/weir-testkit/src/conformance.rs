@@ -3,6 +3,8 @@
 //!
 //! - [`model_agreement`]: random sequences of every operation on every algorithm (with and
 //!   without lockout); each outcome must equal the [`Model`]'s, field by field.
+//! - [`warm_up`]: the same on GCRA and token buckets with warm-up only, so that their
+//!   ramps, idle keys and surcharges are well covered on every store.
 //! - [`invariants`](fn@invariants): random traffic; the store's own answers must keep the
 //!   algorithm's promise, and every `retry_after` must be exact.
 //! - [`leases`]: concurrency leases against an independent oracle.
@@ -50,6 +52,7 @@ pub async fn run_all<S: Store>(store: &S) {
 /// Runs the whole suite.
 pub async fn run<S: Store>(store: &S, suite: Suite) {
     model_agreement(store, suite).await;
+    warm_up(store, suite).await;
     invariants(store, suite).await;
     leases(store, suite).await;
     check_all_atomic(store, suite).await;
@@ -118,10 +121,30 @@ fn op<'a>(action: &Action, holders: &'a [String]) -> Option<(u8, Op<'a>)> {
 
 /// Random sequences of every operation: the store must answer exactly as the model does.
 pub async fn model_agreement<S: Store>(store: &S, suite: Suite) {
+    agree(store, suite, "agree", suite.cases, &strategy::scenario()).await;
+}
+
+/// [`model_agreement`] on warm-up rules (a third of the cases, another seed).
+pub async fn warm_up<S: Store>(store: &S, suite: Suite) {
+    let suite = Suite {
+        seed: suite.seed ^ 0x3,
+        ..suite
+    };
+    let cases = suite.cases.div_ceil(3);
+    agree(store, suite, "warm", cases, &strategy::warm_scenario()).await;
+}
+
+async fn agree<S: Store>(
+    store: &S,
+    suite: Suite,
+    name: &str,
+    cases: u32,
+    scenarios: &impl Strategy<Value = (Rule, Vec<Action>)>,
+) {
     let mut runner = runner(suite.seed);
     let holders: Vec<String> = (0..5).map(holder).collect();
-    for case in 0..suite.cases {
-        let (rule, actions) = sample(&mut runner, &strategy::scenario());
+    for case in 0..cases {
+        let (rule, actions) = sample(&mut runner, scenarios);
         let mut model = Model::new();
         let mut now = T0_NS + u64::from(case) * 7_919;
         for (step, action) in actions.iter().enumerate() {
@@ -132,12 +155,12 @@ pub async fn model_agreement<S: Store>(store: &S, suite: Suite) {
             let Some((k, op)) = op(action, &holders) else {
                 continue;
             };
-            let key = key(&suite, "agree", case, k);
+            let key = key(&suite, name, case, k);
             let got = store.apply(&key, &rule, op, now).await;
             let want = model.apply(&key, &rule, op, now);
             assert_eq!(
                 got, want,
-                "seed {:#x} case {case} step {step}: {action:?} on {rule:?} at {now}\n\
+                "seed {:#x} {name} case {case} step {step}: {action:?} on {rule:?} at {now}\n\
                  actions: {actions:?}",
                 suite.seed
             );

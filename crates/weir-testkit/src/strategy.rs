@@ -166,12 +166,17 @@ pub fn warm_rule() -> impl Strategy<Value = Rule> {
 pub fn rule_with_policies() -> impl Strategy<Value = Rule> {
     (any_rule(), any::<bool>()).prop_map(|(rule, lock)| {
         if lock && !matches!(rule.algorithm(), Algorithm::Concurrency(_)) {
-            let base = Duration::from_nanos(scale_ns(&rule));
-            rule.with_lockout(Lockout::new(base).unwrap().escalating(base * 4).unwrap())
+            locked(rule)
         } else {
             rule
         }
     })
+}
+
+/// The rule with a lockout of its time scale, escalating to four times it.
+fn locked(rule: Rule) -> Rule {
+    let base = Duration::from_nanos(scale_ns(&rule));
+    rule.with_lockout(Lockout::new(base).unwrap().escalating(base * 4).unwrap())
 }
 
 /// The rule's natural time scale ([`Rule::window`]; 1 ms for concurrency).
@@ -228,6 +233,13 @@ pub fn operations(rule: &Rule, len: usize) -> impl Strategy<Value = Vec<Action>>
 /// A rule and a sequence of every operation.
 pub fn scenario() -> impl Strategy<Value = (Rule, Vec<Action>)> {
     rule_with_policies().prop_flat_map(|rule| (Just(rule), operations(&rule, 60)))
+}
+
+/// A warm-up rule, sometimes with an escalating lockout, and a sequence of every operation.
+pub fn warm_scenario() -> impl Strategy<Value = (Rule, Vec<Action>)> {
+    (warm_rule(), any::<bool>())
+        .prop_map(|(rule, lock)| if lock { locked(rule) } else { rule })
+        .prop_flat_map(|rule| (Just(rule), operations(&rule, 80)))
 }
 
 /// A counting rule without policies and a traffic sequence.
