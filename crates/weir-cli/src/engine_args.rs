@@ -129,6 +129,20 @@ pub(crate) struct EngineArgs {
     #[arg(long, value_name = "N", env = "WEIR_MEMORY_CAPACITY", default_value_t = 1 << 20)]
     memory_capacity: usize,
 
+    /// Keep the memory store's limited, blocked and locked-out keys (not every key) across
+    /// restarts in this file: read at start, written every --state-interval and at shutdown
+    /// (atomically: a temporary file, then a rename). A corrupt, truncated, foreign or newer
+    /// file is reported (WARN) and ignored: Weir starts fresh and the next save replaces it.
+    /// Memory store only; its directory must exist
+    #[arg(long, value_name = "PATH", env = "WEIR_STATE_FILE")]
+    state_file: Option<PathBuf>,
+
+    /// How often --state-file is written (besides at shutdown); a kill loses at most this
+    /// much
+    #[arg(long, value_name = "DURATION", env = "WEIR_STATE_INTERVAL", default_value = "30s",
+          value_parser = parse_duration)]
+    state_interval: Duration,
+
     /// How often the rule files are compared with what is loaded (besides the watch)
     #[arg(long, value_name = "DURATION", env = "WEIR_RELOAD_POLL", default_value = "5s",
           value_parser = parse_duration)]
@@ -236,6 +250,8 @@ impl EngineArgs {
                 x_ratelimit: false,
             },
         };
+        settings.engine.state_file = self.state_file.clone();
+        settings.engine.state_interval = self.state_interval;
         settings.engine.reload.poll = self.reload_poll;
         settings.engine.reload.watch = !self.no_watch;
         settings.header_read_timeout = self.header_read_timeout;

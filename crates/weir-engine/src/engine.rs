@@ -19,6 +19,7 @@ use crate::metrics::{History, HistoryView, Metrics, NearLimit};
 use crate::rules::{ConfigStatus, ReloadOutcome, RuleBook};
 use crate::settings::EngineSettings;
 use crate::shared_clock::SharedClock;
+use crate::state_file::StateFile;
 use crate::store::AnyStore;
 
 /// The limiter the engine runs.
@@ -43,6 +44,8 @@ struct Inner {
     settings: EngineSettings,
     /// Set when shutdown begins: no longer ready, as ratelimit after SIGTERM.
     draining: AtomicBool,
+    /// Where the memory store's state is kept across restarts, if anywhere.
+    state_file: Option<Arc<StateFile>>,
 }
 
 /// What readiness probes report (`/readyz`, `/healthcheck`, gRPC health).
@@ -63,8 +66,10 @@ pub struct Readiness {
 
 impl Engine {
     /// Builds the store, loads the rules, and assembles the engine. Must run inside a tokio
-    /// runtime. Fails if the rules or the store URL are invalid.
+    /// runtime. Fails if the rules or the store URL are invalid, or the state file cannot
+    /// be used; reads the state file, if any, before returning.
     pub async fn open(settings: EngineSettings) -> Result<Engine, EngineError> {
+        let state_file = StateFile::open(&settings)?;
         let store = AnyStore::open_with(
             &settings.store,
             settings.failover,
@@ -79,6 +84,9 @@ impl Engine {
             settings.clock.clone(),
         )
         .await?;
+        if let (Some(file), Some(memory)) = (&state_file, store.memory()) {
+            file.load(memory, &rules, settings.clock.now_ns());
+        }
         Ok(Engine {
             inner: Arc::new(Inner {
                 limiter: Limiter::new(store, settings.clock.clone()),
@@ -90,6 +98,7 @@ impl Engine {
                 capacity: CapacityWatch::default(),
                 settings,
                 draining: AtomicBool::new(false),
+                state_file,
             }),
         })
     }
@@ -285,6 +294,7 @@ impl Engine {
         [
             self.spawn_sweeper(),
             crate::reload::spawn(Arc::clone(self.rules()), self.settings().reload),
+            crate::state_file::spawn(self),
             Some(self.spawn_history_sampler()),
         ]
         .into_iter()
@@ -306,6 +316,11 @@ impl Engine {
                 engine.sample_history();
             }
         })
+    }
+
+    /// The memory store's state file, if the engine keeps one.
+    pub(crate) fn state_file(&self) -> Option<&Arc<StateFile>> {
+        self.inner.state_file.as_ref()
     }
 
     /// Sweeps expired keys out of the memory store every `sweep_interval`.

@@ -16,6 +16,10 @@ pub enum EngineError {
     /// The store URL cannot be used.
     #[error("store: {0}")]
     Store(StoreUrlError),
+    /// The state file cannot be used (`EngineSettings::state_file`): with a network
+    /// store, or in a directory that does not exist.
+    #[error("state file: {0}")]
+    StateFile(String),
 }
 
 impl From<ConfigError> for EngineError {

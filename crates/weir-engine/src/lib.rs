@@ -61,6 +61,7 @@ mod runtime_dir;
 mod settings;
 mod shared_clock;
 mod stamp;
+mod state_file;
 mod store;
 mod store_url;
 mod verdict;

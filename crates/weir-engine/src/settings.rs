@@ -65,6 +65,13 @@ pub struct EngineSettings {
     /// cannot run every valid rule set (`weir proxy`); a rule set it refuses is a bad file
     /// (the old rules stay). Default: none.
     pub validate: Option<RuleCheck>,
+    /// The memory store's state file: its limited, blocked and locked-out keys are read
+    /// from it at start and written to it every `state_interval` and at shutdown
+    /// ([`Engine::save_state`](crate::Engine::save_state)), so a restart keeps lockouts.
+    /// Memory store only. Default: none.
+    pub state_file: Option<PathBuf>,
+    /// How often the state file is written (default 30 s).
+    pub state_interval: Duration,
 }
 
 impl Default for EngineSettings {
@@ -88,6 +95,8 @@ impl Default for EngineSettings {
             sweep_interval: Duration::from_secs(10),
             top_denied_capacity: 256,
             validate: None,
+            state_file: None,
+            state_interval: Duration::from_secs(30),
         }
     }
 }

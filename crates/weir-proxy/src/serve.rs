@@ -143,6 +143,8 @@ pub async fn run(
             background,
         )
         .await;
+    // The memory store's state file, once more now that nothing decides any longer.
+    let _ = engine.save_state().await;
     match early {
         Some((_, Err(e))) => Err(ProxyError::Io(e)),
         _ => Ok(()),

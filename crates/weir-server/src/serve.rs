@@ -90,6 +90,8 @@ pub async fn serve(
             background,
         )
         .await;
+    // The memory store's state file, once more now that nothing decides any longer.
+    let _ = app.engine().save_state().await;
     match early {
         Some((0, Err(e))) => Err(ServerError::Http(e)),
         Some((_, Err(e))) => Err(ServerError::Grpc(e)),

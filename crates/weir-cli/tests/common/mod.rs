@@ -30,6 +30,8 @@ pub fn repo(path: &str) -> String {
 pub struct Served {
     pub child: Child,
     pub http: String,
+    /// What it logged up to the address (start-up WARNs among it).
+    pub logs: Vec<String>,
 }
 
 impl Drop for Served {
@@ -59,6 +61,7 @@ pub fn spawn_logged(args: &[&str], field: &str) -> Served {
     let mut served = Served {
         child,
         http: String::new(),
+        logs: Vec::new(),
     };
     let stderr = served.child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
@@ -76,6 +79,7 @@ pub fn spawn_logged(args: &[&str], field: &str) -> Served {
         if let Some(http) = event["fields"][field].as_str() {
             served.http = http.to_string();
         }
+        served.logs.push(line);
     }
     std::thread::spawn(move || while rx.recv().is_ok() {});
     served

@@ -1,0 +1,223 @@
+//! `weir serve --state-file` end to end (issue 16): the built binary locks a key out (the
+//! lockout rule tripped through `weir decide`) and an admin blocks another; killed with
+//! SIGKILL once the periodic save has written them, then stopped with SIGTERM (the final
+//! save), it comes back with both still locked out. A corrupt file is reported (a WARN
+//! naming the file and why) and the server decides from scratch; a state file with a
+//! network store or in a missing directory is refused at start. Every wait is bounded: the
+//! file is polled until it holds what the test wrote, never slept on.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{serve, terminate, weir, Served};
+use weir_core::StateSnapshot;
+
+const RULES: &str = "\
+domain: login
+descriptors:
+  - key: user
+    rule:
+      algorithm: sliding_log
+      limit: 2
+      window: 1h
+      lockout:
+        duration: 1h
+      name: login_lockout
+";
+const TOKEN: &str = "state-file-test-token-0123456789";
+
+/// A directory of its own (removed when dropped), with the rules and the admin token.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("weir-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rules.yaml"), RULES).unwrap();
+        std::fs::write(dir.join("token"), TOKEN).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+
+    fn serve(&self, interval: &str) -> Served {
+        serve(&[
+            "--config",
+            &self.path("rules.yaml"),
+            "--admin-token-file",
+            &self.path("token"),
+            "--state-file",
+            &self.path("state"),
+            "--state-interval",
+            interval,
+        ])
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `weir decide` for `user`: `OK` or `OVER_LIMIT`.
+fn decide(served: &Served, user: &str) -> String {
+    let out = weir(&[
+        "decide",
+        "--server",
+        &served.http,
+        "--domain",
+        "login",
+        "--descriptor",
+        &format!("user={user}"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+/// An admin call on `user`'s key, its JSON answer.
+fn admin(served: &Served, path: &str, user: &str, extra: &str) -> serde_json::Value {
+    let body =
+        format!(r#"{{"domain":"login","entries":[{{"key":"user","value":"{user}"}}]{extra}}}"#);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let answer = runtime
+        .block_on(weir_server::client::send(
+            &served.http,
+            "POST",
+            path,
+            Some(&body),
+            Some(TOKEN),
+            Duration::from_secs(10),
+        ))
+        .unwrap();
+    assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+    serde_json::from_str(&answer.body).unwrap()
+}
+
+/// Locked out or blocked for most of an hour still.
+fn assert_blocked(served: &Served, user: &str, strikes: u64) {
+    let usage = admin(served, "/admin/keys/inspect", user, "");
+    let blocked_ms = usage["blocked_for_ms"].as_u64().unwrap();
+    assert!(blocked_ms > 50 * 60 * 1000, "{user}: {usage}");
+    assert_eq!(usage["strikes"].as_u64(), Some(strikes), "{user}: {usage}");
+}
+
+/// The records the state file holds, once it holds at least `n` (polled, at most 20 s).
+fn wait_for_records(file: &Path, n: usize) -> usize {
+    for _ in 0..2000 {
+        if let Ok(bytes) = std::fs::read(file) {
+            if let Ok(snapshot) = StateSnapshot::decode(&bytes) {
+                if snapshot.records.len() >= n {
+                    return snapshot.records.len();
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10)); // a real file written by a real process
+    }
+    panic!("{} did not hold {n} records within 20 s", file.display());
+}
+
+#[test]
+fn lockouts_and_blocks_survive_sigkill_and_sigterm() {
+    let dir = Dir::new("state");
+    let file = dir.0.join("state");
+
+    // 1. Alice trips the lockout; an admin blocks Mallory for an hour.
+    let mut first = dir.serve("100ms");
+    assert_eq!(decide(&first, "alice"), "OK");
+    assert_eq!(decide(&first, "alice"), "OK");
+    assert_eq!(decide(&first, "alice"), "OVER_LIMIT");
+    admin(
+        &first,
+        "/admin/keys/block",
+        "mallory",
+        r#","duration_ms":3600000"#,
+    );
+    // Bob has one request of two left: not limited, never written.
+    assert_eq!(decide(&first, "bob"), "OK");
+    assert_blocked(&first, "alice", 1);
+    // The periodic save has written both: then the process dies without a word.
+    assert_eq!(wait_for_records(&file, 2), 2);
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    drop(first);
+
+    // 2. Back after SIGKILL: both still held. An interval too long to save before the
+    // SIGTERM below: what Carol does is kept by the final save alone.
+    let second = dir.serve("1h");
+    assert_blocked(&second, "alice", 1);
+    assert_blocked(&second, "mallory", 0);
+    assert_eq!(decide(&second, "alice"), "OVER_LIMIT");
+    assert_eq!(
+        decide(&second, "bob"),
+        "OK",
+        "bob was not written, so starts fresh"
+    );
+    assert_eq!(decide(&second, "carol"), "OK");
+    assert_eq!(decide(&second, "carol"), "OK");
+    assert_eq!(decide(&second, "carol"), "OVER_LIMIT");
+    let status = terminate(second);
+    assert!(status.success(), "{status:?}");
+
+    // 3. Back after SIGTERM: all three.
+    let third = dir.serve("1h");
+    assert_blocked(&third, "alice", 1);
+    assert_blocked(&third, "mallory", 0);
+    assert_blocked(&third, "carol", 1);
+    assert_eq!(decide(&third, "carol"), "OVER_LIMIT");
+    let status = terminate(third);
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn a_corrupt_state_file_is_reported_and_ignored() {
+    let dir = Dir::new("corrupt");
+    let file = dir.path("state");
+    std::fs::write(&file, "WEIRSNAP, then nothing a snapshot holds").unwrap();
+    let served = dir.serve("1h");
+    let warned = served
+        .logs
+        .iter()
+        .find(|line| line.contains("state file ignored"))
+        .unwrap_or_else(|| panic!("no WARN about the state file: {:#?}", served.logs));
+    let event: serde_json::Value = serde_json::from_str(warned).unwrap();
+    assert_eq!(event["level"], "WARN", "{warned}");
+    assert_eq!(event["fields"]["file"], file.as_str(), "{warned}");
+    assert!(warned.contains("announces"), "names why: {warned}");
+    // Decided from scratch.
+    assert_eq!(decide(&served, "alice"), "OK");
+    assert_eq!(decide(&served, "alice"), "OK");
+    assert_eq!(decide(&served, "alice"), "OVER_LIMIT");
+    let status = terminate(served);
+    assert!(status.success(), "{status:?}");
+    // The final save replaced it with a snapshot that reads.
+    assert_eq!(wait_for_records(Path::new(&file), 1), 1);
+}
+
+#[test]
+fn a_state_file_is_refused_with_a_network_store_or_a_missing_directory() {
+    let dir = Dir::new("refused");
+    let start = |extra: &[&str]| {
+        let mut args = vec!["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let out = weir(&args);
+        assert!(!out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let state = dir.path("state");
+    let network = start(&["--store", "redis://127.0.0.1:1", "--state-file", &state]);
+    assert!(network.contains("memory store only"), "{network}");
+    let missing = dir.path("no-such-dir/state");
+    let stderr = start(&["--state-file", &missing]);
+    assert!(stderr.contains("does not exist"), "{stderr}");
+}
