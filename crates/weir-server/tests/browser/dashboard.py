@@ -133,7 +133,8 @@ class Browser:
                 return answer.get("result", {})
 
     def open_page(self):
-        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        # The first answer waits for Chromium to start: slow on a loaded machine.
+        target = self.send("Target.createTarget", {"url": "about:blank"}, timeout=30)["targetId"]
         self.session = self.send(
             "Target.attachToTarget", {"targetId": target, "flatten": True}
         )["sessionId"]
