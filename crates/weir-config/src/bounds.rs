@@ -53,3 +53,26 @@ pub fn check_hits_addend(hits_addend: u64) -> Result<(), MatchError> {
     }
     Ok(())
 }
+
+/// A descriptor value bounded to [`MAX_VALUE_LEN`] bytes: unchanged when it fits, else its
+/// head and `#` and the first 128 bits of the SHA-256 of the whole value in hex, exactly
+/// as over-long keys are shortened ([`weir_names::shorten_to`]). Two different long values
+/// stay different (infeasible to collide on purpose) and the same value always gives the
+/// same result, so a front end that builds descriptors from request data (a path, a
+/// header) can limit every request on a value the matcher accepts instead of failing the
+/// match.
+///
+/// ```
+/// let long = "/a".repeat(1000);
+/// let bounded = weir_config::bounded_value(&long);
+/// assert!(bounded.len() <= weir_config::bounds::MAX_VALUE_LEN);
+/// assert_ne!(bounded, weir_config::bounded_value(&format!("{long}b")));
+/// assert_eq!(weir_config::bounded_value("/short"), "/short");
+/// ```
+pub fn bounded_value(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.len() <= MAX_VALUE_LEN {
+        std::borrow::Cow::Borrowed(value)
+    } else {
+        std::borrow::Cow::Owned(weir_names::shorten_to(value, MAX_VALUE_LEN))
+    }
+}

@@ -54,7 +54,6 @@ mod compile;
 mod duration;
 mod error;
 mod info;
-mod key;
 mod matcher;
 pub mod params;
 mod place;
@@ -65,13 +64,15 @@ mod tree;
 mod unit;
 mod yaml;
 
+pub use bounds::bounded_value;
 pub use duration::{parse_duration, DurationError};
 pub use error::{ConfigError, MatchError};
 pub use info::{Format, RuleInfo};
-pub use key::{bounded_value, build as descriptor_key};
 pub use request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
 pub use ruleset::RuleSet;
 pub use unit::Unit;
+/// The store key of a descriptor (`weir-names`: one naming scheme for every way in).
+pub use weir_names::descriptor_key;
 
 // The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

@@ -11,7 +11,6 @@ use crate::bounds::{
 };
 use crate::error::MatchError;
 use crate::info::RuleInfo;
-use crate::key;
 use crate::request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
 use crate::ruleset::RuleSet;
 
@@ -80,7 +79,7 @@ impl RuleSet {
                 name: info.name.clone(),
                 limit: info.limit,
                 rate_limit: info.rate_limit,
-                key: key::build(domain, &descriptor.entries),
+                key: weir_names::descriptor_key(domain, &descriptor.entries),
                 cost: info.cost,
                 hits_addend: descriptor.hits_addend,
                 shadow: info.shadow,
@@ -110,7 +109,7 @@ impl RuleSet {
 }
 
 /// A caller's limit override: a fixed window of one unit (0 requests: deny), as ratelimit,
-/// counted in a key space of its own ([`key::build_override`]): a request's override can
+/// counted in a key space of its own ([`weir_names::override_key`]): a request's override can
 /// never share, reset or switch the algorithm of a configured rule's record (alternating
 /// overrides with failed logins used to wipe the login lockout).
 fn overridden(domain: &str, descriptor: &Descriptor, limit: LimitOverride) -> Matched {
@@ -128,7 +127,7 @@ fn overridden(domain: &str, descriptor: &Descriptor, limit: LimitOverride) -> Ma
             unit: limit.unit,
             unit_multiplier: 1,
         }),
-        key: key::build_override(domain, &descriptor.entries),
+        key: weir_names::override_key(domain, &descriptor.entries),
         cost: 1,
         hits_addend: descriptor.hits_addend,
         shadow: false,

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_config::{Descriptor, Limit, MatchError, Matched};
-use weir_core::{Algorithm, CheckError, Clock, Decision, Key, Rule};
+use weir_core::{Algorithm, CheckError, Clock, Decision, FailurePolicy, Key, Rule, StoreError};
 
 use crate::engine::Engine;
 use crate::metrics::{NearLimit, Outcome};
@@ -75,6 +75,44 @@ pub enum DecideError {
 }
 
 impl Engine {
+    /// What a store failure means for the request, in both decide modes: `Ok(())` when it
+    /// goes through anyway (a full memory store under fail open; `policy` is the rules'
+    /// strictest), else the error to answer (503 / `UNAVAILABLE`). Counted and, for a full
+    /// store, logged and readiness degraded for a while. `rules` names the rules involved.
+    pub(crate) fn store_failed(
+        &self,
+        error: StoreError,
+        policy: FailurePolicy,
+        rules: &str,
+    ) -> Result<(), DecideError> {
+        let metrics = self.metrics();
+        match error {
+            StoreError::Full { capacity } => {
+                metrics.store_error("full");
+                let now_ns = self.limiter().clock().now_ns();
+                self.capacity().refused(now_ns, capacity, rules);
+                match policy {
+                    FailurePolicy::FailOpen => Ok(()),
+                    // Nothing to fall back to from the embedded store: closed.
+                    _ => Err(DecideError::Unavailable(format!(
+                        "{error}; rule {rules} fails closed for new keys until some expire"
+                    ))),
+                }
+            }
+            // A guarded store applied the rule's policy already: what reaches here had none
+            // to apply (and was counted there).
+            error => {
+                if !self.store().is_guarded() {
+                    metrics.store_error(match error {
+                        StoreError::Timeout { .. } => "timeout",
+                        _ => "error",
+                    });
+                }
+                Err(DecideError::Unavailable(error.to_string()))
+            }
+        }
+    }
+
     /// Decides one request.
     pub async fn decide(&self, request: &CheckRequest) -> Result<Verdict, DecideError> {
         // envoyproxy/ratelimit's own messages for the two basic mistakes.

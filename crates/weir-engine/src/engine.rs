@@ -9,17 +9,16 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use tokio::task::JoinHandle;
-use weir_core::{Clock, FailurePolicy, Limiter, Store, StoreError};
+use weir_core::{Clock, Limiter, Store};
 
 use crate::capacity::CapacityWatch;
-use crate::decide::DecideError;
 use crate::error::EngineError;
 use crate::heavy_hitters::TopDenied;
 use crate::metrics::{History, HistoryView, Metrics, NearLimit};
 use crate::rules::{ConfigStatus, ReloadOutcome, RuleBook};
 use crate::settings::EngineSettings;
 use crate::shared_clock::SharedClock;
-use crate::state_file::StateFile;
+use crate::state_file::{StateFile, StateSaver};
 use crate::store::AnyStore;
 
 /// The limiter the engine runs.
@@ -173,49 +172,16 @@ impl Engine {
         self.inner.near
     }
 
+    /// The full memory store's refusals (recorded by the decide path).
+    pub(crate) fn capacity(&self) -> &CapacityWatch {
+        &self.inner.capacity
+    }
+
     /// Whether a full memory store refused new keys in the last few seconds.
     pub fn capacity_degraded(&self) -> bool {
         self.inner
             .capacity
             .degraded(self.inner.limiter.clock().now_ns())
-    }
-
-    /// What a store failure means for the request, in both decide modes: `Ok(())` when it
-    /// goes through anyway (a full memory store under fail open; `policy` is the rules'
-    /// strictest), else the error to answer (503 / `UNAVAILABLE`). Counted and, for a full
-    /// store, logged and readiness degraded for a while. `rules` names the rules involved.
-    pub(crate) fn store_failed(
-        &self,
-        error: StoreError,
-        policy: FailurePolicy,
-        rules: &str,
-    ) -> Result<(), DecideError> {
-        let metrics = self.metrics();
-        match error {
-            StoreError::Full { capacity } => {
-                metrics.store_error("full");
-                let now_ns = self.inner.limiter.clock().now_ns();
-                self.inner.capacity.refused(now_ns, capacity, rules);
-                match policy {
-                    FailurePolicy::FailOpen => Ok(()),
-                    // Nothing to fall back to from the embedded store: closed.
-                    _ => Err(DecideError::Unavailable(format!(
-                        "{error}; rule {rules} fails closed for new keys until some expire"
-                    ))),
-                }
-            }
-            // A guarded store applied the rule's policy already: what reaches here had none
-            // to apply (and was counted there).
-            error => {
-                if !self.store().is_guarded() {
-                    metrics.store_error(match error {
-                        StoreError::Timeout { .. } => "timeout",
-                        _ => "error",
-                    });
-                }
-                Err(DecideError::Unavailable(error.to_string()))
-            }
-        }
     }
 
     /// Marks the engine as shutting down: from now on it is not ready (readiness probes
@@ -294,7 +260,7 @@ impl Engine {
         [
             self.spawn_sweeper(),
             crate::reload::spawn(Arc::clone(self.rules()), self.settings().reload),
-            crate::state_file::spawn(self),
+            self.state_saver().map(StateSaver::spawn),
             Some(self.spawn_history_sampler()),
         ]
         .into_iter()
@@ -318,9 +284,22 @@ impl Engine {
         })
     }
 
-    /// The memory store's state file, if the engine keeps one.
-    pub(crate) fn state_file(&self) -> Option<&Arc<StateFile>> {
-        self.inner.state_file.as_ref()
+    /// Writes the memory store's state file now, if the engine keeps one
+    /// ([`EngineSettings::state_file`]): what a front end calls once its listeners have
+    /// drained (the file is also written every `state_interval`). `None` without a state
+    /// file; a failure is also logged (WARN, naming the file: the previous file stays).
+    pub async fn save_state(&self) -> Option<std::io::Result<usize>> {
+        Some(self.state_saver()?.save().await)
+    }
+
+    /// What writing the state file needs, if the engine keeps one.
+    fn state_saver(&self) -> Option<StateSaver> {
+        Some(StateSaver {
+            file: Arc::clone(self.inner.state_file.as_ref()?),
+            store: self.store().memory()?.clone(),
+            rules: Arc::clone(self.rules()),
+            clock: self.inner.limiter.clock().clone(),
+        })
     }
 
     /// Sweeps expired keys out of the memory store every `sweep_interval`.

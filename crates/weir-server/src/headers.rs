@@ -16,12 +16,12 @@
 //!   the end client).
 //!
 //! Shadow denials are reported here too: shadow mode changes enforcement, not reporting.
-//! The IETF and `X-` rendering is `weir_tower`'s, shared with the layer and the proxy.
+//! The IETF and `X-` rendering is `weir_names`', shared with the layer and the proxy.
 
 use std::sync::Arc;
 
-pub use weir_tower::{ceil_secs, HeaderStyle};
-use weir_tower::{render_headers, Applied};
+pub use weir_names::{ceil_secs, HeaderStyle};
+use weir_names::{render_headers, Applied};
 
 use weir_engine::Verdict;
 
@@ -137,7 +137,7 @@ impl ResponseHeaders {
 }
 
 /// The headers for `verdict`, as `(name, value)` pairs; empty when no limit applied.
-/// Rendered by `weir_tower` (one implementation for the server, the layer and the proxy);
+/// Rendered by `weir_names` (one implementation for the server, the layer and the proxy);
 /// the tightest limit is the verdict's (an enforced denial first).
 pub fn verdict_headers(verdict: &Verdict, style: HeaderStyle) -> Vec<(&'static str, String)> {
     let Some((tight, decision)) = verdict.tightest() else {

@@ -2,7 +2,7 @@
 //! [`Usage`] (from `inspect`, e.g. a key locked out) or the layer's [`Evaluation`] becomes
 //! an [`http::HeaderMap`] with the rate-limit headers and, when denied, `Retry-After`
 //! (whole seconds, always rounded up). For handlers that answer a `429` themselves (a login
-//! lockout) with the same headers the layer sends; the rendering is [`crate::headers`]'.
+//! lockout) with the same headers the layer sends; the rendering is [`weir_names`]'.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +11,9 @@ use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use http::HeaderMap;
 use weir_core::{Decision, Rule, Usage};
 
-use crate::headers::{ceil_secs, rate_limit_headers, HeaderStyle};
-use crate::limits::{Applied, Evaluation};
+use crate::limits::Evaluation;
+use weir_names::Applied;
+use weir_names::{ceil_secs, rate_limit_headers, HeaderStyle};
 
 /// An answer of the limiter that response headers describe: a [`Decision`], or a
 /// [`Usage`] from `inspect`.
@@ -66,20 +67,23 @@ impl AsDecision for Usage {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn headers_for(name: &str, rule: &Rule, answer: &impl AsDecision) -> HeaderMap {
-    HeaderStyle::default().headers_for(name, rule, answer)
+    headers_in_style(HeaderStyle::default(), name, rule, answer)
 }
 
-impl HeaderStyle {
-    /// The response headers for one limit's answer in this style (see [`headers_for`]).
-    pub fn headers_for(self, name: &str, rule: &Rule, answer: &impl AsDecision) -> HeaderMap {
-        let decision = answer.as_decision();
-        let applied = [Applied {
-            name: Arc::from(name),
-            window: rule.window(),
-            decision,
-        }];
-        headers_of(&applied, self, !decision.allowed)
-    }
+/// [`headers_for`] in another `style` (e.g. with `X-RateLimit-*`).
+pub fn headers_in_style(
+    style: HeaderStyle,
+    name: &str,
+    rule: &Rule,
+    answer: &impl AsDecision,
+) -> HeaderMap {
+    let decision = answer.as_decision();
+    let applied = [Applied {
+        name: Arc::from(name),
+        window: rule.window(),
+        decision,
+    }];
+    headers_of(&applied, style, !decision.allowed)
 }
 
 impl Evaluation {
@@ -196,11 +200,11 @@ mod tests {
         );
         assert_eq!(headers["ratelimit"], r#""logins";r=2;t=10"#);
 
-        let x = HeaderStyle {
+        let x_style = HeaderStyle {
             ietf: false,
             x_ratelimit: true,
-        }
-        .headers_for("logins", &rule, &locked);
+        };
+        let x = headers_in_style(x_style, "logins", &rule, &locked);
         assert_eq!(x["x-ratelimit-reset"], "30");
         assert!(!x.contains_key("ratelimit"));
     }

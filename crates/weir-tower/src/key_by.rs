@@ -19,7 +19,7 @@ use crate::extractor::{KeyError, KeyExtractor, KeyParts};
 pub type UserFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
 
 /// How a policy keys requests. Values are escaped and bounded when they become a store key
-/// (see `weir_config::descriptor_key`), so a client cannot collide with another key or
+/// (see `weir_names::descriptor_key`), so a client cannot collide with another key or
 /// send an unbounded one.
 ///
 /// ```

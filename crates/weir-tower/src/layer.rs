@@ -10,7 +10,6 @@ use http::Response;
 use tower::Layer;
 use weir_core::{Clock, Limiter, Rule, Store};
 
-use crate::headers::HeaderStyle;
 use crate::in_flight::{InFlight, InFlightLimit};
 use crate::key_by::KeyBy;
 use crate::limits::{Limits, Policies};
@@ -18,6 +17,7 @@ use crate::policy::{Policy, PolicyError};
 use crate::refused::{RefusalFn, Refused};
 use crate::service::RateLimit;
 use crate::shared::Shared;
+use weir_names::HeaderStyle;
 
 /// A tower layer that rate-limits requests before they reach the service it wraps.
 ///

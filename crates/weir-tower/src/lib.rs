@@ -91,7 +91,6 @@
 mod client_ip;
 mod extractor;
 mod header_map;
-mod headers;
 mod in_flight;
 mod key_by;
 mod layer;
@@ -107,19 +106,22 @@ mod waiters;
 
 pub use client_ip::{peer_addr, ClientIp, ForwardedHeader, PrefixError};
 pub use extractor::{KeyError, KeyExtractor, KeyParts};
-pub use header_map::{headers_for, AsDecision};
-pub use headers::{ceil_secs, rate_limit_headers, render_headers, tightest, HeaderStyle};
+pub use header_map::{headers_for, headers_in_style, AsDecision};
 pub use in_flight::InFlightLimit;
 pub use ipnet::IpNet;
 pub use key_by::{HeaderNameError, KeyBy, UserFn};
 pub use layer::RateLimitLayer;
-pub use limits::{Applied, BoxFuture, Evaluation, LimitError, Limits, Policies};
+pub use limits::{BoxFuture, Evaluation, LimitError, Limits, Policies};
 pub use net::{parse_ip_net, IpNetError};
 pub use path::normalise_path;
 pub use policy::{HeaderPattern, KeyUnset, OnLimit, Policy, PolicyError};
 pub use refused::{RefusalFn, RefusalReason, Refused};
 pub use response::RefusalBody;
 pub use service::{Degraded, Fallback, RateLimit, ResponseFuture};
+/// Rate-limit headers and the limits they describe (`weir-names`, shared with the server).
+pub use weir_names::{
+    ceil_secs, rate_limit_headers, render_headers, tightest, Applied, HeaderStyle,
+};
 
 /// The Rust snippets of the repository's README, compiled (and the library's run) as
 /// doctests, so what a newcomer pastes builds (its tower snippets need axum).

@@ -13,24 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
-use weir_core::{CheckError, Clock, Decision, FailurePolicy, Key, Limiter, Store};
+use weir_core::{CheckError, Clock, FailurePolicy, Key, Limiter, Store};
+use weir_names::Applied;
 
 use crate::extractor::KeyExtractor;
 use crate::policy::{OnLimit, Policy, PolicyError};
 
 /// A boxed future, as the [`Limits`] trait returns them.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// One limit that applied to a request, and its decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applied {
-    /// The limit's name (a policy name or a rule id): the `RateLimit` headers' policy name.
-    pub name: Arc<str>,
-    /// The rule's window (zero when it has none, e.g. a concurrency rule).
-    pub window: Duration,
-    /// The decision.
-    pub decision: Decision,
-}
 
 /// The answer for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +119,7 @@ impl<S: Store, C: Clock> Policies<S, C> {
             return None;
         }
         let parts = policy.key.extract(request).ok()??;
-        Some(weir_config::descriptor_key(&policy.name, parts.entries()))
+        Some(weir_names::descriptor_key(&policy.name, parts.entries()))
     }
 
     async fn decide(&self, request: &Parts) -> Result<Evaluation, LimitError> {
@@ -148,7 +138,7 @@ impl<S: Store, C: Clock> Policies<S, C> {
             if let Some(parts) = parts {
                 matched.push(policy);
                 limits.push((
-                    weir_config::descriptor_key(&policy.name, parts.entries()),
+                    weir_names::descriptor_key(&policy.name, parts.entries()),
                     policy.rule,
                 ));
             }

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use http::request::Parts;
 use http::{HeaderName, Method};
-use weir_config::RuleSet;
 use weir_core::{Algorithm, Rule};
 
 use crate::key_by::{HeaderNameError, KeyBy};
@@ -201,7 +200,8 @@ impl Policy<KeyUnset> {
     }
 
     /// A policy for the rule with id `rule_id` in Weir's YAML rule files (e.g.
-    /// `api.remote_address`, as `weir check-config` lists them), named after it.
+    /// `api.remote_address`, as `weir check-config` lists them), named after it. Needs the
+    /// `rules` feature (the YAML rule files of `weir-config`).
     ///
     /// ```
     /// use weir_config::RuleSet;
@@ -216,7 +216,8 @@ impl Policy<KeyUnset> {
     /// let per_ip = Policy::from_rules(&rules, "api.remote_address")?.key(KeyBy::peer_ip());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn from_rules(rules: &RuleSet, rule_id: &str) -> Result<Self, PolicyError> {
+    #[cfg(feature = "rules")]
+    pub fn from_rules(rules: &weir_config::RuleSet, rule_id: &str) -> Result<Self, PolicyError> {
         let rule = rules
             .rule(rule_id)
             .and_then(|info| info.rule().copied())
@@ -385,7 +386,12 @@ mod tests {
             })
             .unwrap_err();
         assert_eq!(e.to_string(), "policy q: a queue needs max_queued >= 1");
-        let rules = RuleSet::example();
+    }
+
+    #[cfg(feature = "rules")]
+    #[test]
+    fn an_unknown_rule_id_is_an_error_that_names_it() {
+        let rules = weir_config::RuleSet::example();
         assert_eq!(
             Policy::from_rules(&rules, "nope").unwrap_err().to_string(),
             "no rule 'nope' with a limit in the rule files"

@@ -11,8 +11,8 @@ use http::header::{HeaderValue, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderMap, Response, StatusCode};
 
-use crate::headers::{ceil_secs, HeaderStyle};
 use crate::limits::Evaluation;
+use weir_names::{ceil_secs, HeaderStyle};
 
 /// Why the layer answered a request itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl<'a> Refused<'a> {
     /// The name of the limit that denied the request (the tightest denial), if a limit did.
     pub fn limit(&self) -> Option<&'a str> {
         self.evaluation
-            .and_then(|e| crate::headers::tightest(&e.applied))
+            .and_then(|e| weir_names::tightest(&e.applied))
             .filter(|a| !a.decision.allowed)
             .map(|a| &*a.name)
     }

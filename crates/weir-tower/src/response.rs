@@ -13,9 +13,9 @@ use http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use http::request::Parts;
 use http::{HeaderMap, Response, StatusCode};
 
-use crate::headers::HeaderStyle;
 use crate::limits::Evaluation;
 use crate::refused::{RefusalFn, RefusalReason, Refused};
+use weir_names::HeaderStyle;
 
 /// The response to a refused request: `handler`'s if there is one (plus the headers it did
 /// not set), else the layer's own; in the service's body type.

@@ -159,7 +159,7 @@ async fn admit(shared: &Arc<Shared>, parts: &http::request::Parts) -> Next {
         match evaluation.on_limit {
             OnLimit::Reject => return Next::Refuse(RefusalReason::Limited, Some(evaluation)),
             OnLimit::Degrade => {
-                let limit = crate::headers::tightest(&evaluation.applied)
+                let limit = weir_names::tightest(&evaluation.applied)
                     .map_or_else(|| Arc::from("unknown"), |a| Arc::clone(&a.name));
                 return Next::Degrade(evaluation, limit);
             }

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::headers::HeaderStyle;
 use crate::in_flight::InFlight;
 use crate::limits::Limits;
 use crate::refused::RefusalFn;
 use crate::waiters::Waiters;
+use weir_names::HeaderStyle;
 
 /// What every service of one layer shares.
 pub(crate) struct Shared {

@@ -1,7 +1,8 @@
 //! Rate-limit response headers from the limits that applied to a request: the IETF
 //! `draft-ietf-httpapi-ratelimit-headers` fields (drafts 09–11) and, when asked for,
-//! `X-RateLimit-*`. The last step of the layer's path: they go on every response a limit
-//! applied to, allowed or not, so clients can pace themselves.
+//! `X-RateLimit-*`. The last step of a decision's path in the tower layer, `weir proxy` and
+//! `weir serve`'s HTTP API: they go on every response a limit applied to, allowed or not,
+//! so clients can pace themselves.
 //!
 //! - `RateLimit-Policy` lists every limit (`"name";q=LIMIT;w=WINDOW_SECONDS`);
 //! - `RateLimit` gives the live state of the tightest (`"name";r=REMAINING;t=SECONDS`,
@@ -9,11 +10,21 @@
 //! - `X-RateLimit-Limit` / `-Remaining` / `-Reset`, as envoyproxy/ratelimit sends them.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use weir_core::Decision;
 
-use crate::limits::Applied;
+/// One limit that applied to a request, and its decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The limit's name (a policy name or a rule id): the `RateLimit` headers' policy name.
+    pub name: Arc<str>,
+    /// The rule's window (zero when it has none, e.g. a concurrency rule).
+    pub window: Duration,
+    /// The decision.
+    pub decision: Decision,
+}
 
 /// Which headers to produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +79,7 @@ pub fn tightest(applied: &[Applied]) -> Option<&Applied> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use weir_core::{Limiter, Rule, Key};
-/// use weir_tower::{rate_limit_headers, Applied, HeaderStyle};
+/// use weir_names::{rate_limit_headers, Applied, HeaderStyle};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
 /// let rule = Rule::fixed_window(10, Duration::from_secs(60))?;
@@ -135,8 +146,6 @@ pub fn render_headers(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
 
     fn applied(name: &str, window_s: u64, limit: u64, remaining: u64, allowed: bool) -> Applied {

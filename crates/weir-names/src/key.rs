@@ -7,7 +7,7 @@
 //! A key longer than [`Key::MAX_LEN`] keeps its first bytes (cut on a character boundary)
 //! and ends with `#` and the first 128 bits of the SHA-256 of the *whole* key in hex: stable
 //! across processes and versions, and infeasible to collide on purpose. The last step of
-//! matching, before the server calls the limiter.
+//! matching, before the engine calls the limiter, and of the tower layer's policies.
 
 use std::fmt::Write;
 
@@ -22,10 +22,10 @@ const DIGEST_HEX: usize = 32;
 /// too, so one naming scheme (and one bound on key length) holds everywhere.
 ///
 /// ```
-/// let key = weir_config::descriptor_key("login", &[("user".into(), "a/b".into())]);
+/// let key = weir_names::descriptor_key("login", &[("user".into(), "a/b".into())]);
 /// assert_eq!(key.to_string(), "login/user=a%2Fb");
 /// ```
-pub fn build(domain: &str, entries: &[(String, String)]) -> Key {
+pub fn descriptor_key(domain: &str, entries: &[(String, String)]) -> Key {
     let mut escaped = String::with_capacity(
         domain.len()
             + entries
@@ -41,7 +41,7 @@ pub fn build(domain: &str, entries: &[(String, String)]) -> Key {
 /// with `%!override` after the domain. Escaping turns every `%` of a domain, key or value
 /// into `%25`, so `%!` never appears in a configured rule's key: the two key spaces are
 /// disjoint, and an override can never touch a configured rule's record.
-pub(crate) fn build_override(domain: &str, entries: &[(String, String)]) -> Key {
+pub fn override_key(domain: &str, entries: &[(String, String)]) -> Key {
     let mut marked = String::with_capacity(domain.len() + 10);
     escape_into(&mut marked, domain);
     // The marker's `%` stays raw (unescaped): that is what sets the key space apart.
@@ -77,35 +77,25 @@ fn escape_into(out: &mut String, text: &str) {
     }
 }
 
-/// A descriptor value bounded to [`MAX_VALUE_LEN`](crate::bounds::MAX_VALUE_LEN) bytes: unchanged when
-/// it fits, else its head and `#` and the first 128 bits of the SHA-256 of the whole value in
-/// hex, exactly as over-long keys are shortened. Two different long values stay different
-/// (infeasible to collide on purpose) and the same value always gives the same result, so
-/// a front end that builds descriptors from request data (a path, a header) can limit every
-/// request on a value the matcher accepts instead of failing the match.
-///
-/// ```
-/// let long = "/a".repeat(1000);
-/// let bounded = weir_config::bounded_value(&long);
-/// assert!(bounded.len() <= weir_config::bounds::MAX_VALUE_LEN);
-/// assert_ne!(bounded, weir_config::bounded_value(&format!("{long}b")));
-/// assert_eq!(weir_config::bounded_value("/short"), "/short");
-/// ```
-pub fn bounded_value(value: &str) -> std::borrow::Cow<'_, str> {
-    if value.len() <= crate::bounds::MAX_VALUE_LEN {
-        std::borrow::Cow::Borrowed(value)
-    } else {
-        std::borrow::Cow::Owned(shorten_to(value, crate::bounds::MAX_VALUE_LEN))
-    }
-}
-
 /// `head#digest`, exactly `Key::MAX_LEN` bytes or less.
 fn shorten(full: &str) -> String {
     shorten_to(full, Key::MAX_LEN)
 }
 
-/// `head#digest`, at most `max` bytes (`max` > the digest's length).
-fn shorten_to(full: &str, max: usize) -> String {
+/// `full` shortened to at most `max` bytes (`max` > 33) when longer: its head, cut on a
+/// character boundary, then `#` and the first 128 bits of the SHA-256 of the whole in hex.
+/// Stable across processes and versions; infeasible to collide on purpose.
+///
+/// ```
+/// let long = "/a".repeat(1000);
+/// let short = weir_names::shorten_to(&long, 100);
+/// assert!(short.len() <= 100 && short.starts_with("/a/a"));
+/// assert_ne!(short, weir_names::shorten_to(&format!("{long}b"), 100));
+/// ```
+pub fn shorten_to(full: &str, max: usize) -> String {
+    if full.len() <= max {
+        return full.to_string();
+    }
     let digest = Sha256::digest(full.as_bytes());
     let mut cut = max - 1 - DIGEST_HEX;
     while !full.is_char_boundary(cut) {
@@ -133,14 +123,14 @@ mod tests {
 
     #[test]
     fn separators_are_escaped_so_keys_never_collide() {
-        let a = build("d", &entries(&[("a", "b/c=d")]));
-        let b = build("d", &entries(&[("a", "b"), ("c", "d")]));
+        let a = descriptor_key("d", &entries(&[("a", "b/c=d")]));
+        let b = descriptor_key("d", &entries(&[("a", "b"), ("c", "d")]));
         assert_ne!(a, b);
         assert_eq!(a.to_string(), "d/a=b%2Fc%3Dd");
         assert_eq!(b.to_string(), "d/a=b/c=d");
-        assert_eq!(build("d/x", &[]).to_string(), "d%2Fx");
+        assert_eq!(descriptor_key("d/x", &[]).to_string(), "d%2Fx");
         assert_eq!(
-            build("d", &entries(&[("k", "100%")])).to_string(),
+            descriptor_key("d", &entries(&[("k", "100%")])).to_string(),
             "d/k=100%25"
         );
     }
@@ -148,14 +138,14 @@ mod tests {
     #[test]
     fn override_keys_never_equal_a_configured_key() {
         let e = entries(&[("user", "alice")]);
-        let key = build_override("login", &e);
+        let key = override_key("login", &e);
         assert_eq!(key.to_string(), "login%!override/user=alice");
-        assert_ne!(key, build("login", &e));
+        assert_ne!(key, descriptor_key("login", &e));
         // Whatever a request writes into a domain or value, its `%` is escaped.
-        assert_ne!(key, build("login%!override", &e));
+        assert_ne!(key, descriptor_key("login%!override", &e));
         assert_ne!(
             key,
-            build("login", &entries(&[("user", "alice")])),
+            descriptor_key("login", &entries(&[("user", "alice")])),
             "same entries, other space"
         );
     }
@@ -163,8 +153,8 @@ mod tests {
     #[test]
     fn long_keys_keep_their_head_and_hash_the_rest() {
         let long = "é".repeat(400);
-        let one = build("d", &entries(&[("k", &long)]));
-        let two = build("d", &entries(&[("k", &format!("{long}x"))]));
+        let one = descriptor_key("d", &entries(&[("k", &long)]));
+        let two = descriptor_key("d", &entries(&[("k", &format!("{long}x"))]));
         assert!(one.as_bytes().len() <= Key::MAX_LEN);
         assert_ne!(one, two);
         let text = one.to_string();
@@ -172,6 +162,6 @@ mod tests {
         let (_, digest) = text.rsplit_once('#').unwrap();
         assert_eq!(digest.len(), DIGEST_HEX);
         // Stable: the same input always gives the same key.
-        assert_eq!(one, build("d", &entries(&[("k", &long)])));
+        assert_eq!(one, descriptor_key("d", &entries(&[("k", &long)])));
     }
 }
