@@ -37,7 +37,7 @@ use weir_config::{Descriptor, Limit, MatchError, Matched};
 use weir_core::{Algorithm, CheckError, Clock, Decision, FailurePolicy, Key, Rule, StoreError};
 
 use crate::engine::Engine;
-use crate::metrics::{NearLimit, Outcome};
+use crate::metrics::{DecisionOutcome, NearLimit};
 use crate::rollout::enforced;
 use crate::verdict::{Code, MatchedRule, Status, Verdict};
 
@@ -358,8 +358,8 @@ impl Overall {
 }
 
 /// The metrics outcome of a matched descriptor's status.
-fn outcome(status: &Status, near: NearLimit) -> Outcome {
-    Outcome::with_near_limit(status.decision.as_ref(), status.shadow_denied, near)
+fn outcome(status: &Status, near: NearLimit) -> DecisionOutcome {
+    DecisionOutcome::with_near_limit(status.decision.as_ref(), status.shadow_denied, near)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use weir_core::{CheckError, Clock, Decision, Decisions, FailurePolicy, Key, Rule
 
 use crate::decide::{deny_all, DecideError};
 use crate::engine::Engine;
-use crate::metrics::Outcome;
+use crate::metrics::DecisionOutcome;
 use crate::rollout::enforced;
 
 /// One limit of an all-or-nothing verdict.
@@ -145,7 +145,7 @@ impl Engine {
         let counters = &snapshot.counters;
         for (i, ((m, _), d)) in checked.iter().zip(&decisions.each).enumerate() {
             let shadow_denied = !d.allowed && !enforced_denial(i);
-            let outcome = Outcome::with_near_limit(Some(d), shadow_denied, self.near());
+            let outcome = DecisionOutcome::with_near_limit(Some(d), shadow_denied, self.near());
             counters.matched(domain, &m.rule_id, outcome);
             counters.hits(domain, &m.rule_id, d, cost, shadow_denied, self.near());
             if !d.allowed {

@@ -72,7 +72,7 @@ pub use engine::{Engine, EngineLimiter, Readiness};
 pub use error::EngineError;
 pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use lifecycle::{Lifecycle, ListenerTask};
-pub use metrics::{InFlight, Metrics, NearLimit, Outcome, RuleCounters};
+pub use metrics::{DecisionOutcome, InFlight, Metrics, NearLimit, RuleCounters};
 pub use metrics::{HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;

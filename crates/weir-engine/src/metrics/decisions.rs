@@ -1,4 +1,4 @@
-//! The decision counters: the [`Outcome`] label and [`RuleCounters`], the counters of one
+//! The decision counters: the [`DecisionOutcome`] label and [`RuleCounters`], the counters of one
 //! rule snapshot, pre-built so that counting a decision finds its counter by rule id
 //! without allocating. Built by `Metrics::rule_counters` with each snapshot.
 
@@ -17,7 +17,7 @@ pub const UNKNOWN_DOMAIN: &str = "_unknown";
 
 /// What happened to one descriptor: the `outcome` label of `weir_decisions_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum DecisionOutcome {
     /// Allowed, with more than 20% of the limit left.
     Allowed,
     /// Allowed, with 20% of the limit or less left (envoyproxy/ratelimit's `near_limit`).
@@ -33,48 +33,48 @@ pub enum Outcome {
     NoRule,
 }
 
-impl Outcome {
-    pub(crate) const RULE_OUTCOMES: [Outcome; 5] = [
-        Outcome::Allowed,
-        Outcome::NearLimit,
-        Outcome::Denied,
-        Outcome::ShadowDenied,
-        Outcome::Unlimited,
+impl DecisionOutcome {
+    pub(crate) const RULE_OUTCOMES: [DecisionOutcome; 5] = [
+        DecisionOutcome::Allowed,
+        DecisionOutcome::NearLimit,
+        DecisionOutcome::Denied,
+        DecisionOutcome::ShadowDenied,
+        DecisionOutcome::Unlimited,
     ];
 
     /// The outcome of one limit's decision: `None` for an unlimited rule (no decision),
     /// `shadow_denied` when its denial is not enforced, `near_limit` past 80% of the limit
     /// (envoyproxy/ratelimit's near-limit ratio).
-    pub fn of(decision: Option<&weir_core::Decision>, shadow_denied: bool) -> Outcome {
+    pub fn of(decision: Option<&weir_core::Decision>, shadow_denied: bool) -> DecisionOutcome {
         Self::with_near_limit(decision, shadow_denied, NearLimit::DEFAULT)
     }
 
-    /// [`Outcome::of`] with another near-limit threshold.
+    /// [`DecisionOutcome::of`] with another near-limit threshold.
     pub fn with_near_limit(
         decision: Option<&weir_core::Decision>,
         shadow_denied: bool,
         near: NearLimit,
-    ) -> Outcome {
+    ) -> DecisionOutcome {
         match decision {
-            None => Outcome::Unlimited,
-            Some(_) if shadow_denied => Outcome::ShadowDenied,
-            Some(d) if !d.allowed => Outcome::Denied,
+            None => DecisionOutcome::Unlimited,
+            Some(_) if shadow_denied => DecisionOutcome::ShadowDenied,
+            Some(d) if !d.allowed => DecisionOutcome::Denied,
             Some(d) if near.reached(d.limit, d.limit.saturating_sub(d.remaining)) => {
-                Outcome::NearLimit
+                DecisionOutcome::NearLimit
             }
-            Some(_) => Outcome::Allowed,
+            Some(_) => DecisionOutcome::Allowed,
         }
     }
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Allowed => "allowed",
-            Outcome::NearLimit => "near_limit",
-            Outcome::Denied => "denied",
-            Outcome::ShadowDenied => "shadow_denied",
-            Outcome::Unlimited => "unlimited",
-            Outcome::NoRule => "no_rule",
+            DecisionOutcome::Allowed => "allowed",
+            DecisionOutcome::NearLimit => "near_limit",
+            DecisionOutcome::Denied => "denied",
+            DecisionOutcome::ShadowDenied => "shadow_denied",
+            DecisionOutcome::Unlimited => "unlimited",
+            DecisionOutcome::NoRule => "no_rule",
         }
     }
 }
@@ -122,7 +122,7 @@ impl Default for NearLimit {
     }
 }
 
-impl EncodeLabelValue for Outcome {
+impl EncodeLabelValue for DecisionOutcome {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
         encoder.write_str(self.as_str())
     }
@@ -132,7 +132,7 @@ impl EncodeLabelValue for Outcome {
 pub(crate) struct DecisionLabels {
     pub(crate) domain: String,
     pub(crate) rule: String,
-    pub(crate) outcome: Outcome,
+    pub(crate) outcome: DecisionOutcome,
 }
 
 /// Decision counters for one rule snapshot: found by rule id without allocating.
@@ -148,8 +148,10 @@ pub struct RuleCounters {
 
 impl RuleCounters {
     /// Counts a descriptor that matched the rule `rule_id` of `domain`.
-    pub fn matched(&self, domain: &str, rule_id: &str, outcome: Outcome) {
-        let slot = Outcome::RULE_OUTCOMES.iter().position(|&o| o == outcome);
+    pub fn matched(&self, domain: &str, rule_id: &str, outcome: DecisionOutcome) {
+        let slot = DecisionOutcome::RULE_OUTCOMES
+            .iter()
+            .position(|&o| o == outcome);
         let counter = self
             .by_rule
             .get(rule_id)

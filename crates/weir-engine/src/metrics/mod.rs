@@ -20,6 +20,6 @@ mod hits;
 mod process;
 mod registry;
 
-pub use decisions::{NearLimit, Outcome, RuleCounters};
+pub use decisions::{DecisionOutcome, NearLimit, RuleCounters};
 pub use history::{History, HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
 pub use registry::{InFlight, Metrics};

@@ -16,7 +16,7 @@ use prometheus_client::registry::{Registry, Unit};
 use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
 
-use super::decisions::{DecisionLabels, Outcome, RuleCounters, UNKNOWN_DOMAIN};
+use super::decisions::{DecisionLabels, DecisionOutcome, RuleCounters, UNKNOWN_DOMAIN};
 use super::hits::HitFamilies;
 use super::process::ProcessMetrics;
 use crate::store::AnyStore;
@@ -266,7 +266,7 @@ impl Metrics {
                     self.hit_families.counters(&info.domain, &info.id),
                 );
             }
-            let counters = Outcome::RULE_OUTCOMES.map(|outcome| {
+            let counters = DecisionOutcome::RULE_OUTCOMES.map(|outcome| {
                 self.decisions.get_or_create_owned(&DecisionLabels {
                     domain: info.domain.to_string(),
                     rule: info.id.to_string(),
@@ -279,14 +279,14 @@ impl Metrics {
             let counter = self.decisions.get_or_create_owned(&DecisionLabels {
                 domain: domain.to_string(),
                 rule: String::new(),
-                outcome: Outcome::NoRule,
+                outcome: DecisionOutcome::NoRule,
             });
             no_rule.insert(Arc::<str>::from(domain), counter);
         }
         let unknown_domain = self.decisions.get_or_create_owned(&DecisionLabels {
             domain: UNKNOWN_DOMAIN.to_string(),
             rule: String::new(),
-            outcome: Outcome::NoRule,
+            outcome: DecisionOutcome::NoRule,
         });
         RuleCounters {
             by_rule,

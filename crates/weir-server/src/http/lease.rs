@@ -37,7 +37,7 @@ use super::check::EntryBody;
 use super::error::ApiError;
 use crate::app::App;
 use crate::headers::ceil_secs;
-use weir_engine::Outcome;
+use weir_engine::DecisionOutcome;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -159,9 +159,11 @@ async fn try_acquire(app: &App, body: &Bytes) -> Result<Response, ApiError> {
         .await
         .map_err(failed)?;
     let snapshot = app.engine().rules().snapshot();
-    snapshot
-        .counters
-        .matched(&body.domain, &id, Outcome::of(Some(&decision), false));
+    snapshot.counters.matched(
+        &body.domain,
+        &id,
+        DecisionOutcome::of(Some(&decision), false),
+    );
     let mut answer = json!({
         "acquired": decision.allowed,
         "rule": id,
