@@ -1,9 +1,10 @@
 //! The memory store's state file (`EngineSettings::state_file`, `weir serve --state-file`):
 //! its limited, blocked and locked-out keys kept across a restart, so an attacker who can
 //! crash the process or wait out a deploy does not start fresh. Not on the path of a
-//! decision: [`Engine::open`] reads the file once, before anything is served; a background
+//! decision: `Engine::open` reads the file once, before anything is served; a background
 //! task (`Engine::spawn_background`) writes it every `state_interval`; and a front end
-//! writes it once more after draining ([`Engine::save_state`]).
+//! writes it once more after draining (`Engine::save_state`). The engine hands this
+//! module its store, rules and clock ([`StateSaver`]), so this module needs no engine.
 //!
 //! - **What**: `MemoryStore::export_limited` under the rules in force (weir-core's
 //!   `store/memory/snapshot.rs` says what "limited" is and the format).
@@ -16,7 +17,7 @@
 //!   validated one by one (rule no longer in force, expired during the downtime, invalid:
 //!   dropped and counted).
 //! - **Only the memory store**: a network store keeps its records outside the process
-//!   already, so a state file with one is refused at start ([`EngineError::StateFile`]).
+//!   already, so a state file with one is refused at start (`EngineError::StateFile`).
 
 use std::collections::HashMap;
 use std::io::{Read as _, Write as _};
@@ -27,10 +28,10 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use weir_core::{Clock, MemoryStore, Rule, StateSnapshot, MAX_SNAPSHOT_BYTES};
 
-use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::rules::RuleBook;
 use crate::settings::EngineSettings;
+use crate::shared_clock::SharedClock;
 use crate::store_url::StoreSpec;
 
 /// The shortest interval between two periodic saves.
@@ -136,22 +137,28 @@ impl StateFile {
     }
 }
 
-impl Engine {
-    /// Writes the memory store's state file now, if the engine has one
-    /// ([`EngineSettings::state_file`]): what a front end calls once its listeners have
-    /// drained. `None` without a state file; a failure is also logged (WARN, naming the
-    /// file: the previous file stays).
-    pub async fn save_state(&self) -> Option<std::io::Result<usize>> {
-        let file = Arc::clone(self.state_file()?);
-        let engine = self.clone();
+/// What writing the state file needs, gathered by the engine (`Engine::save_state`, and
+/// the periodic task `Engine::spawn_background` starts).
+#[derive(Debug, Clone)]
+pub(crate) struct StateSaver {
+    pub(crate) file: Arc<StateFile>,
+    pub(crate) store: MemoryStore,
+    pub(crate) rules: Arc<RuleBook>,
+    pub(crate) clock: SharedClock,
+}
+
+impl StateSaver {
+    /// Writes the file now (off the runtime's threads); a failure is also logged (WARN,
+    /// naming the file: the previous file stays). Returns how many records were written.
+    pub(crate) async fn save(&self) -> std::io::Result<usize> {
+        let saver = self.clone();
         let saved = tokio::task::spawn_blocking(move || {
-            let memory = engine.store().memory()?;
-            let now_ns = engine.limiter().clock().now_ns();
-            Some(file.save(memory, engine.rules(), now_ns))
+            let now_ns = saver.clock.now_ns();
+            saver.file.save(&saver.store, &saver.rules, now_ns)
         })
         .await
-        .unwrap_or_else(|join| Some(Err(std::io::Error::other(join.to_string()))))?;
-        let file = self.state_file()?.path.display().to_string();
+        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
+        let file = self.file.path.display().to_string();
         match &saved {
             Ok(records) => tracing::debug!(%file, records, "state file written"),
             Err(error) => tracing::warn!(
@@ -160,23 +167,21 @@ impl Engine {
                 "state file not written (the previous one stays)"
             ),
         }
-        Some(saved)
+        saved
     }
-}
 
-/// Writes the state file every interval (the first one interval after start).
-pub(crate) fn spawn(engine: &Engine) -> Option<JoinHandle<()>> {
-    let every = engine.state_file()?.every;
-    let engine = engine.clone();
-    Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await; // the first tick is at once: the file was just read
-        loop {
-            tick.tick().await;
-            let _ = engine.save_state().await;
-        }
-    }))
+    /// Writes the file every interval (the first one interval after start).
+    pub(crate) fn spawn(self) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(self.file.every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await; // the first tick is at once: the file was just read
+            loop {
+                tick.tick().await;
+                let _ = self.save().await;
+            }
+        })
+    }
 }
 
 /// The rules in force by scope (a record is judged under its scope's rule).
