@@ -181,3 +181,29 @@ fn records_of_rules_no_longer_in_force_are_dropped() {
     let only = limiter.store().export_limited(T0, Rules(vec![gone]).of());
     assert_eq!(only.records.len(), 1);
 }
+
+#[test]
+fn a_lockout_under_a_warm_up_rule_survives_with_its_ramp() {
+    let clock = ManualClock::new(T0);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let lockout = Lockout::new(Duration::from_secs(60)).unwrap();
+    let rule = Rule::gcra(10, SEC, 5)
+        .unwrap()
+        .with_warmup(Duration::from_secs(30), 3)
+        .unwrap()
+        .with_lockout(lockout)
+        .named("warm");
+    let key = Key::new("cold-client").unwrap();
+    while limiter.check_now(&key, &rule, 1).unwrap().allowed {}
+    let before = limiter.inspect_now(&key, &rule).unwrap();
+    assert_eq!(before.strikes, 1);
+    let (restored, report, saved) = restart(&limiter, &Rules(vec![rule]), Duration::ZERO);
+    assert_eq!((saved, report.restored), (1, 1), "{report:?}");
+    assert_eq!(restored.inspect_now(&key, &rule).unwrap(), before);
+    clock.advance(Duration::from_secs(61));
+    restored.clock().advance(Duration::from_secs(61));
+    assert_eq!(
+        restored.check_now(&key, &rule, 1).unwrap(),
+        limiter.check_now(&key, &rule, 1).unwrap()
+    );
+}

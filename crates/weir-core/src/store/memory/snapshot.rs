@@ -24,7 +24,8 @@
 //! (u64), the body's length (u64), the body, then a checksum (u64, FNV-1a over everything
 //! before it). A record is its scope (u64), its key (u16 length + bytes), its expiry
 //! (u64), its guard (u8 0/1, then blocked-until u64, strikes u32, strikes-expire u64) and
-//! its state (a u8 tag, then the state's integers). Every time is absolute (ns since the
+//! its state (a u8 tag, then the state's integers; warm-up states add the time admitted
+//! at full rate). Every time is absolute (ns since the
 //! Unix epoch), so a restart after downtime reads them as they are: a block that ended
 //! meanwhile is gone.
 //!
@@ -39,7 +40,7 @@ use std::collections::VecDeque;
 
 use crate::algorithm::{
     ConcurrencyState, FixedWindowState, GcraState, LeakyBucketState, LeakyQueueState, LeaseEntry,
-    SlidingState, TokenBucketState, WeightedWindowState,
+    SlidingState, TokenBucketState, Warm, WeightedWindowState,
 };
 use crate::key::Key;
 use crate::rule::Rule;
@@ -404,6 +405,8 @@ fn state_tag(state: &State) -> Option<u8> {
         State::Gcra(_) => 6,
         State::LeakyQueue(_) => 7,
         State::Concurrency(_) => 8,
+        State::GcraWarm(_) => 9,
+        State::TokenBucketWarm(_) => 10,
         _ => return None,
     })
 }
@@ -420,6 +423,8 @@ fn latest_ns(record: &Record) -> u64 {
         State::Gcra(s) => s.tat_ns,
         State::LeakyQueue(s) => s.next_free_ns,
         State::Concurrency(s) => s.leases.iter().map(|l| l.expires_ns).max().unwrap_or(0),
+        State::GcraWarm(s) => s.state.tat_ns,
+        State::TokenBucketWarm(s) => s.state.last_ns,
         _ => 0,
     };
     let guard_ns = record
@@ -501,6 +506,15 @@ fn encode_record(out: &mut Vec<u8>, saved: &SavedRecord) -> bool {
                 put_u64(out, lease.expires_ns);
             }
         }
+        State::GcraWarm(s) => {
+            put_u64(out, s.state.tat_ns);
+            put_u64(out, s.warm_ns);
+        }
+        State::TokenBucketWarm(s) => {
+            put_u64(out, s.state.tokens);
+            put_u64(out, s.state.last_ns);
+            put_u64(out, s.warm_ns);
+        }
         _ => {}
     }
     true
@@ -579,6 +593,17 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Result<SavedRecord, String>, Snap
             }
             State::Concurrency(Box::new(ConcurrencyState { leases }))
         }
+        9 => State::GcraWarm(Warm {
+            state: GcraState { tat_ns: r.u64()? },
+            warm_ns: r.u64()?,
+        }),
+        10 => State::TokenBucketWarm(Box::new(Warm {
+            state: TokenBucketState {
+                tokens: r.u64()?,
+                last_ns: r.u64()?,
+            },
+            warm_ns: r.u64()?,
+        })),
         other => return Err(malformed(format!("state tag {other}"))),
     };
     let key = match Key::new(key) {
@@ -779,6 +804,27 @@ mod tests {
                 None,
             ),
             saved(8, "leases", State::Concurrency(Box::new(leases)), None),
+            saved(
+                9,
+                "gcra-warm",
+                State::GcraWarm(Warm {
+                    state: GcraState { tat_ns: T0 + 4 },
+                    warm_ns: 11,
+                }),
+                None,
+            ),
+            saved(
+                10,
+                "bucket-warm",
+                State::TokenBucketWarm(Box::new(Warm {
+                    state: TokenBucketState {
+                        tokens: 1,
+                        last_ns: T0,
+                    },
+                    warm_ns: 12,
+                })),
+                None,
+            ),
         ];
         StateSnapshot {
             taken_ns: T0,
@@ -892,7 +938,7 @@ mod tests {
         };
         sliding.total = 99; // not the sum of its entries
         let decoded = StateSnapshot::decode(&snapshot.encode().unwrap()).unwrap();
-        assert_eq!(decoded.records.len(), 7);
+        assert_eq!(decoded.records.len(), 9);
         assert_eq!(decoded.invalid_count, 1);
         assert!(
             decoded.invalid[0].contains("sliding"),
@@ -920,7 +966,12 @@ mod tests {
                 let total = buckets.iter().map(|b| b.1).sum();
                 State::Sliding(Box::new(SlidingState { buckets, total }))
             }),
-            (t.clone(), any::<u64>()).prop_map(|(tat, _)| State::Gcra(GcraState { tat_ns: tat })),
+            t.clone()
+                .prop_map(|tat| State::Gcra(GcraState { tat_ns: tat })),
+            (t.clone(), 0u64..1_000_000).prop_map(|(tat, warm_ns)| State::GcraWarm(Warm {
+                state: GcraState { tat_ns: tat },
+                warm_ns
+            })),
             (any::<u64>(), t.clone()).prop_map(|(tokens, last)| State::TokenBucket(
                 TokenBucketState {
                     tokens,
