@@ -68,6 +68,10 @@ Examples:
   weir serve --config rules/ --store redis://10.0.0.5:6379 --redis-batch-wait 2ms \\
     --redis-batch-size 64 --instances 4 --reconcile
 
+  # Keep the memory store's lockouts and blocks across restarts (written every 30s and at
+  # shutdown; a corrupt file is reported and ignored)
+  weir serve --config rules/ --state-file /var/lib/weir/state
+
   # In place of envoyproxy/ratelimit, with its environment
   REDIS_SOCKET_TYPE=tcp REDIS_URL=redis:6379 RUNTIME_ROOT=/data RUNTIME_SUBDIRECTORY=ratelimit \\
     weir serve";
