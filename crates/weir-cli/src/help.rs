@@ -160,13 +160,16 @@ Rule specs (--rule ALGORITHM:PARAM=VALUE,...; durations: 100ns 250us 500ms 1.5s 
       the same counted in `precision`-wide buckets: less memory, slightly lenient
   weighted_window:limit=10,window=1s
       estimates the sliding count from two fixed windows (two counters per key)
-  token_bucket:capacity=10,rate=10,per=1s[,initial_tokens=5]
+  token_bucket:capacity=10,rate=10,per=1s[,initial_tokens=5][,warmup=30s][,cold_factor=3]
       bursts of up to `capacity`, refilled at `rate` per `per`; starts full (or at
       `initial_tokens`)
   leaky_bucket:capacity=10,rate=10,per=1s
       a level that drains at `rate` per `per`; denies what would overflow `capacity`
-  gcra:rate=10,per=1s,burst=10
+  gcra:rate=10,per=1s,burst=10[,warmup=30s][,cold_factor=3]
       `rate` per `per` on average with bursts of up to `burst`; one timestamp per key
+  warmup (gcra, token_bucket): a cold key (new, or full for `warmup`) gets
+      `rate / cold_factor` (default 3), ramping to `rate` as it is used: over `warmup`
+      at full use; a cold key's burst is about 1 + (burst - 1) / cold_factor
   leaky_queue:rate=10,per=1s,max_depth=20[,max_wait=2s]
       shapes instead of rejecting: delays requests so they leave at `rate`; denies
       beyond `max_depth` waiting or `max_wait` (default: no time bound)

@@ -231,7 +231,7 @@ pub(crate) fn parse_rule(spec: &str) -> Result<RuleSpec, SpecError> {
             });
         };
         let (param, value) = (param.trim(), value.trim());
-        let Some(param) = g.param(param) else {
+        let Some(param) = g.reads(param) else {
             return Err(SpecError::UnknownParam {
                 algorithm: g.name,
                 param: param.to_owned(),
@@ -366,13 +366,18 @@ mod tests {
         );
         assert_eq!(
             err("gcra:rate=10,per=1s,limit=10"),
-            "gcra: unknown parameter `limit`; gcra takes rate, per, burst \
-             (e.g. gcra:rate=10,per=1s,burst=10)"
+            "gcra: unknown parameter `limit`; gcra takes rate, per, burst, [warmup], \
+             [cold_factor] (e.g. gcra:rate=10,per=1s,burst=10)"
         );
         assert_eq!(
             err("gcra:rate=10,per=1s"),
-            "gcra: missing parameter `burst`; gcra takes rate, per, burst \
-             (e.g. gcra:rate=10,per=1s,burst=10)"
+            "gcra: missing parameter `burst`; gcra takes rate, per, burst, [warmup], \
+             [cold_factor] (e.g. gcra:rate=10,per=1s,burst=10)"
+        );
+        assert_eq!(
+            err("sliding_log:limit=10,window=1s,warmup=30s"),
+            "sliding_log: warmup: only gcra and token_bucket warm up: a window counts requests \
+             against a limit per window and has no rate to ramp"
         );
         assert_eq!(
             err("fixed_window:limit=10,window=1"),

@@ -252,3 +252,34 @@ fn help_answers_with_examples() {
     let short = stdout(&weir(&["simulate", "-h"]));
     assert!(short.contains("Examples:"), "{short}");
 }
+
+#[test]
+fn a_warm_up_rule_ramps_from_a_third_of_the_rate() {
+    // 100/s with a burst of 100, asked 200 times a second: a cold key under a 30 s
+    // warm-up admits about a third of the rate at first and the full rate from 30 s on.
+    let warm = "gcra:rate=100,per=1s,burst=100,warmup=30s";
+    let plain = "gcra:rate=100,per=1s,burst=100";
+    let out = stdout(&weir_line(
+        &format!(
+            "simulate --rule {plain} --rule {warm} --rate 200/s --duration 40s \
+             --interval 5s --format csv"
+        ),
+        &[],
+    ));
+    let warm_counts = csv_counts(&out, warm);
+    let plain_counts = csv_counts(&out, plain);
+    assert_eq!(plain_counts[0], (599, 401));
+    // 34 at once (1 + 99/3), then about 35 a second, rising with use.
+    assert_eq!(warm_counts[0], (210, 790));
+    assert!(warm_counts
+        .windows(2)
+        .take(6)
+        .all(|w| w[0].0 <= w[1].0 + 20));
+    assert_eq!(&warm_counts[6..8], [(500, 500), (500, 500)]);
+    // The table names the rule as given.
+    let table = stdout(&weir_line(
+        &format!("simulate --rule {warm} --rate 200/s --duration 5s"),
+        &[],
+    ));
+    assert!(table.contains(warm), "{table}");
+}

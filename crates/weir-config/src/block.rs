@@ -214,6 +214,8 @@ fn raw_param<'a>(raw: &'a RawRule, name: &str) -> Option<RawParam<'a>> {
         "max_depth" => count(&raw.max_depth),
         "max_wait" => span(&raw.max_wait),
         "max_leases" => count(&raw.max_leases),
+        "warmup" => span(&raw.warmup),
+        "cold_factor" => count(&raw.cold_factor),
         _ => None,
     }
 }
@@ -245,7 +247,7 @@ fn algorithm_rule(
     let mut values = Vec::with_capacity(present.len());
     for (name, node) in &present {
         let place = at.named(name, node.line());
-        let Some(param) = table.param(name) else {
+        let Some(param) = table.reads(name) else {
             return Err(place.error(format!(
                 "does not apply to {algorithm} (it takes {takes_list})"
             )));

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use weir_core::{Rule, RuleError};
+use weir_core::{Rule, RuleError, WarmUp};
 
 /// What a parameter's value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,10 +109,36 @@ fn weighted_window(a: &Args<'_>) -> Result<Rule, BuildError> {
 fn token_bucket(a: &Args<'_>) -> Result<Rule, BuildError> {
     let initial = a.optional("initial_tokens", Args::count)?;
     let rule = Rule::token_bucket(a.count("capacity")?, a.count("rate")?, a.duration("per")?)?;
-    Ok(match initial {
-        Some(n) => rule.with_initial_tokens(n)?,
-        None => rule,
-    })
+    warm(
+        match initial {
+            Some(n) => rule.with_initial_tokens(n)?,
+            None => rule,
+        },
+        a,
+    )
+}
+
+/// The warm-up options of the rate-based algorithms: `warmup` (the period) and
+/// `cold_factor` (default [`WarmUp::DEFAULT_COLD_FACTOR`]), which needs `warmup`.
+fn warm(rule: Rule, a: &Args<'_>) -> Result<Rule, BuildError> {
+    let cold_factor = a.optional("cold_factor", Args::count)?;
+    match a.optional("warmup", Args::duration)? {
+        Some(period) => {
+            Ok(rule.with_warmup(period, cold_factor.unwrap_or(WarmUp::DEFAULT_COLD_FACTOR))?)
+        }
+        None if cold_factor.is_some() => Err(BuildError::Rule(RuleError::Inconsistent {
+            param: "cold_factor",
+            reason: "applies only with warmup",
+        })),
+        None => Ok(rule),
+    }
+}
+
+/// A warm-up option (`warmup`, `cold_factor`) as the table has it.
+fn warmup_param(name: &str) -> Option<&'static Param> {
+    algorithm("gcra")?
+        .param(name)
+        .filter(|p| matches!(p.name, "warmup" | "cold_factor"))
 }
 
 fn leaky_bucket(a: &Args<'_>) -> Result<Rule, BuildError> {
@@ -121,11 +147,8 @@ fn leaky_bucket(a: &Args<'_>) -> Result<Rule, BuildError> {
 }
 
 fn gcra(a: &Args<'_>) -> Result<Rule, BuildError> {
-    Ok(Rule::gcra(
-        a.count("rate")?,
-        a.duration("per")?,
-        a.count("burst")?,
-    )?)
+    let rule = Rule::gcra(a.count("rate")?, a.duration("per")?, a.count("burst")?)?;
+    warm(rule, a)
 }
 
 /// Without `max_wait`, a request waits as long as its place in the queue says.
@@ -232,12 +255,15 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     AlgorithmParams {
         name: "token_bucket",
         rule: token_bucket,
-        constructor: "Rule::token_bucket(capacity, rate, per).with_initial_tokens(initial_tokens)",
+        constructor: "Rule::token_bucket(capacity, rate, per).with_initial_tokens(initial_tokens)\
+                      .with_warmup(warmup, cold_factor)",
         params: &[
             required("capacity", Count, "10"),
             required("rate", Count, "10"),
             required("per", Span, "1s"),
             optional("initial_tokens", Count, "5"),
+            optional("warmup", Span, "30s"),
+            optional("cold_factor", Count, "3"),
         ],
     },
     AlgorithmParams {
@@ -253,11 +279,13 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
     AlgorithmParams {
         name: "gcra",
         rule: gcra,
-        constructor: "Rule::gcra(rate, per, burst)",
+        constructor: "Rule::gcra(rate, per, burst).with_warmup(warmup, cold_factor)",
         params: &[
             required("rate", Count, "10"),
             required("per", Span, "1s"),
             required("burst", Count, "10"),
+            optional("warmup", Span, "30s"),
+            optional("cold_factor", Count, "3"),
         ],
     },
     AlgorithmParams {
@@ -286,7 +314,7 @@ pub const ALGORITHMS: &[AlgorithmParams] = &[
 ///
 /// let gcra = algorithm("gcra").unwrap();
 /// let names: Vec<_> = gcra.params.iter().map(|p| p.name).collect();
-/// assert_eq!(names, ["rate", "per", "burst"]);
+/// assert_eq!(names, ["rate", "per", "burst", "warmup", "cold_factor"]);
 /// assert_eq!(gcra.param("per").unwrap().kind, Kind::Duration);
 /// assert!(algorithm("gcra2").is_none());
 /// ```
@@ -328,6 +356,13 @@ impl AlgorithmParams {
         self.params.iter().find(|p| p.name == name)
     }
 
+    /// The parameter `name` as a front end reads it: one this algorithm takes, or a warm-up
+    /// option it does not take, which [`build`](Self::build) then refuses with weir-core's
+    /// reason (the sliding log has no rate to ramp, …) rather than as an unknown name.
+    pub fn reads(&self, name: &str) -> Option<&'static Param> {
+        self.param(name).or_else(|| warmup_param(name))
+    }
+
     /// The names it takes, comma-separated: `rate, per, burst`.
     pub fn names(&self) -> String {
         let names: Vec<&str> = self.params.iter().map(|p| p.name).collect();
@@ -362,7 +397,17 @@ impl AlgorithmParams {
         {
             return Err(BuildError::Missing(missing.name));
         }
-        (self.rule)(&Args { value: &value })
+        let rule = (self.rule)(&Args { value: &value })?;
+        let warm = ["warmup", "cold_factor"].map(&value);
+        if self.param("warmup").is_none() && warm.iter().any(Option::is_some) {
+            // weir-core refuses the algorithm before it looks at the values.
+            let period = match warm[0] {
+                Some(Value::Duration(d)) => d,
+                _ => Duration::from_secs(1),
+            };
+            rule.with_warmup(period, WarmUp::DEFAULT_COLD_FACTOR)?;
+        }
+        Ok(rule)
     }
 }
 
@@ -403,6 +448,36 @@ mod tests {
         );
         let wrong_kind = |_: &str| Some(Value::Count(1));
         assert_eq!(bucket.build(wrong_kind), Err(BuildError::Missing("per")));
+    }
+
+    #[test]
+    fn a_cold_factor_needs_a_warmup() {
+        let gcra = algorithm("gcra").unwrap();
+        let value = |with_warmup: bool| {
+            move |name: &str| match name {
+                "per" => Some(Value::Duration(Duration::from_secs(1))),
+                "warmup" if with_warmup => Some(Value::Duration(Duration::from_secs(30))),
+                "warmup" => None,
+                _ => Some(Value::Count(5)),
+            }
+        };
+        let rule = gcra.build(value(true)).unwrap();
+        assert_eq!(rule.warmup().map(|w| w.cold_factor()), Some(5));
+        let BuildError::Rule(err) = gcra.build(value(false)).unwrap_err() else {
+            panic!()
+        };
+        assert_eq!(rule_error_param(&err), Some("cold_factor"));
+        let log = algorithm("sliding_log").unwrap();
+        assert!(log.reads("warmup").is_some() && log.reads("burst").is_none());
+        let warm_log = log.build(|name| match name {
+            "limit" => Some(Value::Count(5)),
+            "window" | "warmup" => Some(Value::Duration(Duration::from_secs(1))),
+            _ => None,
+        });
+        let Err(BuildError::Rule(err)) = warm_log else {
+            panic!("{warm_log:?}")
+        };
+        assert_eq!(rule_error_param(&err), Some("warmup"));
     }
 
     #[test]

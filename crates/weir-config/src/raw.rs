@@ -67,6 +67,8 @@ pub(crate) struct RawRule {
     pub(crate) max_depth: Option<Spanned<i64>>,
     pub(crate) max_wait: Option<Spanned<String>>,
     pub(crate) max_leases: Option<Spanned<i64>>,
+    pub(crate) warmup: Option<Spanned<String>>,
+    pub(crate) cold_factor: Option<Spanned<i64>>,
     pub(crate) cost: Option<Spanned<i64>>,
     pub(crate) lockout: Option<Spanned<RawLockout>>,
     pub(crate) on_failure: Option<Spanned<String>>,
