@@ -406,7 +406,8 @@ impl Rule {
     /// reason, for the others: the windows and the sliding log count requests against a
     /// limit per window and have no rate to ramp; the leaky-bucket meter is GCRA's twin
     /// (use `gcra`); the queue's delays are promised to each request when it is admitted;
-    /// concurrency leases have no rate.
+    /// concurrency leases have no rate. The algorithm is refused before the values are
+    /// looked at, so any values give the reason.
     ///
     /// ```
     /// use std::time::Duration;
