@@ -326,25 +326,34 @@ pub(crate) async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpList
         .with_context(|| format!("binding the {what} address {addr}"))
 }
 
-/// Completes on SIGTERM or SIGINT.
-pub(crate) async fn shutdown_signal() {
+/// Completes on SIGTERM or SIGINT. The handlers are installed when this is called, so
+/// call it before serving: a signal that arrives before the future is first polled still
+/// stops the program gracefully (draining, the final state-file save), never by the
+/// signal's default action.
+pub(crate) fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM received"),
-                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => tracing::info!("SIGTERM received"),
+                        _ = int.recv() => tracing::info!("SIGINT received"),
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

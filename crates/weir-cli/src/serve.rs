@@ -384,8 +384,9 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
                 let _ = stopped.wait_for(|stop| *stop).await;
             })
         });
+        let signal = shutdown_signal();
         let served = weir_server::serve(app, http, grpc, async move {
-            shutdown_signal().await;
+            signal.await;
             let _ = stop.send(true);
         })
         .await;

@@ -1,7 +1,8 @@
 //! `weir serve --state-file` end to end (issue 16): the built binary locks a key out (the
 //! lockout rule tripped through `weir decide`) and an admin blocks another; killed with
 //! SIGKILL once the periodic save has written them, then stopped with SIGTERM (the final
-//! save), it comes back with both still locked out. A corrupt file is reported (a WARN
+//! save), it comes back with both still locked out; `weir proxy` keeps a block through
+//! SIGTERM alike. A corrupt file is reported (a WARN
 //! naming the file and why) and the server decides from scratch; a state file with a
 //! network store or in a missing directory is refused at start. Every wait is bounded: the
 //! file is polled until it holds what the test wrote, never slept on.
@@ -13,7 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{serve, terminate, weir, Served};
+use common::{serve, spawn_logged, terminate, weir, Served};
 use weir_core::StateSnapshot;
 
 const RULES: &str = "\
@@ -86,6 +87,11 @@ fn decide(served: &Served, user: &str) -> String {
 fn admin(served: &Served, path: &str, user: &str, extra: &str) -> serde_json::Value {
     let body =
         format!(r#"{{"domain":"login","entries":[{{"key":"user","value":"{user}"}}]{extra}}}"#);
+    admin_call(served, path, &body)
+}
+
+/// `POST path` on the admin API with `body`, its JSON answer.
+fn admin_call(served: &Served, path: &str, body: &str) -> serde_json::Value {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -95,7 +101,7 @@ fn admin(served: &Served, path: &str, user: &str, extra: &str) -> serde_json::Va
             &served.http,
             "POST",
             path,
-            Some(&body),
+            Some(body),
             Some(TOKEN),
             Duration::from_secs(10),
         ))
@@ -220,4 +226,60 @@ fn a_state_file_is_refused_with_a_network_store_or_a_missing_directory() {
     let missing = dir.path("no-such-dir/state");
     let stderr = start(&["--state-file", &missing]);
     assert!(stderr.contains("does not exist"), "{stderr}");
+}
+
+#[test]
+fn weir_proxy_keeps_a_block_across_a_restart() {
+    let dir = Dir::new("proxy");
+    // The upstream is never reached: only the API listener is asked.
+    let proxy = || {
+        spawn_logged(
+            &[
+                "proxy",
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--listen",
+                "127.0.0.1:0",
+                "--api",
+                "127.0.0.1:0",
+                "--admin-token-file",
+                &dir.path("token"),
+                "--state-file",
+                &dir.path("state"),
+                "--state-interval",
+                "1h",
+            ],
+            "api",
+        )
+    };
+    // One crawler IP blocked for an hour (config/proxy.yaml's rule on it).
+    let key = r#"{"domain":"proxy","entries":[{"key":"class","value":"crawler"},{"key":"remote_address","value":"192.0.2.7"}]"#;
+    let first = proxy();
+    admin_call(
+        &first,
+        "/admin/keys/block",
+        &format!(r#"{key},"duration_ms":3600000}}"#),
+    );
+    let status = terminate(first);
+    assert!(status.success(), "{status:?}");
+    let second = proxy();
+    let usage = admin_call(&second, "/admin/keys/inspect", &format!("{key}}}"));
+    assert!(
+        usage["blocked_for_ms"].as_u64().unwrap() > 50 * 60 * 1000,
+        "{usage}"
+    );
+    assert!(terminate(second).success());
+}
+
+/// The signal handlers are installed before the server says it listens: a SIGTERM at once
+/// still drains and saves (it used to find no handler and kill the process).
+#[test]
+fn a_sigterm_right_after_start_still_saves() {
+    let dir = Dir::new("early");
+    for _ in 0..5 {
+        let _ = std::fs::remove_file(dir.0.join("state"));
+        let status = terminate(dir.serve("1h"));
+        assert!(status.success(), "{status:?}");
+        assert_eq!(wait_for_records(&dir.0.join("state"), 0), 0);
+    }
 }
