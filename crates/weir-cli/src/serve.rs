@@ -467,7 +467,10 @@ mod tests {
         );
         let from_flags = flagged.settings(&env).unwrap();
         assert_eq!(from_flags.engine.store.kind(), "memory");
-        assert_eq!(from_flags.engine.rules, RuleSource::Path(PathBuf::from("config")));
+        assert_eq!(
+            from_flags.engine.rules,
+            RuleSource::Path(PathBuf::from("config"))
+        );
         assert_eq!(bare.settings(&none).unwrap().engine.store.kind(), "memory");
         assert_eq!(
             bare.settings(&none).unwrap().envoy_headers,
@@ -544,7 +547,10 @@ mod tests {
             ("REDIS_PIPELINE_WINDOW", "150us"),
         ]);
         let from_env = args(&[]).settings(&window).unwrap();
-        assert_eq!(from_env.engine.redis_batch_wait, Some(Duration::from_micros(150)));
+        assert_eq!(
+            from_env.engine.redis_batch_wait,
+            Some(Duration::from_micros(150))
+        );
         let zero = ["weir", "serve", "--redis-batch-size", "0"];
         assert!(
             crate::Cli::try_parse_from(zero).is_err(),

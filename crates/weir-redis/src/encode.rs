@@ -317,7 +317,10 @@ mod tests {
             .unwrap()
             .with_lockout(lockout);
         let text = rule_args(&rule).unwrap().text();
-        assert!(text.starts_with("gw 10 100000000 1000000000 5000000000 "), "{text}");
+        assert!(
+            text.starts_with("gw 10 100000000 1000000000 5000000000 "),
+            "{text}"
+        );
         assert!(text.ends_with(" ~30000000000 3 15000000000"), "{text}");
     }
 

@@ -31,8 +31,8 @@ pub use leaky_bucket::{LeakyBucket, LeakyBucketState};
 pub use leaky_queue::{LeakyQueue, LeakyQueueState};
 pub use sliding::{Sliding, SlidingState};
 pub use token_bucket::{TokenBucket, TokenBucketState};
-pub use warmup::{Warm, WarmUp};
 pub(crate) use warmup::Ramped;
+pub use warmup::{Warm, WarmUp};
 pub use weighted_window::{WeightedWindow, WeightedWindowState};
 
 use crate::decision::Decision;

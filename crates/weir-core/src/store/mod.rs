@@ -6,9 +6,9 @@ mod memory;
 
 use std::future::Future;
 
+pub(crate) use memory::WordMeter;
 pub use memory::{ImportReport, SavedRecord, SnapshotError, StateSnapshot, MAX_SNAPSHOT_BYTES};
 pub use memory::{MemoryStats, MemoryStore, MemoryStoreBuilder};
-pub(crate) use memory::WordMeter;
 
 use crate::decision::Decision;
 use crate::error::{CheckError, StoreError};
