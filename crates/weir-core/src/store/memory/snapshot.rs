@@ -274,6 +274,12 @@ impl MemoryStore {
                 let Some(rule) = rule_of(entry.scope) else {
                     continue;
                 };
+                // Allowing at its last operation under this very rule, no guard: not
+                // limited now either (usage only decays between operations), and no
+                // copy or peek is needed (the lock is held for less).
+                if entry.evictable && entry.rule == inner.rule_hash(&rule) {
+                    continue;
+                }
                 if encodable(&entry.record.state) && worth_keeping(&rule, &entry.record, now_ns) {
                     records.push(SavedRecord {
                         scope: entry.scope,
