@@ -113,9 +113,9 @@
 //! `now mod window`) use exact long multiplication. To keep every intermediate exact:
 //!
 //! - every span a rule or an operation expresses (window, `capacity × interval`, GCRA
-//!   tolerance, `max_depth × interval`, lockout, forgiveness, block duration, lease TTL)
-//!   and every limit must be at most [`MAX_SPAN`] (2^51 ns, about 26 days, and 2^51
-//!   units). Larger ones are refused before any round trip with
+//!   tolerance, `max_depth × interval`, warm-up period, lockout, forgiveness, block
+//!   duration, lease TTL) and every limit must be at most [`MAX_SPAN`] (2^51 ns, about 26
+//!   days, and 2^51 units). Larger ones are refused before any round trip with
 //!   [`CheckError::Invalid`](weir_core::CheckError::Invalid) naming the parameter. (So a
 //!   monthly window needs another store; `weir_core::MAX_SPAN` allows ten years.)
 //! - an operation that would push a key's state more than 2^52 ns past now (penalties
