@@ -36,6 +36,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use portable_atomic::AtomicU128;
 
 use super::word::WordMeter;
+use crate::algorithm::{GcraState, Meter};
 use crate::decision::Decision;
 
 /// Slots per bucket: four 16-byte slots fill one 64-byte cache line.
@@ -139,7 +140,7 @@ impl Table {
     }
 
     /// Decides a check of `cost` (0: a peek) on the key's record if it is here.
-    #[inline]
+    #[inline(always)]
     pub(super) fn check(
         &self,
         hash: u64,
@@ -152,11 +153,19 @@ impl Table {
         // Start the second bucket's cache line on its way while the first is scanned: the
         // two misses overlap instead of adding up.
         std::hint::black_box(buckets[1].0[0].load(Ordering::Relaxed));
-        let decided = self.update(buckets, key, |word| {
-            let (decision, next) = meter.check(word, now_ns, cost);
-            // A denial or a peek leaves the word as it was: a read.
-            (next, decision)
-        });
+        // A denial or a peek leaves the word as it was: a read. GCRA's step is matched out
+        // of the loop, so the common case runs with no dispatch inside it.
+        let decided = match meter {
+            WordMeter::Gcra { gcra, .. } => self.update(buckets, key, |tat_ns| {
+                let mut state = GcraState { tat_ns };
+                let decision = gcra.check(&mut state, now_ns, cost);
+                (state.tat_ns, decision)
+            }),
+            WordMeter::FixedWindow { .. } => self.update(buckets, key, |word| {
+                let (decision, next) = meter.check(word, now_ns, cost);
+                (next, decision)
+            }),
+        };
         decided.map_or(Found::Absent, Found::Decided)
     }
 
@@ -171,7 +180,7 @@ impl Table {
     /// Finds the key's slot in `buckets` and replaces its word by the first half of what
     /// `f` makes of it (by compare-and-swap; unchanged, nothing is written), returning the
     /// second half; `None` when the key holds no slot.
-    #[inline]
+    #[inline(always)]
     fn update<R>(
         &self,
         buckets: [&Bucket; 2],
@@ -340,7 +349,7 @@ impl Tables {
     }
 
     /// The scope's table, if it has one.
-    #[inline]
+    #[inline(always)]
     pub(super) fn find(&self, scope: u64) -> Option<&Table> {
         for (table, s) in self.tables.iter().zip(&self.scopes) {
             let table = table.get()?;
@@ -353,7 +362,7 @@ impl Tables {
 
     /// The scope's table, made (for `meter`) if there is room for one more; none when the
     /// scope's table reads its words under another meter.
-    #[inline]
+    #[inline(always)]
     pub(super) fn table(&self, scope: u64, meter: &WordMeter) -> Option<&Table> {
         self.find(scope)
             .or_else(|| self.make(scope, meter))

@@ -46,7 +46,7 @@ impl WordMeter {
     /// The rule's one-word meter, if it has one: GCRA, a token bucket that starts full, or
     /// a fixed window whose window index fits, without a lockout (a lockout's strikes and
     /// block need a second word).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn of(rule: &Rule) -> Option<Self> {
         if rule.lockout.is_some() || rule.warmup().is_some() {
             return None;
@@ -71,16 +71,20 @@ impl WordMeter {
     fn fixed_window(window: FixedWindow) -> Option<Self> {
         let count_bits = u64::BITS - window.limit.leading_zeros();
         let index_bits = u64::BITS.checked_sub(count_bits)?;
-        // Index + 1 of any instant must fit in the bits above the count.
-        let last_index = u64::MAX / window.window_ns;
-        (index_bits > 0 && last_index < (1u64 << index_bits) - 1)
-            .then_some(Self::FixedWindow { window, count_bits })
+        // Index + 1 of any instant must fit in the bits above the count: the last index,
+        // u64::MAX / window, is below 2^index_bits - 1, i.e. (2^index_bits - 1) × window
+        // overflows (a multiplication, not a division, on every check).
+        let fits = index_bits > 0
+            && ((1u64 << index_bits) - 1)
+                .checked_mul(window.window_ns)
+                .is_none();
+        fits.then_some(Self::FixedWindow { window, count_bits })
     }
 
     /// Whether records written under `self` can be read by `other` on the lock-free path:
     /// any two GCRA rules (a TAT means the same under any parameters: a named rule's change
     /// carries it over, as the pure step does), otherwise only the same parameters.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn reads_alike(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Gcra { bucket: None, .. }, Self::Gcra { bucket: None, .. }) => true,
@@ -90,7 +94,7 @@ impl WordMeter {
 
     /// Decides a check of `cost` (0: a peek) on `word` at `now_ns`; returns the decision
     /// and the word to write (`word` itself when nothing changes).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn check(&self, word: u64, now_ns: u64, cost: u64) -> (Decision, u64) {
         match self {
             Self::Gcra { gcra, .. } => {

@@ -1,0 +1,90 @@
+//! CPU time per check of one hot key, one thread: Weir's keyed memory store (one 8-byte key,
+//! the lock-free path), Weir's [`DirectLimiter`] and governor's direct limiter, every check
+//! allowed (GCRA, 10^9 per second, burst 10^9, as the bench's `direct_allow`). Not a test,
+//! and not the bench: on a shared machine a wall-clock bench counts the time other
+//! processes take the core, so this reads the thread's own CPU time instead
+//! (`/proc/thread-self/schedstat`, Linux, in ns), for comparing two builds of one path.
+//!
+//! ```text
+//! cargo run --release -p weir-core --example hot_key_cpu -- [--checks 20000000] [--reps 5]
+//! ```
+//!
+//! Prints, per subject, the CPU ns per check of each rep and their median.
+
+// An example: unwraps on bad input are the error message; it measures time.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use weir_core::{Clock, DirectLimiter, Key, MemoryStore, Op, Outcome, Rule, SystemClock};
+
+/// This thread's CPU time so far, in ns (first field of `/proc/thread-self/schedstat`).
+fn cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat (Linux)");
+    stat.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// CPU ns per call of `check`, over `checks` calls; panics unless every check was allowed.
+fn per_check(checks: u64, mut check: impl FnMut() -> bool) -> f64 {
+    let start = cpu_ns();
+    let mut allowed = 0u64;
+    for _ in 0..checks {
+        allowed += u64::from(check());
+    }
+    let spent = cpu_ns() - start;
+    assert_eq!(black_box(allowed), checks, "every check is allowed");
+    spent as f64 / checks as f64
+}
+
+fn main() {
+    let (mut checks, mut reps) = (20_000_000u64, 5usize);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--checks" => checks = args.next().expect("--checks N").parse().unwrap(),
+            "--reps" => reps = args.next().expect("--reps N").parse().unwrap(),
+            other => panic!("unknown argument {other}; usage: [--checks N] [--reps N]"),
+        }
+    }
+    let rule = Rule::per_second(1_000_000_000).unwrap();
+    let clock = SystemClock::new();
+    let store = MemoryStore::default();
+    let key = Key::from(42u64);
+    let direct = DirectLimiter::new(rule).unwrap();
+    let governor: DefaultDirectRateLimiter =
+        RateLimiter::direct(Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap()));
+
+    let mut results: Vec<(&str, Vec<f64>)> = vec![
+        ("weir-keyed", Vec::new()),
+        ("weir-direct", Vec::new()),
+        ("governor-direct", Vec::new()),
+    ];
+    for _ in 0..reps {
+        results[0].1.push(per_check(checks, || {
+            let outcome = store.apply_now(
+                black_box(&key),
+                &rule,
+                Op::Check { cost: 1 },
+                clock.now_ns(),
+            );
+            matches!(outcome, Ok(Outcome::Decision(d)) if d.allowed)
+        }));
+        results[1]
+            .1
+            .push(per_check(checks, || direct.check_now().allowed));
+        results[2]
+            .1
+            .push(per_check(checks, || governor.check().is_ok()));
+    }
+    for (name, mut ns) in results {
+        let each: Vec<String> = ns.iter().map(|v| format!("{v:.1}")).collect();
+        ns.sort_by(f64::total_cmp);
+        println!(
+            "{name}: median {:.1} ns CPU per check (reps: {})",
+            ns[ns.len() / 2],
+            each.join(" ")
+        );
+    }
+}
