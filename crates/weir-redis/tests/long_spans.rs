@@ -7,7 +7,8 @@
 //!
 //! The conformance suites use windows of at most a second; this file covers the other end
 //! of the range: the weighted window's `previous × elapsed / window` far above 2^53, epoch
-//! alignment of 25-day windows, and instants kept across rebases.
+//! alignment of 25-day windows, the warm-up ramp's `x² / 2X` of 25-day warm-ups, and
+//! instants kept across rebases.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
@@ -68,6 +69,15 @@ fn rule(rng: &mut Lcg) -> Rule {
             Rule::leaky_queue(depth, d(window), depth, wait).unwrap()
         }
         _ => Rule::concurrency(rng.pick(&[1u64, 3])).unwrap(),
+    };
+    // Warm-up up to 25 days (the ramp's x² / 2X far above 2^53), cold factors 2 to 100.
+    let warms = rule.with_warmup(d(HOUR), 3).is_ok();
+    let rule = if warms && rng.next(2) == 0 {
+        let period = rng.pick(&[HOUR, DAY, 25 * DAY]);
+        rule.with_warmup(d(period), rng.pick(&[2u64, 3, 100]))
+            .unwrap()
+    } else {
+        rule
     };
     if rng.next(3) == 0 && !matches!(rule.algorithm(), weir_core::Algorithm::Concurrency(_)) {
         let lockout = Lockout::new(d(DAY))
