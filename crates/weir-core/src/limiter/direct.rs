@@ -11,14 +11,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::{after, Then};
+use super::sync::wait_blocking_on;
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Decision;
 use crate::error::{CheckError, RuleError};
 use crate::rule::Rule;
 use crate::step::{validate, Op};
 use crate::store::WordMeter;
-use crate::time::duration_ns;
 
 /// The state word on a cache line of its own, so two limiters (or a limiter and whatever
 /// the program puts beside it) never share the line it writes.
@@ -129,18 +128,7 @@ impl<C: Clock> DirectLimiter<C> {
     /// the denial) when that would take longer than `max_wait`. Never call it from async
     /// code.
     pub fn wait_blocking(&self, cost: u64, max_wait: Duration) -> Result<Decision, CheckError> {
-        let deadline_ns = self.clock.now_ns().saturating_add(duration_ns(max_wait));
-        loop {
-            let d = self.check_n_now(cost)?;
-            match after(&d, self.clock.now_ns(), deadline_ns) {
-                Then::Return => return Ok(d),
-                Then::ReturnAt(go_ns) => {
-                    self.clock.sleep_until_blocking(go_ns);
-                    return Ok(d);
-                }
-                Then::RetryAt(retry_ns) => self.clock.sleep_until_blocking(retry_ns),
-            }
-        }
+        wait_blocking_on(&self.clock, max_wait, || self.check_n_now(cost))
     }
 
     /// One step on the word, at one reading of the clock. The word is only ever replaced by
@@ -204,5 +192,25 @@ mod tests {
         assert!(!limiter.peek_now().allowed);
         limiter.reset();
         assert_eq!(limiter.peek_now().remaining, 3);
+    }
+
+    #[test]
+    fn wait_blocking_sleeps_until_retry_after_and_gives_up_past_max_wait() {
+        let clock = ManualClock::new(1_000_000_000);
+        let limiter =
+            DirectLimiter::with_clock(Rule::per_second(1).unwrap(), clock.clone()).unwrap();
+        assert!(limiter.check_now().allowed);
+        let gave_up = limiter
+            .wait_blocking(1, Duration::from_millis(999))
+            .unwrap();
+        assert!(!gave_up.allowed, "a wait of 1 s does not fit in 999 ms");
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| limiter.wait_blocking(1, Duration::from_secs(2)));
+            while clock.sleepers() == 0 {
+                std::thread::yield_now();
+            }
+            clock.advance(Duration::from_secs(1));
+            assert!(waiter.join().unwrap().unwrap().allowed);
+        });
     }
 }

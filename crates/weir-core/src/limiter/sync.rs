@@ -196,17 +196,29 @@ impl<S: SyncStore, C: Clock> Limiter<S, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Decision, CheckError> {
-        let deadline_ns = self.clock.now_ns().saturating_add(duration_ns(max_wait));
-        loop {
-            let d = self.check_now(key, rule, cost)?;
-            match after(&d, self.clock.now_ns(), deadline_ns) {
-                Then::Return => return Ok(d),
-                Then::ReturnAt(go_ns) => {
-                    self.clock.sleep_until_blocking(go_ns);
-                    return Ok(d);
-                }
-                Then::RetryAt(retry_ns) => self.clock.sleep_until_blocking(retry_ns),
+        wait_blocking_on(&self.clock, max_wait, || self.check_now(key, rule, cost))
+    }
+}
+
+/// A blocking wait of at most `max_wait` on `clock`: `check` until it allows, sleeping the
+/// thread until each `retry_after` (and an allowed request's `delay`); gives up with the
+/// denial when the next try would come too late. [`Limiter::wait_blocking`] and
+/// [`DirectLimiter::wait_blocking`](crate::DirectLimiter::wait_blocking) are this.
+pub(super) fn wait_blocking_on<C: Clock>(
+    clock: &C,
+    max_wait: Duration,
+    mut check: impl FnMut() -> Result<Decision, CheckError>,
+) -> Result<Decision, CheckError> {
+    let deadline_ns = clock.now_ns().saturating_add(duration_ns(max_wait));
+    loop {
+        let d = check()?;
+        match after(&d, clock.now_ns(), deadline_ns) {
+            Then::Return => return Ok(d),
+            Then::ReturnAt(go_ns) => {
+                clock.sleep_until_blocking(go_ns);
+                return Ok(d);
             }
+            Then::RetryAt(retry_ns) => clock.sleep_until_blocking(retry_ns),
         }
     }
 }
