@@ -6,8 +6,14 @@
 //! (`/proc/thread-self/schedstat`, Linux, in ns), for comparing two builds of one path.
 //!
 //! ```text
-//! cargo run --release -p weir-core --example hot_key_cpu -- [--checks 20000000] [--reps 5]
+//! cargo run --release -p weir-core --example hot_key_cpu -- [--checks 20000000] [--reps 5] \
+//!     [--rule gcra|token_bucket|fixed_window]
 //! ```
+//!
+//! `--rule` picks Weir's rule (the same quota: a token bucket of 10^9 refilled at 10^9 per
+//! second, which decides as the GCRA; a fixed window of 10^8 per second, more than one thread
+//! checks in a second, and small enough for the direct limiter's one word); governor's stays
+//! GCRA.
 //!
 //! Prints, per subject, the CPU ns per check of each rep and their median.
 
@@ -39,16 +45,24 @@ fn per_check(checks: u64, mut check: impl FnMut() -> bool) -> f64 {
 }
 
 fn main() {
-    let (mut checks, mut reps) = (20_000_000u64, 5usize);
+    let (mut checks, mut reps, mut algorithm) = (20_000_000u64, 5usize, String::from("gcra"));
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--checks" => checks = args.next().expect("--checks N").parse().unwrap(),
             "--reps" => reps = args.next().expect("--reps N").parse().unwrap(),
-            other => panic!("unknown argument {other}; usage: [--checks N] [--reps N]"),
+            "--rule" => algorithm = args.next().expect("--rule gcra|token_bucket|fixed_window"),
+            other => panic!("unknown argument {other}; usage: [--checks N] [--reps N] [--rule R]"),
         }
     }
-    let rule = Rule::per_second(1_000_000_000).unwrap();
+    let second = std::time::Duration::from_secs(1);
+    let rule = match algorithm.as_str() {
+        "gcra" => Rule::per_second(1_000_000_000),
+        "token_bucket" => Rule::token_bucket(1_000_000_000, 1_000_000_000, second),
+        "fixed_window" => Rule::fixed_window(100_000_000, second),
+        other => panic!("--rule {other}: expected gcra, token_bucket or fixed_window"),
+    }
+    .unwrap();
     let clock = SystemClock::new();
     let store = MemoryStore::default();
     let key = Key::from(42u64);
