@@ -49,6 +49,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! One budget for the whole program, with no key (a paid API's quota, an alert), is a
+//! [`DirectLimiter`]: one atomic word decided by one compare-and-swap, governor's direct
+//! limiter with the same decisions under GCRA:
+//!
+//! ```
+//! use weir_core::{DirectLimiter, Rule};
+//!
+//! let alerts = DirectLimiter::new(Rule::per_second(5)?)?;
+//! assert!(alerts.check_now().allowed);
+//! assert_eq!(alerts.peek_now().remaining, 4);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! The async [`Limiter::wait`] runs under any executor: inside a tokio runtime it sleeps on
 //! tokio's timer, under any other (`futures::executor::block_on`, smol, …) a helper thread,
 //! `weir-timer`, wakes it. It never spins.
