@@ -145,7 +145,7 @@ pub enum PolicyError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyUnset;
 
-/// One limit of the layer. Built by [`Policy::new`] (or [`Policy::from_rules`]), then
+/// One limit of the layer. Built by [`Policy::new`] (or `Policy::from_rules`, feature `rules`), then
 /// [`Policy::key`]: until it has a key it is a `Policy<KeyUnset>`, which no layer takes.
 ///
 /// ```
