@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
@@ -70,17 +71,40 @@ pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
-        .map(|v| v.trim().to_ascii_lowercase());
-    match media.as_deref() {
-        Some("application/json") => Ok(()),
-        Some(m) if m.starts_with("application/") && m.ends_with("+json") => Ok(()),
-        other => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!(
-                "the body must be sent as Content-Type: application/json (got {})",
-                other.unwrap_or("no Content-Type")
-            ),
-        )),
+        .map(str::trim);
+    // Compared in place, any case (no lowercase copy on the decision path).
+    let json = media.is_some_and(|m| {
+        m.eq_ignore_ascii_case("application/json")
+            || (m
+                .get(..12)
+                .is_some_and(|t| t.eq_ignore_ascii_case("application/"))
+                && m.len() > 17
+                && m.get(m.len() - 5..)
+                    .is_some_and(|s| s.eq_ignore_ascii_case("+json")))
+    });
+    if json {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        format!(
+            "the body must be sent as Content-Type: application/json (got {})",
+            media.map_or_else(|| "no Content-Type".to_string(), str::to_ascii_lowercase)
+        ),
+    ))
+}
+
+/// Whether the request says its body is JSON ([`require_json`]), read from the request's
+/// head in place: the handlers that need it take this instead of a copy of every header.
+/// It never rejects; the handler answers the `415` where it always did (after the body is
+/// read, so a body over the limit is still a `413` first).
+pub(crate) struct JsonType(pub(crate) Result<(), ApiError>);
+
+impl<S: Send + Sync> FromRequestParts<S> for JsonType {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(JsonType(require_json(&parts.headers)))
     }
 }
 
@@ -108,4 +132,38 @@ fn explain<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
     de.end()
         .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn typed(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Ok(value) = value.parse() {
+            headers.insert(header::CONTENT_TYPE, value);
+        }
+        headers
+    }
+
+    #[test]
+    fn json_types_in_any_case_pass_and_others_are_415s_that_say_what_came() {
+        for ok in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            " application/json ;x=y",
+            "application/vnd.api+json",
+            "APPLICATION/PROBLEM+JSON",
+        ] {
+            assert!(require_json(&typed(ok)).is_ok(), "{ok}");
+        }
+        for refused in ["text/plain", "application/+json", "application/jsonx", "json", ""] {
+            let error = require_json(&typed(refused)).unwrap_err();
+            assert_eq!(error.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{refused}");
+        }
+        let error = require_json(&typed("Text/Plain")).unwrap_err();
+        assert!(error.message.contains("(got text/plain)"), "{}", error.message);
+        let error = require_json(&HeaderMap::new()).unwrap_err();
+        assert!(error.message.contains("(got no Content-Type)"), "{}", error.message);
+    }
 }

@@ -15,13 +15,13 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use weir_config::{Descriptor, LimitOverride, Unit};
 
-use super::body::{parse, RawBody};
+use super::body::{parse, JsonType, RawBody};
 use super::error::ApiError;
 use crate::app::App;
 use crate::headers::{ceil_secs, verdict_headers};
@@ -197,12 +197,12 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response {
 /// `POST /v1/check`.
 pub(crate) async fn handle(
     State(app): State<App>,
-    headers: HeaderMap,
+    JsonType(json): JsonType,
     RawBody(body): RawBody,
 ) -> Response {
     let metrics = app.engine().metrics();
     let result = async {
-        super::body::require_json(&headers)?;
+        json?;
         let request = parse::<CheckBody>(&body)?.into_request()?;
         Ok::<_, ApiError>(app.engine().decide(&request).await?)
     }

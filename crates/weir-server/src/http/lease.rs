@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -32,7 +32,7 @@ use serde_json::json;
 use weir_config::Descriptor;
 use weir_core::{Algorithm, CheckError, Key, Rule};
 
-use super::body::{parse, RawBody};
+use super::body::{parse, JsonType, RawBody};
 use super::check::EntryBody;
 use super::error::ApiError;
 use crate::app::App;
@@ -106,10 +106,10 @@ fn refused(app: &App, error: ApiError) -> Response {
 /// `POST /v1/acquire`.
 pub(crate) async fn acquire(
     State(app): State<App>,
-    headers: HeaderMap,
+    JsonType(json): JsonType,
     RawBody(body): RawBody,
 ) -> Response {
-    if let Err(error) = super::body::require_json(&headers) {
+    if let Err(error) = json {
         return refused(&app, error);
     }
     match try_acquire(&app, &body).await {
@@ -121,10 +121,10 @@ pub(crate) async fn acquire(
 /// `POST /v1/release`.
 pub(crate) async fn release(
     State(app): State<App>,
-    headers: HeaderMap,
+    JsonType(json): JsonType,
     RawBody(body): RawBody,
 ) -> Response {
-    if let Err(error) = super::body::require_json(&headers) {
+    if let Err(error) = json {
         return refused(&app, error);
     }
     match try_release(&app, &body).await {
