@@ -157,13 +157,31 @@ mod tests {
         ] {
             assert!(require_json(&typed(ok)).is_ok(), "{ok}");
         }
-        for refused in ["text/plain", "application/+json", "application/jsonx", "json", ""] {
+        for refused in [
+            "text/plain",
+            "application/+json",
+            "application/jsonx",
+            "json",
+            "",
+        ] {
             let error = require_json(&typed(refused)).unwrap_err();
-            assert_eq!(error.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{refused}");
+            assert_eq!(
+                error.status,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "{refused}"
+            );
         }
         let error = require_json(&typed("Text/Plain")).unwrap_err();
-        assert!(error.message.contains("(got text/plain)"), "{}", error.message);
+        assert!(
+            error.message.contains("(got text/plain)"),
+            "{}",
+            error.message
+        );
         let error = require_json(&HeaderMap::new()).unwrap_err();
-        assert!(error.message.contains("(got no Content-Type)"), "{}", error.message);
+        assert!(
+            error.message.contains("(got no Content-Type)"),
+            "{}",
+            error.message
+        );
     }
 }
