@@ -384,6 +384,7 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
                 let _ = stopped.wait_for(|stop| *stop).await;
             })
         });
+        let engine = app.engine().clone();
         let signal = shutdown_signal();
         let served = weir_server::serve(app, http, grpc, async move {
             signal.await;
@@ -392,6 +393,9 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         .await;
         if let Some(task) = resp_task {
             let _ = task.await;
+            // serve saved the state file once its listeners drained; RESP commands may
+            // have decided until the RESP listener stopped just now: save once more.
+            let _ = engine.save_state().await;
         }
         served.context("weir serve")
     })
