@@ -76,6 +76,11 @@ async fn the_page_is_a_shell_and_its_data_needs_the_token() {
             metrics.contains("weir_admin_unauthorized_total 3"),
             "{metrics}"
         );
+        // Timed as admin requests, like the admin API's.
+        assert!(
+            metrics.contains(r#"weir_request_duration_seconds_count{api="admin"} 3"#),
+            "{metrics}"
+        );
 
         // The page, its script and style need no token: they hold no data.
         let page = server.get("/dashboard").await;

@@ -91,7 +91,10 @@ fn api_of(path: &str) -> Option<&'static str> {
         "/v1/check" => Some("http"),
         "/json" => Some("json"),
         "/v1/acquire" | "/v1/release" => Some("lease"),
-        _ if path.starts_with("/admin/") || path == "/admin" => Some("admin"),
+        // The dashboard's data is an admin request (its token, its counters).
+        _ if path.starts_with("/admin/") || path == "/admin" || path == "/dashboard/data" => {
+            Some("admin")
+        }
         _ => None,
     }
 }
