@@ -78,3 +78,8 @@ mod settings;
 
 pub use server::serve;
 pub use settings::Settings;
+
+// The README's examples are compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
