@@ -4,7 +4,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Some(head) = weir_proxy::fuzzing::request_head(data) {
-        assert!(head.path.len() <= weir_config::limits::MAX_VALUE_LEN);
+        assert!(head.path.len() <= weir_config::bounds::MAX_VALUE_LEN);
         assert!(head.path.starts_with('/'));
     }
 });
