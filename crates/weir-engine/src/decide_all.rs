@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_config::{Descriptor, Limit, Matched};
-use weir_core::{CheckError, Clock, Decision, Decisions, FailurePolicy, Key, Rule};
+use weir_core::{CheckError, Clock, Decision, Decisions, FailurePolicy, Key, Rule, Store};
 
 use crate::decide::{deny_all, DecideError};
 use crate::engine::Engine;
@@ -181,8 +181,12 @@ impl Engine {
         let limiter = self.limiter();
         let clock = limiter.clock();
         let start_ns = clock.now_ns();
-        // The store decides in place when it is the memory store (`AnyStore`).
-        let result = limiter.check_all(limits, cost).await;
+        // What `Limiter::check_all` does, at the instant already read for the timing; the
+        // store decides in place when it is the memory store (`AnyStore`).
+        let result = limiter
+            .store()
+            .check_all_scoped(limits, cost, start_ns)
+            .await;
         self.metrics().store_call(Duration::from_nanos(
             clock.now_ns().saturating_sub(start_ns),
         ));
