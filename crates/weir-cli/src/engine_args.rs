@@ -140,7 +140,7 @@ pub(crate) struct EngineArgs {
     /// How often --state-file is written (besides at shutdown); a kill loses at most this
     /// much
     #[arg(long, value_name = "DURATION", env = "WEIR_STATE_INTERVAL", default_value = "30s",
-          value_parser = parse_duration)]
+          value_parser = parse_state_interval)]
     state_interval: Duration,
 
     /// How often the rule files are compared with what is loaded (besides the watch)
@@ -356,4 +356,17 @@ pub(crate) fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// `--state-interval`: a duration of at least [`weir_engine::MIN_STATE_INTERVAL`] (the whole
+/// file is written each time; `0s` would write it without pause).
+fn parse_state_interval(text: &str) -> Result<Duration, String> {
+    let interval = parse_duration(text).map_err(|e| e.to_string())?;
+    if interval < weir_engine::MIN_STATE_INTERVAL {
+        return Err(format!(
+            "'{text}' is shorter than {} ms, the shortest interval between two saves",
+            weir_engine::MIN_STATE_INTERVAL.as_millis()
+        ));
+    }
+    Ok(interval)
 }

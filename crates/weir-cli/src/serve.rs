@@ -561,4 +561,20 @@ mod tests {
             "a batch holds one at least"
         );
     }
+
+    /// `--state-interval 0s` would write the whole state file without pause: refused,
+    /// saying what the shortest is.
+    #[test]
+    fn a_state_interval_below_the_minimum_is_refused() {
+        for short in ["0s", "5ms"] {
+            let error = crate::Cli::try_parse_from(["weir", "serve", "--state-interval", short])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("shorter than 10 ms"), "{error}");
+        }
+        let settings = args(&["--state-interval", "100ms"])
+            .settings(&rl(&[]))
+            .unwrap();
+        assert_eq!(settings.engine.state_interval, Duration::from_millis(100));
+    }
 }

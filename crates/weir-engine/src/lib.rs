@@ -79,6 +79,7 @@ pub use rollout::enforced;
 pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleCheck, RuleSource, Snapshot};
 pub use settings::EngineSettings;
 pub use shared_clock::SharedClock;
+pub use state_file::MIN_STATE_INTERVAL;
 pub use store::{AnyStore, Guarded, StoreClock, StoreOptions};
 pub use store_url::{StoreSpec, StoreUrlError, SUPPORTED_STORES};
 pub use verdict::{Code, MatchedRule, Status, Verdict};

@@ -34,8 +34,9 @@ use crate::settings::EngineSettings;
 use crate::shared_clock::SharedClock;
 use crate::store_url::StoreSpec;
 
-/// The shortest interval between two periodic saves.
-const MIN_INTERVAL: Duration = Duration::from_millis(10);
+/// The shortest interval between two periodic saves ([`EngineSettings::state_interval`] is
+/// raised to it; `weir serve --state-interval` refuses less).
+pub const MIN_STATE_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Where the memory store's state is kept, and the lock that orders its writes.
 #[derive(Debug)]
@@ -75,7 +76,7 @@ impl StateFile {
         }
         Ok(Some(Arc::new(StateFile {
             path: path.clone(),
-            every: settings.state_interval.max(MIN_INTERVAL),
+            every: settings.state_interval.max(MIN_STATE_INTERVAL),
             writing: Mutex::new(()),
         })))
     }
