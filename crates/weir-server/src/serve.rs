@@ -74,6 +74,7 @@ pub async fn serve(
     let http_task = tokio::spawn(http::serve_http_tls(
         http,
         router,
+        settings.decision_api.then(|| app.clone()),
         http::HttpLimits::of(&settings),
         http::Peer::Unrecorded,
         http_tls,

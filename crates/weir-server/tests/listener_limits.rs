@@ -248,10 +248,24 @@ async fn a_grpc_peer_that_does_not_answer_pings_is_dropped() {
 
 /// A request with one `x-big` header of `size` bytes and `connection: close`; the answer.
 async fn get_with_header(server: &TestServer, size: usize) -> String {
+    request_with_header(server, "GET /healthz", "", size).await
+}
+
+/// `line` (`METHOD /path`) with one `x-big` header of `size` bytes, `connection: close`
+/// and `body` as JSON; the answer.
+async fn request_with_header(server: &TestServer, line: &str, body: &str, size: usize) -> String {
     let mut stream = TcpStream::connect(server.http).await.unwrap();
+    let content = if body.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "content-type: application/json\r\ncontent-length: {}\r\n",
+            body.len()
+        )
+    };
     let request = format!(
-        "GET /healthz HTTP/1.1\r\nhost: weir\r\nconnection: close\r\nx-big: {}\r\n\r\n",
-        "a".repeat(size)
+        "{line} HTTP/1.1\r\nhost: weir\r\nconnection: close\r\nx-big: {}\r\n{content}\r\n{body}",
+        "a".repeat(size),
     );
     let _ = stream.write_all(request.as_bytes()).await;
     let mut answer = Vec::new();
@@ -283,6 +297,36 @@ async fn request_headers_past_the_limit_are_a_431() {
         assert!(huge.starts_with("HTTP/1.1 431"), "{huge}");
         // The server still answers.
         assert_eq!(server.get("/healthz").await.status, 200);
+        server.stop().await.unwrap();
+    })
+    .await;
+}
+
+/// `POST /v1/check` is answered by the listener itself, not the router (`direct.rs`): the
+/// same header limit, the same JSON answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_direct_check_route_has_the_routers_header_limit_and_answers() {
+    bounded(async {
+        let (settings, _clock) = settings(None);
+        let server = TestServer::start(settings).await;
+        let body = r#"{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}"#;
+        let small = request_with_header(&server, "POST /v1/check", body, 8 * 1024).await;
+        assert!(small.starts_with("HTTP/1.1 200"), "{small}");
+        assert!(small.contains("content-type: application/json"), "{small}");
+        let big = request_with_header(&server, "POST /v1/check", body, 20 * 1024).await;
+        assert!(big.starts_with("HTTP/1.1 431"), "{big}");
+        assert!(big.contains("content-type: application/json"), "{big}");
+        // The GET's 20 508 bytes, and the content type and length: 28 + 16.
+        assert!(
+            big.ends_with(
+                r#"{"error":"the request headers are 20552 bytes, above the limit of 16384"}"#
+            ),
+            "{big}"
+        );
+        // Another method on the same path is the router's: a JSON 405.
+        let get = request_with_header(&server, "GET /v1/check", "", 10).await;
+        assert!(get.starts_with("HTTP/1.1 405"), "{get}");
+        assert!(get.contains("\"error\":"), "{get}");
         server.stop().await.unwrap();
     })
     .await;

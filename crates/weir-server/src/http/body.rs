@@ -48,16 +48,41 @@ impl FromRequest<App> for RawBody {
                 Ok(RawBody(bytes))
             }
             Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "the request body is larger than the limit of {} bytes",
-                        app.settings().max_body_bytes
-                    ),
-                ))
+                Err(too_large(app.settings().max_body_bytes))
             }
             Err(rejection) => Err(ApiError::new(rejection.status(), rejection.body_text())),
         }
+    }
+}
+
+/// The `413` for a body past `max_body_bytes`.
+pub(crate) fn too_large(max_body_bytes: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the request body is larger than the limit of {max_body_bytes} bytes"),
+    )
+}
+
+/// Reads a whole body of at most `max_body_bytes` (the listener's direct route; the
+/// router's routes take [`RawBody`]): a `413` past it, a `400` if the client breaks off
+/// or breaks the framing.
+pub(crate) async fn read_limited<B>(body: B, max_body_bytes: usize) -> Result<Bytes, ApiError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt as _;
+    match http_body_util::Limited::new(body, max_body_bytes)
+        .collect()
+        .await
+    {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+            Err(too_large(max_body_bytes))
+        }
+        Err(error) => Err(ApiError::bad_request(format!(
+            "Failed to buffer the request body: {error}"
+        ))),
     }
 }
 
@@ -109,7 +134,7 @@ impl<S: Send + Sync> FromRequestParts<S> for JsonType {
 }
 
 /// Parses `bytes` as `T`, or says where and why not.
-pub(crate) fn parse<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
+pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     match serde_json::from_slice(bytes) {
         Ok(value) => Ok(value),
         Err(_) => explain(bytes),
@@ -118,7 +143,7 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
 
 /// Parses `bytes` again, tracking the path, for the error message (or, should the two
 /// parsers ever disagree, the value).
-fn explain<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
+fn explain<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

@@ -13,12 +13,12 @@
 //! The body must be sent as `Content-Type: application/json` (`415` otherwise): a web page
 //! can POST `text/plain` or a form cross-site without asking, JSON it cannot.
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use serde::{Deserialize, Serialize};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+use http_body_util::Full;
+use serde::Deserialize;
 use weir_config::{Descriptor, LimitOverride, Unit};
 
 use super::body::{parse, JsonType, RawBody};
@@ -101,77 +101,86 @@ impl DescriptorBody {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct CheckAnswer<'a> {
-    overall_code: &'static str,
-    descriptors: Vec<DescriptorAnswer<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct DescriptorAnswer<'a> {
-    code: &'static str,
-    /// The matched rule's id; `null` when no rule matched.
-    rule: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<&'a str>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    unlimited: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    limit: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    remaining: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reset_after_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry_after_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    delay_ms: Option<u64>,
-    /// Denied by the limiter but not enforced (shadow mode or roll-out).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    shadow_denied: bool,
-    /// The hits are above the rule's capacity: no retry can pass (no `retry_after_ms`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    never_allowed: bool,
-}
-
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn answer(status: &Status) -> DescriptorAnswer<'_> {
-    let d = status.decision.as_ref();
-    DescriptorAnswer {
-        code: status.code.as_str(),
-        rule: status.matched.as_ref().map(|m| &*m.id),
-        name: status.matched.as_ref().and_then(|m| m.name.as_deref()),
-        unlimited: status.is_unlimited(),
-        limit: d.map(|d| d.limit),
-        remaining: d.map(|d| d.remaining),
-        reset_after_ms: d.map(|d| millis(d.reset_after)),
-        retry_after_ms: d
-            .filter(|_| !status.never_allowed)
-            .map(|d| millis(d.retry_after)),
-        delay_ms: d.map(|d| millis(d.delay)).filter(|&ms| ms > 0),
-        shadow_denied: status.shadow_denied,
-        never_allowed: status.never_allowed,
+/// Writes the answer's JSON body: `{"overall_code": …, "descriptors": [ … ]}`, one object
+/// per descriptor in the request's order with `code` and `rule` (the matched rule's id,
+/// `null` when none matched), then only the fields that apply: `name`, `unlimited`,
+/// `limit`, `remaining`, `reset_after_ms`, `retry_after_ms` (absent when the hits can never
+/// pass), `delay_ms` (when above 0), `shadow_denied` (denied but not enforced: shadow mode
+/// or roll-out), `never_allowed` (the hits are above the rule's capacity). Written by hand,
+/// once per decision: it is on every request's path.
+fn write_answer(out: &mut Vec<u8>, verdict: &Verdict) {
+    out.extend_from_slice(b"{\"overall_code\":\"");
+    out.extend_from_slice(verdict.overall.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"descriptors\":[");
+    for (i, status) in verdict.statuses.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_status(out, status);
     }
+    out.extend_from_slice(b"]}");
+}
+
+fn write_status(out: &mut Vec<u8>, status: &Status) {
+    out.extend_from_slice(b"{\"code\":\"");
+    out.extend_from_slice(status.code.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"rule\":");
+    match &status.matched {
+        Some(m) => write_str(out, &m.id),
+        None => out.extend_from_slice(b"null"),
+    }
+    if let Some(name) = status.matched.as_ref().and_then(|m| m.name.as_deref()) {
+        out.extend_from_slice(b",\"name\":");
+        write_str(out, name);
+    }
+    if status.is_unlimited() {
+        out.extend_from_slice(b",\"unlimited\":true");
+    }
+    if let Some(d) = &status.decision {
+        write_u64(out, b",\"limit\":", d.limit);
+        write_u64(out, b",\"remaining\":", d.remaining);
+        write_u64(out, b",\"reset_after_ms\":", millis(d.reset_after));
+        if !status.never_allowed {
+            write_u64(out, b",\"retry_after_ms\":", millis(d.retry_after));
+        }
+        let delay = millis(d.delay);
+        if delay > 0 {
+            write_u64(out, b",\"delay_ms\":", delay);
+        }
+    }
+    if status.shadow_denied {
+        out.extend_from_slice(b",\"shadow_denied\":true");
+    }
+    if status.never_allowed {
+        out.extend_from_slice(b",\"never_allowed\":true");
+    }
+    out.push(b'}');
+}
+
+fn write_u64(out: &mut Vec<u8>, field: &[u8], value: u64) {
+    out.extend_from_slice(field);
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+}
+
+/// A JSON string, escaped as JSON requires (rule ids and names are the operator's text).
+fn write_str(out: &mut Vec<u8>, value: &str) {
+    // Writing a `str` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// Renders a verdict as the `/v1/check` response: status, headers and body.
-pub(crate) fn render(app: &App, verdict: &Verdict) -> Response {
+pub(crate) fn render(app: &App, verdict: &Verdict) -> Response<Full<Bytes>> {
     let over = verdict.overall == Code::OverLimit;
-    let status = if over {
-        StatusCode::TOO_MANY_REQUESTS
-    } else {
-        StatusCode::OK
-    };
-    let body = CheckAnswer {
-        overall_code: verdict.overall.as_str(),
-        descriptors: verdict.statuses.iter().map(answer).collect(),
-    };
-    let mut response = (status, Json(body)).into_response();
-    let headers = response.headers_mut();
-    for (name, value) in verdict_headers(verdict, app.settings().headers) {
+    let mut body = Vec::with_capacity(64 + 192 * verdict.statuses.len());
+    write_answer(&mut body, verdict);
+    let rate_limit_headers = verdict_headers(verdict, app.settings().headers);
+    let mut headers = HeaderMap::with_capacity(2 + rate_limit_headers.len() + usize::from(over));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    for (name, value) in rate_limit_headers {
         // The header's own bytes, not a copy (values are printable ASCII by construction).
         if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) {
             headers.insert(HeaderName::from_static(name), value);
@@ -185,25 +194,30 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response {
         .any(|s| s.never_allowed && s.code == Code::OverLimit);
     if over && !never {
         if let Some((_, d)) = verdict.tightest() {
-            headers.insert(
-                axum::http::header::RETRY_AFTER,
-                HeaderValue::from(ceil_secs(d.retry_after)),
-            );
+            headers.insert(RETRY_AFTER, HeaderValue::from(ceil_secs(d.retry_after)));
         }
+    }
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.headers_mut() = headers;
+    if over {
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     }
     response
 }
 
-/// `POST /v1/check`.
-pub(crate) async fn handle(
-    State(app): State<App>,
-    JsonType(json): JsonType,
-    RawBody(body): RawBody,
-) -> Response {
+/// `POST /v1/check` once its body has arrived, for both ways in (the router's [`handle`]
+/// and the listener's direct route, `direct.rs`): the content type (`json`, read from the
+/// head), the body, the decision, and the answer or the error, counted in the API's
+/// metrics.
+pub(crate) async fn answer(
+    app: &App,
+    json: Result<(), ApiError>,
+    body: &[u8],
+) -> Response<Full<Bytes>> {
     let metrics = app.engine().metrics();
     let result = async {
         json?;
-        let request = parse::<CheckBody>(&body)?.into_request()?;
+        let request = parse::<CheckBody>(body)?.into_request()?;
         Ok::<_, ApiError>(app.engine().decide(&request).await?)
     }
     .await;
@@ -211,12 +225,126 @@ pub(crate) async fn handle(
         Ok(verdict) => {
             let over = verdict.overall == Code::OverLimit;
             metrics.request("http", if over { "over_limit" } else { "ok" });
-            render(&app, &verdict)
+            render(app, &verdict)
         }
         Err(error) => {
             let invalid = error.status.is_client_error();
             metrics.request("http", if invalid { "invalid" } else { "error" });
-            error.into_response()
+            error.into_full()
         }
+    }
+}
+
+/// `POST /v1/check` through the router (tests' `oneshot`, `weir proxy`'s API listener).
+pub(crate) async fn handle(
+    State(app): State<App>,
+    JsonType(json): JsonType,
+    RawBody(body): RawBody,
+) -> axum::response::Response {
+    answer(&app, json, &body).await.map(Body::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::{json, Value};
+    use weir_config::Limit;
+    use weir_core::{Decision, Rule};
+    use weir_engine::MatchedRule;
+
+    use super::*;
+
+    fn limited(id: &str, name: Option<&str>, decision: Decision) -> Status {
+        let rule = Rule::gcra(10, Duration::from_secs(1), 10).unwrap_or_else(|_| unreachable!());
+        Status {
+            code: if decision.allowed {
+                Code::Ok
+            } else {
+                Code::OverLimit
+            },
+            matched: Some(MatchedRule {
+                id: Arc::from(id),
+                name: name.map(Arc::from),
+                limit: Limit::Rule(rule),
+                rate_limit: None,
+                shadow: false,
+            }),
+            decision: Some(decision),
+            shadow_denied: false,
+            never_allowed: false,
+        }
+    }
+
+    fn written(verdict: &Verdict) -> Value {
+        let mut out = Vec::new();
+        write_answer(&mut out, verdict);
+        serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+    }
+
+    /// The hand-written body is valid JSON with exactly the documented fields: the ones
+    /// that apply, escaped where the operator's text needs it.
+    #[test]
+    fn the_answer_has_the_documented_fields_and_escapes_rule_text() {
+        let allowed = Decision {
+            allowed: true,
+            limit: 10,
+            remaining: 9,
+            reset_after: Duration::from_millis(1_500),
+            retry_after: Duration::ZERO,
+            delay: Duration::ZERO,
+        };
+        let denied = Decision {
+            allowed: false,
+            remaining: 0,
+            retry_after: Duration::from_millis(250),
+            delay: Duration::from_millis(7),
+            ..allowed
+        };
+        let mut never = limited("a\"b\\c\u{1}", None, denied);
+        never.never_allowed = true;
+        let mut shadow = limited("s", None, denied);
+        shadow.shadow_denied = true;
+        shadow.code = Code::Ok;
+        let mut unlimited = Status::unmatched();
+        unlimited.matched = Some(MatchedRule {
+            id: Arc::from("u"),
+            name: None,
+            limit: Limit::Unlimited,
+            rate_limit: None,
+            shadow: false,
+        });
+        let verdict = Verdict {
+            overall: Code::OverLimit,
+            statuses: vec![
+                limited("api.ip", Some("per ip"), allowed),
+                Status::unmatched(),
+                never,
+                shadow,
+                unlimited,
+            ],
+        };
+        assert_eq!(
+            written(&verdict),
+            json!({"overall_code": "OVER_LIMIT", "descriptors": [
+                {"code": "OK", "rule": "api.ip", "name": "per ip", "limit": 10,
+                 "remaining": 9, "reset_after_ms": 1500, "retry_after_ms": 0},
+                {"code": "OK", "rule": null},
+                {"code": "OVER_LIMIT", "rule": "a\"b\\c\u{1}", "limit": 10, "remaining": 0,
+                 "reset_after_ms": 1500, "delay_ms": 7, "never_allowed": true},
+                {"code": "OK", "rule": "s", "limit": 10, "remaining": 0, "reset_after_ms": 1500,
+                 "retry_after_ms": 250, "delay_ms": 7, "shadow_denied": true},
+                {"code": "OK", "rule": "u", "unlimited": true},
+            ]})
+        );
+        let empty = Verdict {
+            overall: Code::Ok,
+            statuses: Vec::new(),
+        };
+        assert_eq!(
+            written(&empty),
+            json!({"overall_code": "OK", "descriptors": []})
+        );
     }
 }

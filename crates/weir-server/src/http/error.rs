@@ -5,9 +5,11 @@
 //! API's query). Only what hyper refuses before a request exists (a malformed request
 //! line, a head past its read buffer) is not JSON.
 
-use axum::http::{Method, StatusCode};
+use axum::body::{Body, Bytes};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{self as http, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use http_body_util::Full;
 
 use weir_engine::DecideError;
 
@@ -51,9 +53,22 @@ impl From<DecideError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// The answer as a response with a plain body (what the listener's direct route
+    /// sends; [`IntoResponse`] boxes the same).
+    pub(crate) fn into_full(self) -> http::Response<Full<Bytes>> {
+        let body = serde_json::json!({ "error": self.message }).to_string();
+        let mut response = http::Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = self.status;
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.message });
-        (self.status, Json(body)).into_response()
+        self.into_full().map(Body::new)
     }
 }

@@ -1,5 +1,6 @@
 //! Where an HTTP request enters: each connection the shared accept loop (`accept.rs`)
-//! takes is served by hyper's HTTP/1 server with the axum router as its service.
+//! takes is served by hyper's HTTP/1 server with the axum router as its service, except
+//! `POST /v1/check` when the server asks for its direct route (`direct.rs`).
 //!
 //! It exists for bounds that `axum::serve` does not set ([`HttpLimits`]):
 //! - a client must finish sending its request headers within `header_read_timeout`, or the
@@ -19,18 +20,23 @@ use std::io;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use std::convert::Infallible;
+
 use axum::body::Body;
 use axum::extract::Request;
 use axum::Router;
+use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
+use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
+use super::direct;
 use crate::accept::{accept_loop, drive};
+use crate::app::App;
 use crate::settings::Settings;
 
 /// What the listener records of each connection on its requests.
@@ -125,14 +131,17 @@ pub async fn serve_http_with(
     peer_info: Peer,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    serve_http_tls(listener, router, limits, peer_info, None, shutdown).await
+    serve_http_tls(listener, router, None, limits, peer_info, None, shutdown).await
 }
 
 /// [`serve_http_with`], over TLS when `tls` is given (the handshake is each connection's,
-/// bounded by `tls::HANDSHAKE_TIMEOUT`; a client that fails it is dropped).
+/// bounded by `tls::HANDSHAKE_TIMEOUT`; a client that fails it is dropped). With `direct`,
+/// `POST /v1/check` is answered by the listener itself for that app (`direct.rs`), every
+/// other request by `router`.
 pub(crate) async fn serve_http_tls(
     listener: TcpListener,
     router: Router,
+    direct: Option<App>,
     limits: HttpLimits,
     peer_info: Peer,
     tls: Option<TlsAcceptor>,
@@ -151,15 +160,28 @@ pub(crate) async fn serve_http_tls(
         limits.max_connections,
         shutdown,
         move |stream, peer, stop| {
-            let service = TowerToHyperService::new(router.clone().map_request(
-                move |request: Request<Incoming>| {
+            let router = router.clone();
+            let direct = direct.clone();
+            let service = service_fn(move |request: Request<Incoming>| {
+                let router = router.clone();
+                let direct = direct.clone();
+                async move {
+                    if let Some(app) = direct.as_ref().filter(|_| direct::takes(&request)) {
+                        return Ok::<_, Infallible>(
+                            direct::check(app, request).await.map(Either::Left),
+                        );
+                    }
                     let mut request = request.map(Body::new);
                     if peer_info == Peer::Recorded {
                         request.extensions_mut().insert(peer);
                     }
-                    request
-                },
-            ));
+                    let response = match router.oneshot(request).await {
+                        Ok(response) => response,
+                        Err(never) => match never {},
+                    };
+                    Ok(response.map(Either::Right))
+                }
+            });
             let builder = builder.clone();
             let tls = tls.clone();
             // HTTP/1's idle bound is the header-read timeout, which hyper enforces.

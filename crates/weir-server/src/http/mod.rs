@@ -5,12 +5,13 @@
 //!
 //! `router.rs` assembles the routes; one file per group of routes; `listener.rs` serves
 //! the connections the shared accept loop takes (header-read timeout, connection cap,
-//! head size).
+//! head size), and answers `POST /v1/check` itself when asked (`direct.rs`).
 
 mod admin;
 pub(crate) mod body;
 pub(crate) mod check;
 mod dashboard;
+mod direct;
 mod error;
 pub(crate) mod json;
 mod lease;

@@ -4,13 +4,16 @@
 //! one, `/admin/...` is a plain 404. The decision routes only when `decision_api` is on
 //! (always for `weir serve`; for `weir proxy`'s API listener only when asked).
 
-use axum::body::HttpBody as _;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody as _};
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{self as http, header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use http_body_util::Full;
 use weir_core::Clock as _;
 
 use super::body::BodyRead;
@@ -55,21 +58,8 @@ async fn not_found() -> ApiError {
 /// meanwhile. Out of time while the body is still arriving, the client was slow: `408`
 /// (and the connection closes, its body half read); otherwise the server was: `503`.
 async fn bounded(State(app): State<App>, request: Request, next: Next) -> Response {
-    let max_header_bytes = app.settings().max_header_bytes;
-    let header_bytes: usize = request
-        .headers()
-        .iter()
-        .map(|(name, value)| name.as_str().len().saturating_add(value.len()))
-        .fold(0, usize::saturating_add);
-    if header_bytes > max_header_bytes {
-        return ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            format!(
-                "the request headers are {header_bytes} bytes, above the limit of \
-                 {max_header_bytes}"
-            ),
-        )
-        .into_response();
+    if let Some(error) = head_too_large(&app, request.headers()) {
+        return error.into_response();
     }
     let _in_flight = app.engine().metrics().http_request_started();
     let api = api_of(request.uri().path());
@@ -83,6 +73,50 @@ async fn bounded(State(app): State<App>, request: Request, next: Next) -> Respon
             .request_duration(api, std::time::Duration::from_nanos(took_ns));
     }
     response
+}
+
+/// A `431` when the request's headers (names and values) add up to more than
+/// `max_header_bytes`. Shared with the listener's direct route (`direct.rs`).
+pub(crate) fn head_too_large(app: &App, headers: &HeaderMap) -> Option<ApiError> {
+    let max_header_bytes = app.settings().max_header_bytes;
+    let header_bytes: usize = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len().saturating_add(value.len()))
+        .fold(0, usize::saturating_add);
+    (header_bytes > max_header_bytes).then(|| {
+        ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!(
+                "the request headers are {header_bytes} bytes, above the limit of \
+                 {max_header_bytes}"
+            ),
+        )
+    })
+}
+
+/// The answer to a request out of its time (`limit`): `408` and the connection closed when
+/// its body was still arriving (`body_unread`), else `503`. Shared with the listener's
+/// direct route.
+pub(crate) fn out_of_time(limit: Duration, body_unread: bool) -> http::Response<Full<Bytes>> {
+    if body_unread {
+        let mut response = ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} ms",
+                limit.as_millis()
+            ),
+        )
+        .into_full();
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    }
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("request took longer than {} ms", limit.as_millis()),
+    )
+    .into_full()
 }
 
 /// The `api` label of a path's requests; `None` for the operations endpoints.
@@ -108,24 +142,6 @@ async fn answer(app: &App, mut request: Request, next: Next) -> Response {
     }
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
-        Err(_) if body.is_some_and(|body| !body.done()) => {
-            let mut response = ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the request body did not arrive within {} ms",
-                    limit.as_millis()
-                ),
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            response
-        }
-        Err(_) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("request took longer than {} ms", limit.as_millis()),
-        )
-        .into_response(),
+        Err(_) => out_of_time(limit, body.is_some_and(|body| !body.done())).map(Body::new),
     }
 }
