@@ -1,17 +1,20 @@
-//! The direct route: `POST /v1/check`, the decision API's hot path, answered by the HTTP
-//! listener itself (`listener.rs`) instead of through the router. Every other request,
-//! `/v1/check` with another method included, goes to the router.
+//! The direct routes: `POST /v1/check` and `POST /json`, the decision APIs' hot paths,
+//! answered by the HTTP listener itself (`listener.rs`) instead of through the router.
+//! Every other request, these paths with another method included, goes to the router.
 //!
 //! It applies what the router's `bounded` middleware and `RawBody` apply, with the same
 //! helpers and the same answers: the header limit (`431`), the in-flight gauge and the
 //! latency histogram (`api="http"`), the request timeout (`408` and the connection closed
 //! when the body is still arriving, `503` otherwise), the body limit (`413`); then
-//! `check::answer` does the rest, as the router's handler does. What it saves is the
+//! `check::answer` / `json::answer` do the rest, as the router's handlers do. What it saves is the
 //! router's and the middleware's work on every decision: the route lookup, the request's
 //! extensions, two boxed futures and a boxed response body (issue 14, BENCHMARKS.md "Hot
 //! paths"). `weir serve` turns it on; a router served on its own (`serve_http`, `weir
 //! proxy`'s API listener) has none.
 
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -21,17 +24,47 @@ use hyper::body::Incoming;
 use weir_core::Clock as _;
 
 use super::body::{read_limited, require_json};
-use super::check;
 use super::router::{head_too_large, out_of_time};
+use super::{check, json};
 use crate::app::App;
 
-/// Whether `request` takes the direct route.
-pub(crate) fn takes<B>(request: &Request<B>) -> bool {
-    request.method() == Method::POST && request.uri().path() == "/v1/check"
+/// The decision routes the listener answers itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// `POST /v1/check`.
+    Check,
+    /// `POST /json`.
+    Json,
 }
 
-/// Answers a `POST /v1/check` (see the module's documentation).
-pub(crate) async fn check(app: &App, request: Request<Incoming>) -> Response<Full<Bytes>> {
+impl Route {
+    /// The direct route `request` takes, if any.
+    pub(crate) fn of<B>(request: &Request<B>) -> Option<Route> {
+        if request.method() != Method::POST {
+            return None;
+        }
+        match request.uri().path() {
+            "/v1/check" => Some(Route::Check),
+            "/json" => Some(Route::Json),
+            _ => None,
+        }
+    }
+
+    /// The `api` label of the route's requests in the metrics.
+    fn api(self) -> &'static str {
+        match self {
+            Route::Check => "http",
+            Route::Json => "json",
+        }
+    }
+}
+
+/// Answers a request on a direct `route` (see the module's documentation).
+pub(crate) async fn serve(
+    app: &App,
+    route: Route,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     if let Some(error) = head_too_large(app, request.headers()) {
         return error.into_full();
     }
@@ -41,18 +74,39 @@ pub(crate) async fn check(app: &App, request: Request<Incoming>) -> Response<Ful
     let start_ns = clock.now_ns();
     let limit = app.settings().request_timeout;
     let mut body_read = false;
-    let response = match tokio::time::timeout(limit, within(app, request, &mut body_read)).await {
-        Ok(response) => response,
-        Err(_) => out_of_time(limit, !body_read),
+    let elapsed = || Duration::from_nanos(clock.now_ns().saturating_sub(start_ns));
+    let response = match in_time(limit, elapsed, within(app, route, request, &mut body_read)).await
+    {
+        Some(response) => response,
+        None => out_of_time(limit, !body_read),
     };
     let took_ns = clock.now_ns().saturating_sub(start_ns);
-    metrics.request_duration("http", Duration::from_nanos(took_ns));
+    metrics.request_duration(route.api(), Duration::from_nanos(took_ns));
     response
+}
+
+/// `future`'s output if it completes within `limit`, else `None` (the future dropped).
+/// The timer is armed only when the first poll does not complete it, for what is left of
+/// `limit` by then (`elapsed`): a request whose body has arrived, decided on the memory
+/// store, completes at once, and inserting and removing a timer entry on every request is
+/// the dearest part of `tokio::time::timeout` there.
+async fn in_time<F: Future>(
+    limit: Duration,
+    elapsed: impl FnOnce() -> Duration,
+    future: F,
+) -> Option<F::Output> {
+    let mut future = pin!(future);
+    if let Poll::Ready(output) = poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await {
+        return Some(output);
+    }
+    let left = limit.saturating_sub(elapsed());
+    tokio::time::timeout(left, future).await.ok()
 }
 
 /// The body, then the answer; `body_read` is set once the body has arrived whole.
 async fn within(
     app: &App,
+    route: Route,
     request: Request<Incoming>,
     body_read: &mut bool,
 ) -> Response<Full<Bytes>> {
@@ -62,5 +116,8 @@ async fn within(
         Err(error) => return error.into_full(),
     };
     *body_read = true;
-    check::answer(app, require_json(&head.headers), &body).await
+    match route {
+        Route::Check => check::answer(app, require_json(&head.headers), &body).await,
+        Route::Json => json::answer(app, &body).await,
+    }
 }

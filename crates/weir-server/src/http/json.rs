@@ -10,9 +10,9 @@
 
 use std::fmt::Write as _;
 
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{header, HeaderValue, Response, StatusCode};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
 };
@@ -21,6 +21,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_li
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code as EnvoyCode;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::{Duration as ProtoDuration, UInt64Value};
+use http_body_util::Full;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -250,19 +251,29 @@ fn response_json(response: &RateLimitResponse) -> Value {
     Value::Object(out)
 }
 
-fn bad_request(message: &str) -> Response {
-    (
+/// ratelimit's own `400`: plain text.
+fn bad_request(message: &str) -> Response<Full<Bytes>> {
+    plain(
         StatusCode::BAD_REQUEST,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "text/plain; charset=utf-8",
         format!("Bad Request: {message}\n"),
     )
-        .into_response()
 }
 
-/// `POST /json`.
-pub(crate) async fn handle(State(app): State<App>, RawBody(body): RawBody) -> Response {
+fn plain(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// `POST /json` once its body has arrived, for both ways in (the router's [`handle`] and
+/// the listener's direct route, `direct.rs`).
+pub(crate) async fn answer(app: &App, body: &[u8]) -> Response<Full<Bytes>> {
     let metrics = app.engine().metrics();
-    let request = match parse::<JsonRequest>(&body).and_then(JsonRequest::into_proto) {
+    let request = match parse::<JsonRequest>(body).and_then(JsonRequest::into_proto) {
         Ok(request) => request,
         Err(error) => {
             metrics.request("json", "invalid");
@@ -281,7 +292,7 @@ pub(crate) async fn handle(State(app): State<App>, RawBody(body): RawBody) -> Re
         }
         Err(error) => {
             metrics.request("json", "error");
-            return ApiError::from(error).into_response();
+            return ApiError::from(error).into_full();
         }
     };
     let over = verdict.overall == Code::OverLimit;
@@ -292,12 +303,19 @@ pub(crate) async fn handle(State(app): State<App>, RawBody(body): RawBody) -> Re
     } else {
         StatusCode::OK
     };
-    (
+    plain(
         status,
-        [(header::CONTENT_TYPE, "application/json")],
+        "application/json",
         response_json(&response).to_string(),
     )
-        .into_response()
+}
+
+/// `POST /json` through the router.
+pub(crate) async fn handle(
+    State(app): State<App>,
+    RawBody(body): RawBody,
+) -> axum::response::Response {
+    answer(&app, &body).await.map(Body::new)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Where an HTTP request enters: each connection the shared accept loop (`accept.rs`)
 //! takes is served by hyper's HTTP/1 server with the axum router as its service, except
-//! `POST /v1/check` when the server asks for its direct route (`direct.rs`).
+//! `POST /v1/check` and `POST /json` when the server asks for its direct routes (`direct.rs`).
 //!
 //! It exists for bounds that `axum::serve` does not set ([`HttpLimits`]):
 //! - a client must finish sending its request headers within `header_read_timeout`, or the
@@ -136,8 +136,8 @@ pub async fn serve_http_with(
 
 /// [`serve_http_with`], over TLS when `tls` is given (the handshake is each connection's,
 /// bounded by `tls::HANDSHAKE_TIMEOUT`; a client that fails it is dropped). With `direct`,
-/// `POST /v1/check` is answered by the listener itself for that app (`direct.rs`), every
-/// other request by `router`.
+/// `POST /v1/check` and `POST /json` are answered by the listener itself for that app
+/// (`direct.rs`), every other request by `router`.
 pub(crate) async fn serve_http_tls(
     listener: TcpListener,
     router: Router,
@@ -166,9 +166,9 @@ pub(crate) async fn serve_http_tls(
                 let router = router.clone();
                 let direct = direct.clone();
                 async move {
-                    if let Some(app) = direct.as_ref().filter(|_| direct::takes(&request)) {
+                    if let (Some(app), Some(route)) = (&direct, direct::Route::of(&request)) {
                         return Ok::<_, Infallible>(
-                            direct::check(app, request).await.map(Either::Left),
+                            direct::serve(app, route, request).await.map(Either::Left),
                         );
                     }
                     let mut request = request.map(Body::new);
