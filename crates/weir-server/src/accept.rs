@@ -19,13 +19,14 @@ use std::io;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::server::graceful::GracefulConnection;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Semaphore};
+use weir_core::{Clock as _, SystemClock};
 
 /// Tells a connection's task that the server is stopping.
 #[derive(Debug)]
@@ -181,37 +182,56 @@ fn closed<E: std::fmt::Display>(result: Result<(), E>, peer: SocketAddr) {
     }
 }
 
-/// How busy one connection is: its requests in flight, and a signal when it turns busy or
-/// idle. A request holds an [`InFlight`] from its start until its answer is ready.
-#[derive(Debug, Default)]
+/// How busy one connection is: its requests in flight and when the last one ended. A
+/// request holds an [`InFlight`] from its start until its answer is ready.
+///
+/// A request costs two atomic updates and a clock read: no wake-up, no timer. The idle
+/// watch ([`Activity::idle_for`]) sleeps until the connection could have been idle long
+/// enough and checks then, so it wakes about once per idle period whatever the traffic
+/// (before, each request woke it twice and it armed a new timer each time).
+#[derive(Debug)]
 pub(crate) struct Activity {
     in_flight: AtomicUsize,
-    changed: Notify,
+    /// When the last request ended (or the connection opened), on `clock`.
+    last_end_ns: AtomicU64,
+    clock: SystemClock,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        let clock = SystemClock::new();
+        Self {
+            in_flight: AtomicUsize::new(0),
+            last_end_ns: AtomicU64::new(clock.now_ns()),
+            clock,
+        }
+    }
 }
 
 impl Activity {
     /// Counts a request in flight until the guard is dropped.
     pub(crate) fn start(self: &Arc<Self>) -> InFlight {
-        if self.in_flight.fetch_add(1, Ordering::AcqRel) == 0 {
-            self.changed.notify_waiters();
-        }
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
         InFlight(Arc::clone(self))
     }
 
     /// Completes once the connection has had no request in flight for `idle` (counted from
-    /// the end of its last request, or from now if it has had none).
+    /// the end of its last request, or from its opening if it has had none).
     pub(crate) async fn idle_for(&self, idle: Duration) {
+        let mut wait = idle;
         loop {
-            let mut changed = pin!(self.changed.notified());
-            // Registered before the count is read, so no change in between is missed.
-            changed.as_mut().enable();
-            if self.in_flight.load(Ordering::Acquire) == 0 {
-                tokio::select! {
-                    () = tokio::time::sleep(idle) => return,
-                    () = changed => {}
-                }
-            } else {
-                changed.await;
+            tokio::time::sleep(wait).await;
+            // The count is read first: a request that ended wrote its end before it
+            // counted itself out.
+            if self.in_flight.load(Ordering::Acquire) > 0 {
+                wait = idle;
+                continue;
+            }
+            let last_end_ns = self.last_end_ns.load(Ordering::Acquire);
+            let since = Duration::from_nanos(self.clock.now_ns().saturating_sub(last_end_ns));
+            match idle.checked_sub(since) {
+                Some(left) if !left.is_zero() => wait = left,
+                _ => return,
             }
         }
     }
@@ -223,9 +243,11 @@ pub(crate) struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.changed.notify_waiters();
-        }
+        let activity = &self.0;
+        activity
+            .last_end_ns
+            .fetch_max(activity.clock.now_ns(), Ordering::AcqRel);
+        activity.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -20,6 +20,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
@@ -30,9 +31,11 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tonic::service::Routes;
 use tower::ServiceExt as _;
+use weir_core::Clock as _;
 
 use crate::accept::{accept_loop, drive, Activity};
 use crate::app::App;
+use crate::deadline::in_time;
 use crate::grpc::{malformed_is_invalid_argument, RlsService};
 use crate::health::HealthService;
 
@@ -49,6 +52,7 @@ pub(crate) async fn serve_grpc(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let settings = app.settings().clone();
+    let clock = app.engine().limiter().clock().clone();
     let routes = Routes::new(RlsService::server(app.clone()))
         .add_service(HealthService::server(app))
         .prepare();
@@ -69,14 +73,18 @@ pub(crate) async fn serve_grpc(
             let activity = Arc::new(Activity::default());
             let requests = Arc::clone(&activity);
             let routes = routes.clone();
+            let clock = clock.clone();
             let service = tower::service_fn(move |request: Request<Incoming>| {
                 let in_flight = requests.start();
                 let call = routes.clone().oneshot(request);
+                let clock = clock.clone();
                 async move {
-                    let response = match tokio::time::timeout(limit, call).await {
-                        Ok(Ok(response)) => malformed_is_invalid_argument(response),
-                        Ok(Err(never)) => match never {},
-                        Err(_) => tonic::Status::cancelled(format!(
+                    let start_ns = clock.now_ns();
+                    let elapsed = || Duration::from_nanos(clock.now_ns().saturating_sub(start_ns));
+                    let response = match in_time(limit, elapsed, call).await {
+                        Some(Ok(response)) => malformed_is_invalid_argument(response),
+                        Some(Err(never)) => match never {},
+                        None => tonic::Status::cancelled(format!(
                             "request took longer than {} ms",
                             limit.as_millis()
                         ))

@@ -52,6 +52,7 @@ mod accept;
 mod admin_token;
 mod app;
 pub mod client;
+mod deadline;
 mod envoy_unit;
 mod error;
 #[doc(hidden)]

@@ -12,9 +12,6 @@
 //! paths"). `weir serve` turns it on; a router served on its own (`serve_http`, `weir
 //! proxy`'s API listener) has none.
 
-use std::future::{poll_fn, Future};
-use std::pin::pin;
-use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -27,6 +24,7 @@ use super::body::{read_limited, require_json};
 use super::router::{head_too_large, out_of_time};
 use super::{check, json};
 use crate::app::App;
+use crate::deadline::in_time;
 
 /// The decision routes the listener answers itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,24 +81,6 @@ pub(crate) async fn serve(
     let took_ns = clock.now_ns().saturating_sub(start_ns);
     metrics.request_duration(route.api(), Duration::from_nanos(took_ns));
     response
-}
-
-/// `future`'s output if it completes within `limit`, else `None` (the future dropped).
-/// The timer is armed only when the first poll does not complete it, for what is left of
-/// `limit` by then (`elapsed`): a request whose body has arrived, decided on the memory
-/// store, completes at once, and inserting and removing a timer entry on every request is
-/// the dearest part of `tokio::time::timeout` there.
-async fn in_time<F: Future>(
-    limit: Duration,
-    elapsed: impl FnOnce() -> Duration,
-    future: F,
-) -> Option<F::Output> {
-    let mut future = pin!(future);
-    if let Poll::Ready(output) = poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await {
-        return Some(output);
-    }
-    let left = limit.saturating_sub(elapsed());
-    tokio::time::timeout(left, future).await.ok()
 }
 
 /// The body, then the answer; `body_read` is set once the body has arrived whole.
