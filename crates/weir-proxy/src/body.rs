@@ -26,17 +26,18 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use hyper::body::{Bytes, Frame, Incoming, SizeHint};
+use hyper::body::{Bytes, Frame, SizeHint};
 use tokio::sync::Notify;
 use tokio::time::Sleep;
 
+use crate::pool::PooledBody;
 use crate::upstream::Upstream;
 
 /// The client's request body, watched by a [`ClientWatch`].
 pub(crate) type ClientBody = Watched<Body, Arc<ClientWatch>>;
 
 /// The upstream's response body, cut when it stalls.
-pub(crate) type UpstreamBody = Watched<Incoming, Upstream>;
+pub(crate) type UpstreamBody = Watched<PooledBody, Upstream>;
 
 /// Why a watched body failed.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,7 @@
 //! Picks the upstream (the fallback for a degraded request, the class's own upstream, else
 //! the default), rewrites only what a proxy must — hop-by-hop headers removed both ways,
 //! `Forwarded` and `X-Forwarded-For` / `-Proto` appended — and streams both bodies over
-//! pooled keep-alive connections.
+//! pooled keep-alive connections, driven by the request's own task (see [`crate::pool`]).
 //!
 //! Whose fault a failure is decides the answer. The upstream's: unreachable or closed is a
 //! `502`, no response head within the upstream timeout a `504`, each with a WARN naming it;
@@ -24,15 +24,13 @@ use http::header::{
     HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
     UPGRADE,
 };
+use http::uri::{PathAndQuery, Uri};
 use http::{HeaderMap, Request, Response, StatusCode};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::{Client, Error as LegacyError};
-use hyper_util::rt::TokioExecutor;
 use weir_tower::{peer_addr, BoxFuture, ClientIp, Degraded};
 
 use crate::body::{ClientBody, ClientFault, ClientWatch, UpstreamBody};
 use crate::classify::{classify_headers, Class};
+use crate::pool::{exchange, ExchangeError, Pool, PooledBody};
 use crate::reply::{error, error_and_close};
 use crate::upstream::Upstream;
 
@@ -70,11 +68,44 @@ pub struct Routes {
     pub classes: Arc<[Class]>,
 }
 
-/// The forwarding service. Cheap to clone (the connection pool is shared).
+/// The upstreams' connection pools, by route.
+#[derive(Debug)]
+struct Pools {
+    upstream: Arc<Pool>,
+    fallback: Option<Arc<Pool>>,
+    by_class: HashMap<String, Arc<Pool>>,
+    classes: Arc<[Class]>,
+}
+
+impl Pools {
+    /// One pool per distinct upstream.
+    fn new(routes: Routes, connect_timeout: Duration) -> Self {
+        let mut all: Vec<Arc<Pool>> = Vec::new();
+        let mut pool_of = |upstream: Upstream| {
+            if let Some(pool) = all.iter().find(|p| *p.upstream() == upstream) {
+                return Arc::clone(pool);
+            }
+            let pool = Arc::new(Pool::new(upstream, connect_timeout));
+            all.push(Arc::clone(&pool));
+            pool
+        };
+        Self {
+            upstream: pool_of(routes.upstream),
+            fallback: routes.fallback.map(&mut pool_of),
+            by_class: routes
+                .by_class
+                .into_iter()
+                .map(|(class, upstream)| (class, pool_of(upstream)))
+                .collect(),
+            classes: routes.classes,
+        }
+    }
+}
+
+/// The forwarding service. Cheap to clone (the connection pools are shared).
 #[derive(Debug, Clone)]
 pub struct Forward {
-    client: Client<HttpConnector, Body>,
-    routes: Arc<Routes>,
+    pools: Arc<Pools>,
     timeout: Duration,
     client_body_timeout: Duration,
     upstream_body_timeout: Duration,
@@ -89,16 +120,8 @@ impl Forward {
     /// `trust` says which peers are trusted proxies: only theirs `X-Forwarded-Proto` is
     /// passed on; anyone else's is replaced by the proxy's own scheme.
     pub fn new(routes: Routes, timeout: Duration, trust: ClientIp) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(timeout));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(256)
-            .build(connector);
         Self {
-            client,
-            routes: Arc::new(routes),
+            pools: Arc::new(Pools::new(routes, timeout)),
             timeout,
             client_body_timeout: BODY_TIMEOUT,
             upstream_body_timeout: BODY_TIMEOUT,
@@ -120,19 +143,20 @@ impl Forward {
         self
     }
 
-    fn upstream_for(&self, request: &Request<Body>) -> &Upstream {
-        if request.extensions().get::<Degraded>().is_some() {
-            if let Some(fallback) = &self.routes.fallback {
+    fn pool_for(&self, request: &Request<Body>) -> &Arc<Pool> {
+        let pools = &*self.pools;
+        if let Some(fallback) = &pools.fallback {
+            if request.extensions().get::<Degraded>().is_some() {
                 return fallback;
             }
         }
-        if !self.routes.by_class.is_empty() {
-            let class = classify_headers(&self.routes.classes, request.headers());
-            if let Some(upstream) = self.routes.by_class.get(class) {
-                return upstream;
+        if !pools.by_class.is_empty() {
+            let class = classify_headers(&pools.classes, request.headers());
+            if let Some(pool) = pools.by_class.get(class) {
+                return pool;
             }
         }
-        &self.routes.upstream
+        &pools.upstream
     }
 }
 
@@ -146,8 +170,7 @@ impl tower::Service<Request<Body>> for Forward {
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let upstream = self.upstream_for(&request).clone();
-        let client = self.client.clone();
+        let pool = Arc::clone(self.pool_for(&request));
         let timeout = self.timeout;
         let client_body_timeout = self.client_body_timeout;
         let upstream_body_timeout = self.upstream_body_timeout;
@@ -156,36 +179,46 @@ impl tower::Service<Request<Body>> for Forward {
             let peer = peer_addr(request.extensions()).map(|a| a.ip());
             let trusted_peer = peer.is_some_and(|p| trust.is_trusted(p));
             let (mut parts, body) = request.into_parts();
-            parts.uri = match upstream.uri(parts.uri.path_and_query()) {
-                Ok(uri) => uri,
-                Err(e) => {
-                    return Ok(error(
-                        StatusCode::BAD_REQUEST,
-                        &format!("bad request target: {e}"),
-                    ))
-                }
-            };
+            if let Err(e) = origin_form(&mut parts.uri) {
+                return Ok(error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("bad request target: {e}"),
+                ));
+            }
             // HTTP/1.1 towards the upstream, whatever the client spoke.
             parts.version = http::Version::HTTP_11;
             strip_hop_by_hop(&mut parts.headers);
+            if !parts.headers.contains_key(http::header::HOST) {
+                // HTTP/1.0 without one: the upstream's own name.
+                if let Ok(host) = HeaderValue::from_str(pool.upstream().authority().as_str()) {
+                    parts.headers.insert(http::header::HOST, host);
+                }
+            }
             if !trusted_peer {
                 // A client's own claim about the scheme is not passed on as ours.
                 parts.headers.remove(&X_FORWARDED_PROTO);
             }
             append_forwarded(&mut parts.headers, peer);
-            let watch = Arc::new(ClientWatch::default());
-            let body = ClientBody::new(body, client_body_timeout, Arc::clone(&watch));
-            let outbound = Request::from_parts(parts, Body::new(body));
-            match send(&client, outbound, timeout, &watch).await {
+            // A request without a body has nothing to watch: it goes as it came.
+            let (body, watch) = if hyper::body::Body::is_end_stream(&body) {
+                (body, None)
+            } else {
+                let watch = Arc::new(ClientWatch::default());
+                let body = ClientBody::new(body, client_body_timeout, Arc::clone(&watch));
+                (Body::new(body), Some(watch))
+            };
+            let outbound = Request::from_parts(parts, body);
+            let upstream = pool.upstream();
+            match send(&pool, outbound, timeout, watch.as_deref()).await {
                 Some(Ok(response)) => {
                     let (mut parts, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
-                    let body = UpstreamBody::new(incoming, upstream_body_timeout, upstream);
+                    let body = UpstreamBody::new(incoming, upstream_body_timeout, upstream.clone());
                     Ok(Response::from_parts(parts, Body::new(body)))
                 }
-                Some(Err(e)) => Ok(match watch.fault() {
+                Some(Err(e)) => Ok(match watch.as_ref().and_then(|w| w.fault()) {
                     Some(fault) => client_fault(&fault, peer),
-                    None => upstream_failed(&upstream, &e),
+                    None => upstream_failed(upstream, &e),
                 }),
                 None => {
                     tracing::warn!(%upstream, ?timeout, "upstream timed out");
@@ -207,12 +240,16 @@ impl tower::Service<Request<Body>> for Forward {
 /// not while the request waits on the client: the client body's own timer runs then, and
 /// when it fires the request fails as the client's fault.
 async fn send(
-    client: &Client<HttpConnector, Body>,
+    pool: &Arc<Pool>,
     outbound: Request<Body>,
     timeout: Duration,
-    watch: &ClientWatch,
-) -> Option<Result<Response<Incoming>, LegacyError>> {
-    let mut sent = std::pin::pin!(client.request(outbound));
+    watch: Option<&ClientWatch>,
+) -> Option<Result<Response<PooledBody>, ExchangeError>> {
+    let sent = exchange(pool, outbound);
+    let Some(watch) = watch else {
+        return tokio::time::timeout(timeout, sent).await.ok();
+    };
+    let mut sent = std::pin::pin!(sent);
     loop {
         tokio::select! {
             answer = &mut sent => return Some(answer),
@@ -227,7 +264,7 @@ async fn send(
 }
 
 /// `502`: the upstream could not be reached, or closed before its response head.
-fn upstream_failed(upstream: &Upstream, e: &LegacyError) -> Response<Body> {
+fn upstream_failed(upstream: &Upstream, e: &ExchangeError) -> Response<Body> {
     tracing::warn!(%upstream, error = %e, "upstream request failed");
     let what = if e.is_connect() {
         format!("upstream {upstream} is unreachable")
@@ -263,10 +300,29 @@ fn client_fault(fault: &ClientFault, peer: Option<IpAddr>) -> Response<Body> {
     }
 }
 
+/// The request target as an origin server reads it (`/path?query`): an absolute-form
+/// target (`http://host/path`) loses its scheme and authority; an origin-form one, the
+/// usual, is left as it is.
+fn origin_form(uri: &mut Uri) -> Result<(), http::Error> {
+    if uri.scheme().is_none() && uri.authority().is_none() {
+        return Ok(());
+    }
+    let path = uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    *uri = Uri::builder().path_and_query(path).build()?;
+    Ok(())
+}
+
 /// Removes hop-by-hop headers, and those the `Connection` header lists, except `Host`: a
 /// client listing `Connection: host` must not make the upstream see the proxy's own
 /// address for the request's host.
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages have none: one pass over their few names, no hashing.
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+        return;
+    }
     if headers.contains_key(CONNECTION) {
         let listed: Vec<HeaderName> = headers
             .get_all(CONNECTION)
@@ -340,5 +396,19 @@ mod tests {
         let mut v6 = HeaderMap::new();
         append_forwarded(&mut v6, Some("2001:db8::1".parse().unwrap()));
         assert_eq!(v6["forwarded"], "for=\"[2001:db8::1]\";proto=http");
+    }
+
+    #[test]
+    fn targets_go_upstream_in_origin_form() {
+        for (target, sent) in [
+            ("/a?b=1", "/a?b=1"),
+            ("http://example.com/a?b=1", "/a?b=1"),
+            ("http://example.com", "/"),
+            ("*", "*"),
+        ] {
+            let mut uri: Uri = target.parse().unwrap();
+            origin_form(&mut uri).unwrap();
+            assert_eq!(uri, sent, "{target}");
+        }
     }
 }

@@ -34,6 +34,7 @@ mod forward;
 #[doc(hidden)]
 pub mod fuzzing;
 mod limits;
+mod pool;
 mod reply;
 mod screen;
 mod serve;

@@ -118,7 +118,7 @@ fn is_host_and_port(authority: &Authority) -> bool {
     }
 }
 
-/// The screen as middleware, in front of the limits.
+/// The screen as middleware, in front of the limits (run by the proxy's counting one).
 pub(crate) async fn refuse(request: Request, next: Next) -> Response {
     match screen(&request) {
         Ok(()) => next.run(request).await,

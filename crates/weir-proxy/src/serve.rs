@@ -42,11 +42,12 @@ impl From<std::io::Error> for ProxyError {
 }
 
 /// Counts every proxied request in the server's metrics: `weir_requests_total{api="proxy"}`
-/// by the status class answered (the layer's own 429 / 503 included), and the in-flight
-/// gauge while it runs.
+/// by the status class answered (the layer's own 429 / 503 and the screen's refusals
+/// included), and the in-flight gauge while it runs. The screen runs here too (one
+/// middleware, not two, on every request's way).
 async fn count(State(engine): State<Engine>, request: Request, next: Next) -> Response {
     let _in_flight = engine.metrics().http_request_started();
-    let response = next.run(request).await;
+    let response = screen::refuse(request, next).await;
     let result = match response.status().as_u16() {
         429 => "over_limit",
         502 => "bad_gateway",
@@ -101,7 +102,6 @@ pub async fn run(
     .upstream_body_timeout(settings.upstream_body_timeout);
     let proxy = Router::new()
         .fallback_service(layer.layer(forward))
-        .layer(middleware::from_fn(screen::refuse))
         .layer(middleware::from_fn_with_state(engine.clone(), count));
     let background = engine.spawn_background();
 

@@ -23,19 +23,9 @@ pub struct UpstreamError {
 }
 
 impl Upstream {
-    /// The upstream's URI for a request to `path_and_query`.
-    pub(crate) fn uri(
-        &self,
-        path_and_query: Option<&http::uri::PathAndQuery>,
-    ) -> Result<Uri, http::Error> {
-        let mut builder = Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone());
-        builder = match path_and_query {
-            Some(pq) => builder.path_and_query(pq.clone()),
-            None => builder.path_and_query("/"),
-        };
-        builder.build()
+    /// Where it listens (`host[:port]`).
+    pub(crate) fn authority(&self) -> &Authority {
+        &self.authority
     }
 }
 
@@ -94,8 +84,7 @@ mod tests {
     fn upstreams_parse_or_say_why_not() {
         let up: Upstream = "http://127.0.0.1:9000".parse().unwrap();
         assert_eq!(up.to_string(), "http://127.0.0.1:9000");
-        let pq = http::uri::PathAndQuery::from_static("/a?b=1");
-        assert_eq!(up.uri(Some(&pq)).unwrap(), "http://127.0.0.1:9000/a?b=1");
+        assert_eq!(up.authority().as_str(), "127.0.0.1:9000");
         let e = "https://x".parse::<Upstream>().unwrap_err().to_string();
         assert!(e.starts_with("upstream 'https://x': only http://"), "{e}");
         assert!("127.0.0.1:9000".parse::<Upstream>().is_err());

@@ -1,0 +1,510 @@
+//! The upstream connections: one [`Pool`] per upstream of idle HTTP/1.1 keep-alive
+//! connections (hyper's `client::conn::http1`, owned), and the exchange of one request on
+//! one of them.
+//!
+//! No connection has a task of its own. The task that serves the client's connection
+//! drives the upstream connection too: it writes the request and reads the response head
+//! ([`exchange`]), then the response body ([`PooledBody`]) polls the connection as the
+//! client's side reads it, and hands the connection back to the pool when the body has
+//! ended. So a request goes from the client's socket to the upstream's and back without
+//! a wake-up of another task, and an idle connection costs nothing but its socket.
+//!
+//! An idle connection is polled once when it is taken: one the upstream closed meanwhile
+//! (its FIN already read by the reactor) is dropped then, never handed out. One closed
+//! after that, before the request was written, gives the request back and it is sent on
+//! a new connection; one closed after the request was written is the upstream's failure
+//! (a `502`, as before). The pool keeps at most [`MAX_IDLE`] idle connections per
+//! upstream, each for at most [`IDLE_TIMEOUT`].
+
+use std::future::{poll_fn, Future as _};
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use http::{Request, Response};
+use hyper::body::{Bytes, Frame, Incoming, SizeHint};
+use hyper::client::conn::http1::{self, Connection, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use weir_core::{Clock, SystemClock};
+
+use crate::upstream::Upstream;
+
+/// The most idle connections kept per upstream; one more is closed.
+pub(crate) const MAX_IDLE: usize = 256;
+
+/// The longest a connection is kept idle.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Why an exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ExchangeError {
+    /// The upstream could not be connected to.
+    #[error("connect: {0}")]
+    Connect(io::Error),
+    /// The connection failed before a response head came.
+    #[error("{0}")]
+    Http(hyper::Error),
+    /// A new connection closed before the request could be sent.
+    #[error("the connection closed before the request was sent")]
+    Closed,
+}
+
+impl ExchangeError {
+    /// Whether the upstream could not be reached at all.
+    pub(crate) fn is_connect(&self) -> bool {
+        matches!(self, Self::Connect(_))
+    }
+}
+
+/// One upstream connection: the request half and the connection itself, driven by whoever
+/// holds it.
+struct Conn {
+    sender: SendRequest<Body>,
+    connection: Connection<TokioIo<TcpStream>, Body>,
+    /// The connection's future has finished: it is closed, never to be used again.
+    closed: bool,
+    /// Idle in the pool since (the clock's nanoseconds).
+    idle_since_ns: u64,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// Drives the connection (writes what is queued, reads what came); `true` once it is
+    /// closed.
+    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.closed && Pin::new(&mut self.connection).poll(cx).is_ready() {
+            self.closed = true;
+        }
+        self.closed
+    }
+
+    /// Whether it can take another request (driven once first, so a close already read is
+    /// seen).
+    fn usable(&mut self, cx: &mut Context<'_>) -> bool {
+        !self.drive(cx) && !self.sender.is_closed()
+    }
+}
+
+/// The idle connections to one upstream.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    upstream: Upstream,
+    idle: Mutex<Vec<Conn>>,
+    max_idle: usize,
+    connect_timeout: Duration,
+    clock: SystemClock,
+}
+
+impl Pool {
+    /// An empty pool for `upstream`, connecting within `connect_timeout`.
+    pub(crate) fn new(upstream: Upstream, connect_timeout: Duration) -> Self {
+        Self::bounded(upstream, connect_timeout, MAX_IDLE)
+    }
+
+    /// [`Pool::new`] keeping at most `max_idle` idle connections.
+    pub(crate) fn bounded(upstream: Upstream, connect_timeout: Duration, max_idle: usize) -> Self {
+        Self {
+            upstream,
+            idle: Mutex::new(Vec::new()),
+            max_idle,
+            connect_timeout,
+            clock: SystemClock::new(),
+        }
+    }
+
+    /// The upstream.
+    pub(crate) fn upstream(&self) -> &Upstream {
+        &self.upstream
+    }
+
+    /// How many connections are idle.
+    #[cfg(test)]
+    pub(crate) fn idle_count(&self) -> usize {
+        self.idle.lock().map_or(0, |idle| idle.len())
+    }
+
+    /// Whether `conn` has been idle too long.
+    fn expired(&self, conn: &Conn) -> bool {
+        let idle_ns = self.clock.now_ns().saturating_sub(conn.idle_since_ns);
+        u128::from(idle_ns) > IDLE_TIMEOUT.as_nanos()
+    }
+
+    /// The most recently used idle connection still open (closed and expired ones are
+    /// dropped on the way).
+    fn take(&self, cx: &mut Context<'_>) -> Option<Conn> {
+        loop {
+            let mut conn = {
+                let mut idle = self.idle.lock().ok()?;
+                let conn = idle.pop()?;
+                if self.expired(&conn) {
+                    // The rest are older still.
+                    let stale = std::mem::take(&mut *idle);
+                    drop(idle);
+                    drop(stale);
+                    return None;
+                }
+                conn
+            };
+            if conn.usable(cx) {
+                return Some(conn);
+            }
+        }
+    }
+
+    /// Back to the pool, if it is still open and there is room; closed otherwise.
+    fn put(&self, mut conn: Conn) {
+        if conn.closed || conn.sender.is_closed() {
+            return;
+        }
+        conn.idle_since_ns = self.clock.now_ns();
+        let Ok(mut idle) = self.idle.lock() else {
+            return;
+        };
+        if idle.first().is_some_and(|oldest| self.expired(oldest)) {
+            idle.retain(|c| !self.expired(c));
+        }
+        if idle.len() < self.max_idle {
+            idle.push(conn);
+        }
+    }
+
+    /// A new connection (no request on it yet).
+    async fn connect(&self) -> Result<Conn, ExchangeError> {
+        let authority = self.upstream.authority();
+        let host = authority.host();
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let port = authority.port_u16().unwrap_or(80);
+        let stream = match tokio::time::timeout(
+            self.connect_timeout,
+            TcpStream::connect((host, port)),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Err(ExchangeError::Connect(e)),
+            Err(_) => {
+                return Err(ExchangeError::Connect(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "connect timed out",
+                )))
+            }
+        };
+        stream.set_nodelay(true).map_err(ExchangeError::Connect)?;
+        let (sender, connection) = http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(ExchangeError::Http)?;
+        Ok(Conn {
+            sender,
+            connection,
+            closed: false,
+            idle_since_ns: 0,
+        })
+    }
+}
+
+/// Sends `request` to `pool`'s upstream on an idle connection or a new one, and waits for
+/// the response head. When a reused connection turns out closed before the request was
+/// written, the request goes out once more, on a new connection.
+pub(crate) async fn exchange(
+    pool: &Arc<Pool>,
+    request: Request<Body>,
+) -> Result<Response<PooledBody>, ExchangeError> {
+    let mut request = request;
+    let mut idle = poll_fn(|cx| Poll::Ready(pool.take(cx))).await;
+    loop {
+        let reused = idle.is_some();
+        let mut conn = match idle.take() {
+            Some(conn) => conn,
+            None => pool.connect().await?,
+        };
+        // Ready for a request (the connection driven meanwhile: it is ours alone).
+        let ready = poll_fn(|cx| {
+            if conn.drive(cx) {
+                return Poll::Ready(Err(None));
+            }
+            conn.sender.poll_ready(cx).map_err(Some)
+        })
+        .await;
+        match ready {
+            Ok(()) => {}
+            Err(_) if reused => continue,
+            Err(Some(e)) => return Err(ExchangeError::Http(e)),
+            Err(None) => return Err(ExchangeError::Closed),
+        }
+        let mut sent = std::pin::pin!(conn.sender.try_send_request(request));
+        let answer = poll_fn(|cx| {
+            conn.drive(cx);
+            sent.as_mut().poll(cx)
+        })
+        .await;
+        match answer {
+            Ok(response) => {
+                return Ok(response.map(|incoming| PooledBody {
+                    incoming,
+                    conn: Some(conn),
+                    pool: Arc::clone(pool),
+                    ended: false,
+                }))
+            }
+            Err(mut e) => match e.take_message() {
+                // Never written: the reused connection closed under it; a new one.
+                Some(back) if reused => request = back,
+                _ => return Err(ExchangeError::Http(e.into_error())),
+            },
+        }
+    }
+}
+
+/// The upstream's response body, driving its connection as it is read and handing the
+/// connection back to the pool once it has ended.
+#[derive(Debug)]
+pub(crate) struct PooledBody {
+    incoming: Incoming,
+    conn: Option<Conn>,
+    pool: Arc<Pool>,
+    ended: bool,
+}
+
+impl PooledBody {
+    fn release(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.put(conn);
+        }
+    }
+}
+
+impl hyper::body::Body for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        if let Some(conn) = &mut this.conn {
+            conn.drive(cx);
+        }
+        let frame = Pin::new(&mut this.incoming).poll_frame(cx);
+        match &frame {
+            Poll::Ready(None) => {
+                this.ended = true;
+                // Once more: the connection takes the body's end and is ready again (or
+                // closes, when the upstream said so).
+                if let Some(conn) = &mut this.conn {
+                    conn.drive(cx);
+                }
+                this.release();
+            }
+            Poll::Ready(Some(Err(_))) => {
+                // Never reused.
+                this.conn = None;
+            }
+            _ => {}
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || hyper::body::Body::is_end_stream(&self.incoming)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        hyper::body::Body::size_hint(&self.incoming)
+    }
+}
+
+impl Drop for PooledBody {
+    fn drop(&mut self) {
+        // A body the client's side did not need to read (empty: a HEAD, a 204, a
+        // `Content-Length: 0`) ends here; one dropped part-read closes its connection.
+        if self.ended || hyper::body::Body::is_end_stream(&self.incoming) {
+            self.release();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests state expectations by panicking
+
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http_body_util::BodyExt as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// What the raw upstream does on each connection.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Upstreaming {
+        /// Answers every request, keep-alive.
+        KeepAlive,
+        /// Answers one request, then closes (no `Connection: close`: an idle close).
+        CloseAfterOne,
+        /// Answers one request with `Connection: close`, then closes.
+        SaysClose,
+        /// Reads the request, then closes without an answer.
+        NeverAnswers,
+    }
+
+    /// A raw HTTP/1.1 upstream (GET only) counting the connections it accepted.
+    async fn upstream(mode: Upstreaming) -> (Upstream, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match socket.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        buf.clear();
+                        let answer: &[u8] = match mode {
+                            Upstreaming::NeverAnswers => return,
+                            Upstreaming::SaysClose => {
+                                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                            }
+                            _ => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                        };
+                        if socket.write_all(answer).await.is_err() {
+                            return;
+                        }
+                        if mode != Upstreaming::KeepAlive {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}").parse().unwrap(), accepted)
+    }
+
+    fn get() -> Request<Body> {
+        Request::get("/")
+            .header(http::header::HOST, "test")
+            .body(Body::empty())
+            .unwrap()
+    }
+
+    /// One request through `pool`, its body read to the end.
+    async fn round(pool: &Arc<Pool>) -> Result<String, ExchangeError> {
+        let response = exchange(pool, get()).await?;
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        Ok(String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_keep_alive_connection_is_reused() {
+        let (up, accepted) = upstream(Upstreaming::KeepAlive).await;
+        let pool = Arc::new(Pool::new(up, Duration::from_secs(1)));
+        for _ in 0..5 {
+            assert_eq!(round(&pool).await.unwrap(), "ok");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(pool.idle_count(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_upstream_closed_while_idle_is_not_handed_out() {
+        let (up, accepted) = upstream(Upstreaming::CloseAfterOne).await;
+        let pool = Arc::new(Pool::new(up, Duration::from_secs(1)));
+        for round_no in 1..=3 {
+            assert_eq!(round(&pool).await.unwrap(), "ok");
+            // The upstream's FIN arrives while the connection is idle.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(accepted.load(Ordering::SeqCst), round_no);
+        }
+    }
+
+    #[tokio::test]
+    async fn back_to_back_requests_on_connections_the_upstream_closes_all_succeed() {
+        let (up, accepted) = upstream(Upstreaming::CloseAfterOne).await;
+        let pool = Arc::new(Pool::new(up, Duration::from_secs(1)));
+        // Back to back: the close may not be seen before the request goes (then it comes
+        // back unwritten and goes on a new connection) or is (then a new one at once).
+        for _ in 0..20 {
+            assert_eq!(round(&pool).await.unwrap(), "ok");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 20);
+    }
+
+    #[tokio::test]
+    async fn connection_close_is_not_pooled() {
+        let (up, accepted) = upstream(Upstreaming::SaysClose).await;
+        let pool = Arc::new(Pool::new(up, Duration::from_secs(1)));
+        assert_eq!(round(&pool).await.unwrap(), "ok");
+        assert_eq!(pool.idle_count(), 0);
+        assert_eq!(round(&pool).await.unwrap(), "ok");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_close_after_the_request_is_the_upstreams_failure_not_a_connect_error() {
+        let (up, _) = upstream(Upstreaming::NeverAnswers).await;
+        let pool = Arc::new(Pool::new(up, Duration::from_secs(1)));
+        let e = round(&pool).await.unwrap_err();
+        assert!(!e.is_connect(), "{e}");
+        assert_eq!(pool.idle_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_upstream_is_a_connect_error() {
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let pool = Arc::new(Pool::new(
+            format!("http://{dead}").parse().unwrap(),
+            Duration::from_secs(1),
+        ));
+        assert!(round(&pool).await.unwrap_err().is_connect());
+    }
+
+    #[tokio::test]
+    async fn the_pool_keeps_at_most_its_bound_and_drops_part_read_connections() {
+        let (up, accepted) = upstream(Upstreaming::KeepAlive).await;
+        let pool = Arc::new(Pool::bounded(up, Duration::from_secs(1), 2));
+        // Three at once: three connections.
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(exchange(&pool, get()).await.unwrap());
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        for response in held {
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(body, "ok");
+        }
+        assert_eq!(pool.idle_count(), 2, "the third was closed");
+        // A body dropped before its end takes its connection with it.
+        let unread = exchange(&pool, get()).await.unwrap();
+        assert_eq!(pool.idle_count(), 1);
+        drop(unread);
+        assert_eq!(pool.idle_count(), 1);
+    }
+}
