@@ -24,7 +24,7 @@ use envoy_types::pb::google::protobuf::{Duration as ProtoDuration, UInt64Value};
 use http_body_util::Full;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use super::body::{parse, RawBody};
 use super::error::ApiError;
@@ -196,59 +196,106 @@ fn code_name(code: i32) -> &'static str {
     EnvoyCode::try_from(code).map_or("UNKNOWN", |c| c.as_str_name())
 }
 
-/// `RateLimitResponse` in protobuf's JSON mapping (zero values left out, as protojson does).
-fn response_json(response: &RateLimitResponse) -> Value {
-    let mut out = Map::new();
+/// `RateLimitResponse` in protobuf's JSON mapping (zero values left out, as protojson
+/// does), written straight into `out`: it is on every `/json` request's path.
+fn write_response(out: &mut Vec<u8>, response: &RateLimitResponse) {
+    let mut object = JsonObject::open(out);
     if response.overall_code != 0 {
-        out.insert(
-            "overallCode".into(),
-            json!(code_name(response.overall_code)),
-        );
+        object.str_field("overallCode", code_name(response.overall_code));
     }
-    let statuses: Vec<Value> = response
-        .statuses
-        .iter()
-        .map(|s| {
-            let mut status = Map::new();
+    if !response.statuses.is_empty() {
+        let out = object.field("statuses");
+        out.push(b'[');
+        for (i, s) in response.statuses.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let mut status = JsonObject::open(out);
             if s.code != 0 {
-                status.insert("code".into(), json!(code_name(s.code)));
+                status.str_field("code", code_name(s.code));
             }
             if let Some(limit) = &s.current_limit {
-                let mut l = Map::new();
+                let mut l = JsonObject::open(status.field("currentLimit"));
                 if !limit.name.is_empty() {
-                    l.insert("name".into(), json!(limit.name));
+                    l.str_field("name", &limit.name);
                 }
                 if limit.requests_per_unit != 0 {
-                    l.insert("requestsPerUnit".into(), json!(limit.requests_per_unit));
+                    l.u64_field("requestsPerUnit", u64::from(limit.requests_per_unit));
                 }
                 if limit.unit != 0 {
                     let unit =
                         EnvoyUnit::try_from(limit.unit).map_or("UNKNOWN", |u| u.as_str_name());
-                    l.insert("unit".into(), json!(unit));
+                    l.str_field("unit", unit);
                 }
-                status.insert("currentLimit".into(), Value::Object(l));
+                l.close();
             }
             if s.limit_remaining != 0 {
-                status.insert("limitRemaining".into(), json!(s.limit_remaining));
+                status.u64_field("limitRemaining", u64::from(s.limit_remaining));
             }
             if let Some(d) = &s.duration_until_reset {
-                status.insert("durationUntilReset".into(), json!(duration_json(d)));
+                status.str_field("durationUntilReset", &duration_json(d));
             }
-            Value::Object(status)
-        })
-        .collect();
-    if !statuses.is_empty() {
-        out.insert("statuses".into(), Value::Array(statuses));
+            status.close();
+        }
+        out.push(b']');
     }
-    let headers: Vec<Value> = response
-        .response_headers_to_add
-        .iter()
-        .map(|h| json!({ "key": h.key, "value": h.value }))
-        .collect();
-    if !headers.is_empty() {
-        out.insert("responseHeadersToAdd".into(), Value::Array(headers));
+    if !response.response_headers_to_add.is_empty() {
+        let out = object.field("responseHeadersToAdd");
+        out.push(b'[');
+        for (i, h) in response.response_headers_to_add.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let mut header = JsonObject::open(out);
+            header.str_field("key", &h.key);
+            header.str_field("value", &h.value);
+            header.close();
+        }
+        out.push(b']');
     }
-    Value::Object(out)
+    object.close();
+}
+
+/// A JSON object being written: `{`, then fields separated by commas, then `}`. Field
+/// names are this file's constants (plain ASCII, no escaping needed); string values are
+/// escaped by `serde_json`.
+struct JsonObject<'a> {
+    out: &'a mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'a> JsonObject<'a> {
+    fn open(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Self { out, empty: true }
+    }
+
+    /// Starts field `name`; its value is written next into the returned buffer.
+    fn field(&mut self, name: &str) -> &mut Vec<u8> {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(b"\":");
+        self.out
+    }
+
+    fn str_field(&mut self, name: &str, value: &str) {
+        let out = self.field(name);
+        // Writing a `str` into a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut *out, value);
+    }
+
+    fn u64_field(&mut self, name: &str, value: u64) {
+        let out = self.field(name);
+        out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn close(self) {
+        self.out.push(b'}');
+    }
 }
 
 /// ratelimit's own `400`: plain text.
@@ -260,8 +307,12 @@ fn bad_request(message: &str) -> Response<Full<Bytes>> {
     )
 }
 
-fn plain(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+fn plain(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -303,11 +354,9 @@ pub(crate) async fn answer(app: &App, body: &[u8]) -> Response<Full<Bytes>> {
     } else {
         StatusCode::OK
     };
-    plain(
-        status,
-        "application/json",
-        response_json(&response).to_string(),
-    )
+    let mut body = Vec::with_capacity(128 + 160 * response.statuses.len());
+    write_response(&mut body, &response);
+    plain(status, "application/json", body)
 }
 
 /// `POST /json` through the router.
@@ -321,6 +370,71 @@ pub(crate) async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hand-written body is protobuf's JSON mapping of the response: camelCase names,
+    /// enum names, zero values left out, strings escaped.
+    #[test]
+    fn responses_are_written_in_protobuf_json() {
+        use envoy_types::pb::envoy::config::core::v3::HeaderValue as EnvoyHeader;
+        use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+            DescriptorStatus, RateLimit,
+        };
+        let response = RateLimitResponse {
+            overall_code: EnvoyCode::OverLimit as i32,
+            statuses: vec![
+                DescriptorStatus {
+                    code: EnvoyCode::Ok as i32,
+                    ..DescriptorStatus::default()
+                },
+                DescriptorStatus {
+                    code: EnvoyCode::OverLimit as i32,
+                    current_limit: Some(RateLimit {
+                        name: "per \"ip\"".into(),
+                        requests_per_unit: 10,
+                        unit: EnvoyUnit::Minute as i32,
+                    }),
+                    limit_remaining: 0,
+                    duration_until_reset: Some(ProtoDuration {
+                        seconds: 1,
+                        nanos: 500_000_000,
+                    }),
+                    ..DescriptorStatus::default()
+                },
+                DescriptorStatus {
+                    code: EnvoyCode::Ok as i32,
+                    current_limit: Some(RateLimit::default()),
+                    limit_remaining: 7,
+                    ..DescriptorStatus::default()
+                },
+            ],
+            response_headers_to_add: vec![EnvoyHeader {
+                key: "RateLimit-Limit".into(),
+                value: "10".into(),
+                ..EnvoyHeader::default()
+            }],
+            ..RateLimitResponse::default()
+        };
+        let mut out = Vec::new();
+        write_response(&mut out, &response);
+        let written: Value = serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            written,
+            serde_json::json!({
+                "overallCode": "OVER_LIMIT",
+                "statuses": [
+                    {"code": "OK"},
+                    {"code": "OVER_LIMIT",
+                     "currentLimit": {"name": "per \"ip\"", "requestsPerUnit": 10, "unit": "MINUTE"},
+                     "durationUntilReset": "1.500s"},
+                    {"code": "OK", "currentLimit": {}, "limitRemaining": 7},
+                ],
+                "responseHeadersToAdd": [{"key": "RateLimit-Limit", "value": "10"}],
+            })
+        );
+        let mut empty = Vec::new();
+        write_response(&mut empty, &RateLimitResponse::default());
+        assert_eq!(empty, b"{}");
+    }
 
     #[test]
     fn durations_use_protobuf_json_precision() {
