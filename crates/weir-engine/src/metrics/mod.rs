@@ -9,12 +9,13 @@
 //! (`process.rs`, from `/proc/self`).
 //!
 //! The decision path touches only pre-built counters ([`RuleCounters`], rebuilt with each
-//! rule snapshot) and the store latency histogram; store and cache counters kept by
+//! rule snapshot) and the latency histograms (`histogram.rs`: no lock); store and cache counters kept by
 //! `weir-resilience`, and the process metrics, are read when `/metrics` is scraped.
 //! `history.rs` samples the per-rule counters once a second into a short per-second
 //! history (the dashboard's chart).
 
 mod decisions;
+mod histogram;
 mod history;
 mod hits;
 mod process;

@@ -11,12 +11,12 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
 
 use super::decisions::{DecisionLabels, DecisionOutcome, RuleCounters, UNKNOWN_DOMAIN};
+use super::histogram::Latency;
 use super::hits::HitFamilies;
 use super::process::ProcessMetrics;
 use crate::store::AnyStore;
@@ -66,7 +66,7 @@ pub struct Metrics {
     /// Every (api, result) counter of `requests`, built up front: counting a request is
     /// a scan of a few pointers and one atomic add, no lock and no hashing.
     request_counters: Vec<(RequestLabels, Counter)>,
-    store_duration: Histogram,
+    store_duration: Latency,
     store_errors: Family<StoreErrorLabels, Counter>,
     fallback: Family<StoreLabels, Gauge>,
     mode_changes: Counter,
@@ -78,7 +78,9 @@ pub struct Metrics {
     config_rules: Gauge,
     admin_denied: Counter,
     in_flight: Gauge,
-    request_duration: Family<ApiLabels, Histogram>,
+    request_duration: Family<ApiLabels, Latency>,
+    /// Every API's histogram of `request_duration`, built up front (as `request_counters`).
+    request_latencies: Vec<(&'static str, Latency)>,
     hit_families: HitFamilies,
     process: ProcessMetrics,
     seen: Mutex<Seen>,
@@ -107,7 +109,7 @@ impl Metrics {
             "Requests by API (grpc, http, json, lease, admin) and result (ok, over_limit, invalid, error)",
             requests.clone(),
         );
-        let store_duration = Histogram::new(exponential_buckets(0.000_025, 2.0, 16));
+        let store_duration = Latency::exponential(0.000_025, 2.0, 16);
         registry.register_with_unit(
             "weir_store_duration",
             "Time one store call took (check, including a failover's fallback)",
@@ -180,8 +182,8 @@ impl Metrics {
             "HTTP requests being handled now",
             in_flight.clone(),
         );
-        let request_duration = Family::<ApiLabels, Histogram>::new_with_constructor(
-            (|| Histogram::new(exponential_buckets(0.000_1, 2.0, 16))) as fn() -> Histogram,
+        let request_duration = Family::<ApiLabels, Latency>::new_with_constructor(
+            (|| Latency::exponential(0.000_1, 2.0, 16)) as fn() -> Latency,
         );
         registry.register_with_unit(
             "weir_request_duration",
@@ -203,9 +205,15 @@ impl Metrics {
         let hit_families = HitFamilies::register(&mut registry);
         let process = ProcessMetrics::register(&mut registry);
         // Series that alerts use exist from the start, at zero.
-        for api in APIS {
-            let _ = request_duration.get_or_create(&ApiLabels { api });
-        }
+        let request_latencies = APIS
+            .into_iter()
+            .map(|api| {
+                (
+                    api,
+                    request_duration.get_or_create(&ApiLabels { api }).clone(),
+                )
+            })
+            .collect();
         fallback
             .get_or_create(&StoreLabels { store: store_kind })
             .set(0);
@@ -248,6 +256,7 @@ impl Metrics {
             admin_denied,
             in_flight,
             request_duration,
+            request_latencies,
             hit_families,
             process,
             seen: Mutex::default(),
@@ -309,14 +318,18 @@ impl Metrics {
 
     /// Records how long one request of `api` took.
     pub fn request_duration(&self, api: &'static str, took: Duration) {
-        self.request_duration
-            .get_or_create(&ApiLabels { api })
-            .observe(took.as_secs_f64());
+        match self.request_latencies.iter().find(|(a, _)| *a == api) {
+            Some((_, latency)) => latency.observe(took),
+            None => self
+                .request_duration
+                .get_or_create(&ApiLabels { api })
+                .observe(took),
+        }
     }
 
     /// Records one store call's duration.
     pub fn store_call(&self, took: Duration) {
-        self.store_duration.observe(took.as_secs_f64());
+        self.store_duration.observe(took);
     }
 
     /// Counts a store error seen by the server itself (an unguarded store).
