@@ -5,7 +5,8 @@
 //! It exists for bounds that `axum::serve` does not set ([`HttpLimits`]):
 //! - a client must finish sending its request headers within `header_read_timeout`, or the
 //!   connection is closed (a slowloris client cannot hold a connection and a task forever).
-//!   hyper enforces it with a tokio timer. The clock starts whenever the connection waits
+//!   hyper enforces it with the connection's own timer (`head_timer.rs`: no timer entry
+//!   per request). The clock starts whenever the connection waits
 //!   for a request's headers, so an idle keep-alive connection is closed after the same
 //!   time. A slow body is bounded by the router's request timeout instead (`408`);
 //! - at most `max_connections` open at once (a connection past the cap is closed at once);
@@ -29,12 +30,13 @@ use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
 use super::direct;
+use super::head_timer::HeadTimer;
 use crate::accept::{accept_loop, drive};
 use crate::app::App;
 use crate::settings::Settings;
@@ -148,9 +150,7 @@ pub(crate) async fn serve_http_tls(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+    builder.header_read_timeout(limits.header_read_timeout);
     if let Some(max) = limits.max_head_bytes {
         builder.max_buf_size(max.max(MIN_HEAD_BYTES));
     }
@@ -182,11 +182,15 @@ pub(crate) async fn serve_http_tls(
                     Ok(response.map(Either::Right))
                 }
             });
-            let builder = builder.clone();
+            let head_timer = HeadTimer::default();
+            let mut builder = builder.clone();
+            builder.timer(head_timer.clone());
             let tls = tls.clone();
-            // HTTP/1's idle bound is the header-read timeout, which hyper enforces.
+            // HTTP/1's idle bound is the header-read timeout, which hyper enforces on this
+            // connection's own timer; the timer's watcher runs beside the connection and
+            // never completes (no idle close of its own).
+            let idle = head_timer.watch(limits.header_read_timeout);
             async move {
-                let idle = std::future::pending();
                 match tls {
                     None => {
                         let connection = builder.serve_connection(TokioIo::new(stream), service);

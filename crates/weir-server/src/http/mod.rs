@@ -13,6 +13,7 @@ pub(crate) mod check;
 mod dashboard;
 mod direct;
 mod error;
+mod head_timer;
 pub(crate) mod json;
 mod lease;
 mod listener;
