@@ -49,8 +49,10 @@ impl HeadTimer {
 
     /// Wakes the connection whenever the deadline it armed comes; never completes (run
     /// beside the connection, it ends with it). `period`: how long to wait when nothing is
-    /// armed (the header-read timeout).
+    /// armed (the header-read timeout; at least a millisecond, so a zero timeout cannot
+    /// make the watcher spin).
     pub(crate) async fn watch(self, period: Duration) {
+        let period = period.max(Duration::from_millis(1));
         loop {
             let due = {
                 let state = self.state();
