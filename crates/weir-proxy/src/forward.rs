@@ -346,19 +346,28 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// `X-Forwarded-Proto` (existing values are kept: the upstream sees the whole chain; a
 /// `X-Forwarded-Proto` reaches here only from a trusted proxy).
 fn append_forwarded(headers: &mut HeaderMap, peer: Option<IpAddr>) {
+    use std::fmt::Write as _;
     let Some(peer) = peer else { return };
-    let node = match peer {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    // The address is written once: `for=` holds it, `X-Forwarded-For` copies it.
+    let mut forwarded = String::with_capacity(64);
+    forwarded.push_str("for=");
+    let _ = match peer {
+        IpAddr::V4(v4) => write!(forwarded, "{v4}"),
+        IpAddr::V6(v6) => write!(forwarded, "\"[{v6}]\""),
     };
-    let forwarded = format!("for={node};proto=http");
+    let address = match peer {
+        IpAddr::V4(_) => forwarded.get(4..),
+        IpAddr::V6(_) => forwarded.get(6..forwarded.len() - 2),
+    }
+    .unwrap_or_default();
+    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(existing) => format!("{existing}, {address}"),
+        None => address.to_owned(),
+    };
+    forwarded.push_str(";proto=http");
     if let Ok(v) = HeaderValue::try_from(forwarded) {
         headers.append(http::header::FORWARDED, v);
     }
-    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(existing) => format!("{existing}, {peer}"),
-        None => peer.to_string(),
-    };
     if let Ok(v) = HeaderValue::try_from(xff) {
         headers.insert(X_FORWARDED_FOR, v);
     }
@@ -396,6 +405,7 @@ mod tests {
         let mut v6 = HeaderMap::new();
         append_forwarded(&mut v6, Some("2001:db8::1".parse().unwrap()));
         assert_eq!(v6["forwarded"], "for=\"[2001:db8::1]\";proto=http");
+        assert_eq!(v6["x-forwarded-for"], "2001:db8::1");
     }
 
     #[test]
