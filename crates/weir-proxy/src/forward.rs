@@ -69,7 +69,7 @@ pub struct Routes {
 }
 
 /// The upstreams' connection pools, by route.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Pools {
     upstream: Arc<Pool>,
     fallback: Option<Arc<Pool>>,
@@ -102,14 +102,21 @@ impl Pools {
     }
 }
 
-/// The forwarding service. Cheap to clone (the connection pools are shared).
+/// The forwarding service. Cheap to clone: one shared `Arc` (the layer clones the service
+/// for every request, so one counter moves, not one per field).
 #[derive(Debug, Clone)]
 pub struct Forward {
-    pools: Arc<Pools>,
+    inner: Arc<Inner>,
+}
+
+/// What every clone of a [`Forward`] shares.
+#[derive(Debug, Clone)]
+struct Inner {
+    pools: Pools,
     timeout: Duration,
     client_body_timeout: Duration,
     upstream_body_timeout: Duration,
-    trust: Arc<ClientIp>,
+    trust: ClientIp,
 }
 
 /// The body timeouts when none is set: 30 s each.
@@ -121,30 +128,34 @@ impl Forward {
     /// passed on; anyone else's is replaced by the proxy's own scheme.
     pub fn new(routes: Routes, timeout: Duration, trust: ClientIp) -> Self {
         Self {
-            pools: Arc::new(Pools::new(routes, timeout)),
-            timeout,
-            client_body_timeout: BODY_TIMEOUT,
-            upstream_body_timeout: BODY_TIMEOUT,
-            trust: Arc::new(trust),
+            inner: Arc::new(Inner {
+                pools: Pools::new(routes, timeout),
+                timeout,
+                client_body_timeout: BODY_TIMEOUT,
+                upstream_body_timeout: BODY_TIMEOUT,
+                trust,
+            }),
         }
     }
 
     /// The longest the client's request body may send nothing (then `408`; 30 s unless
     /// set).
     pub fn client_body_timeout(mut self, idle: Duration) -> Self {
-        self.client_body_timeout = idle;
+        Arc::make_mut(&mut self.inner).client_body_timeout = idle;
         self
     }
 
     /// The longest an upstream's response body may send nothing once its head has come
     /// (then the client's response is cut; 30 s unless set).
     pub fn upstream_body_timeout(mut self, idle: Duration) -> Self {
-        self.upstream_body_timeout = idle;
+        Arc::make_mut(&mut self.inner).upstream_body_timeout = idle;
         self
     }
+}
 
+impl Inner {
     fn pool_for(&self, request: &Request<Body>) -> &Arc<Pool> {
-        let pools = &*self.pools;
+        let pools = &self.pools;
         if let Some(fallback) = &pools.fallback {
             if request.extensions().get::<Degraded>().is_some() {
                 return fallback;
@@ -170,12 +181,15 @@ impl tower::Service<Request<Body>> for Forward {
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let pool = Arc::clone(self.pool_for(&request));
-        let timeout = self.timeout;
-        let client_body_timeout = self.client_body_timeout;
-        let upstream_body_timeout = self.upstream_body_timeout;
-        let trust = Arc::clone(&self.trust);
+        let this = Arc::clone(&self.inner);
         Box::pin(async move {
+            let pool = this.pool_for(&request);
+            let (timeout, client_body_timeout, upstream_body_timeout) = (
+                this.timeout,
+                this.client_body_timeout,
+                this.upstream_body_timeout,
+            );
+            let trust = &this.trust;
             let peer = peer_addr(request.extensions()).map(|a| a.ip());
             let trusted_peer = peer.is_some_and(|p| trust.is_trusted(p));
             let (mut parts, body) = request.into_parts();
@@ -209,7 +223,7 @@ impl tower::Service<Request<Body>> for Forward {
             };
             let outbound = Request::from_parts(parts, body);
             let upstream = pool.upstream();
-            match send(&pool, outbound, timeout, watch.as_deref()).await {
+            match send(pool, outbound, timeout, watch.as_deref()).await {
                 Some(Ok(response)) => {
                     let (mut parts, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
@@ -346,19 +360,28 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// `X-Forwarded-Proto` (existing values are kept: the upstream sees the whole chain; a
 /// `X-Forwarded-Proto` reaches here only from a trusted proxy).
 fn append_forwarded(headers: &mut HeaderMap, peer: Option<IpAddr>) {
+    use std::fmt::Write as _;
     let Some(peer) = peer else { return };
-    let node = match peer {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    // The address is written once: `for=` holds it, `X-Forwarded-For` copies it.
+    let mut forwarded = String::with_capacity(64);
+    forwarded.push_str("for=");
+    let _ = match peer {
+        IpAddr::V4(v4) => write!(forwarded, "{v4}"),
+        IpAddr::V6(v6) => write!(forwarded, "\"[{v6}]\""),
     };
-    let forwarded = format!("for={node};proto=http");
+    let address = match peer {
+        IpAddr::V4(_) => forwarded.get(4..),
+        IpAddr::V6(_) => forwarded.get(6..forwarded.len() - 2),
+    }
+    .unwrap_or_default();
+    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(existing) => format!("{existing}, {address}"),
+        None => address.to_owned(),
+    };
+    forwarded.push_str(";proto=http");
     if let Ok(v) = HeaderValue::try_from(forwarded) {
         headers.append(http::header::FORWARDED, v);
     }
-    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(existing) => format!("{existing}, {peer}"),
-        None => peer.to_string(),
-    };
     if let Ok(v) = HeaderValue::try_from(xff) {
         headers.insert(X_FORWARDED_FOR, v);
     }
@@ -396,6 +419,7 @@ mod tests {
         let mut v6 = HeaderMap::new();
         append_forwarded(&mut v6, Some("2001:db8::1".parse().unwrap()));
         assert_eq!(v6["forwarded"], "for=\"[2001:db8::1]\";proto=http");
+        assert_eq!(v6["x-forwarded-for"], "2001:db8::1");
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //! client's side reads it, and hands the connection back to the pool when the body has
 //! ended. So a request goes from the client's socket to the upstream's and back without
 //! a wake-up of another task, and an idle connection costs nothing but its socket.
+//! Nor does the task wake itself: the connection is polled with a [`Relay`] waker, so the
+//! hand-overs within one poll (the request queued, the response head and the body's chunks
+//! passed back) are polled for at once, not sent through tokio's scheduler as a yield
+//! (which unparked the other worker: three futex calls a request at one connection).
 //!
 //! An idle connection is polled once when it is taken: one the upstream closed meanwhile
 //! (its FIN already read by the reactor) is dropped then, never handed out. One closed
@@ -19,8 +23,9 @@
 use std::future::{poll_fn, Future as _};
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -61,25 +66,33 @@ impl ExchangeError {
 }
 
 /// One upstream connection: the request half and the connection itself, driven by whoever
-/// holds it.
+/// holds it, always through its [`Relay`].
 struct Conn {
+    io: ConnIo,
+    relay: Arc<Relay>,
+    /// The relay as a waker (made once per connection).
+    waker: Waker,
+    /// Idle in the pool since (the clock's nanoseconds).
+    idle_since_ns: u64,
+}
+
+/// What a connection's polls touch.
+struct ConnIo {
     sender: SendRequest<Body>,
     connection: Connection<TokioIo<TcpStream>, Body>,
     /// The connection's future has finished: it is closed, never to be used again.
     closed: bool,
-    /// Idle in the pool since (the clock's nanoseconds).
-    idle_since_ns: u64,
 }
 
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Conn")
-            .field("closed", &self.closed)
+            .field("closed", &self.io.closed)
             .finish_non_exhaustive()
     }
 }
 
-impl Conn {
+impl ConnIo {
     /// Drives the connection (writes what is queued, reads what came); `true` once it is
     /// closed.
     fn drive(&mut self, cx: &mut Context<'_>) -> bool {
@@ -88,11 +101,133 @@ impl Conn {
         }
         self.closed
     }
+}
+
+/// The most times [`Conn::poll_with`] polls again at once because the poll itself woke
+/// the connection; past it the wake goes to the task (a yield).
+const SELF_WAKES: usize = 8;
+
+impl Conn {
+    fn new(sender: SendRequest<Body>, connection: Connection<TokioIo<TcpStream>, Body>) -> Self {
+        let relay = Arc::new(Relay::default());
+        Self {
+            io: ConnIo {
+                sender,
+                connection,
+                closed: false,
+            },
+            waker: Waker::from(Arc::clone(&relay)),
+            relay,
+            idle_since_ns: 0,
+        }
+    }
+
+    /// Polls `f` (which drives the connection, or a future or a body of it) with the
+    /// connection's relay as the waker: a wake-up that `f` itself causes (the connection
+    /// handing the response head or a body chunk to this very task, or the body asking the
+    /// connection for more) makes `f` run again at once instead of waking the task, which
+    /// tokio would count as a yield (the task to the back of the queue and another worker
+    /// unparked to steal it). Wake-ups from elsewhere (the socket) go to the task.
+    fn poll_with<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut f: impl FnMut(&mut ConnIo, &mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        self.relay.set_task(Some(cx.waker()));
+        let mut relayed = Context::from_waker(&self.waker);
+        let mut rounds = 0;
+        loop {
+            self.relay.begin();
+            let poll = f(&mut self.io, &mut relayed);
+            if !self.relay.end() {
+                return poll;
+            }
+            rounds += 1;
+            // Woken by itself: a ready answer is taken up by the caller (who polls the
+            // body, which drives the connection), a pending one is polled again.
+            if poll.is_ready() {
+                return poll;
+            }
+            if rounds >= SELF_WAKES {
+                cx.waker().wake_by_ref();
+                return poll;
+            }
+        }
+    }
+
+    /// Runs `f` on the connection with its wake-ups held back: for what the caller polls
+    /// right after.
+    fn quietly<T>(&mut self, f: impl FnOnce(&mut ConnIo) -> T) -> T {
+        self.relay.begin();
+        let value = f(&mut self.io);
+        let _ = self.relay.end();
+        value
+    }
+
+    /// Drives the connection; `true` once it is closed.
+    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
+        let _ = self.poll_with(cx, |io, cx| {
+            io.drive(cx);
+            Poll::<()>::Pending
+        });
+        self.io.closed
+    }
 
     /// Whether it can take another request (driven once first, so a close already read is
     /// seen).
     fn usable(&mut self, cx: &mut Context<'_>) -> bool {
-        !self.drive(cx) && !self.sender.is_closed()
+        !self.drive(cx) && !self.io.sender.is_closed()
+    }
+}
+
+/// The waker a connection is polled with: a wake-up during [`Conn::poll_with`] is noted
+/// and polled for there; any other goes to the task that last polled the connection (none
+/// while it is idle in the pool: nothing waits on it then).
+#[derive(Debug, Default)]
+struct Relay {
+    task: Mutex<Option<Waker>>,
+    polling: AtomicBool,
+    woken: AtomicBool,
+}
+
+impl Relay {
+    /// The task woken from now on (`None`: no one).
+    fn set_task(&self, waker: Option<&Waker>) {
+        if let Ok(mut task) = self.task.lock() {
+            match (waker, &mut *task) {
+                (Some(new), Some(old)) if old.will_wake(new) => {}
+                (new, task) => *task = new.cloned(),
+            }
+        }
+    }
+
+    fn begin(&self) {
+        self.woken.store(false, Ordering::SeqCst);
+        self.polling.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a wake-up came during the poll.
+    fn end(&self) -> bool {
+        self.polling.store(false, Ordering::SeqCst);
+        self.woken.swap(false, Ordering::SeqCst)
+    }
+}
+
+impl Wake for Relay {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // Noted first: a poll that ends after this sees it (and polls again).
+        self.woken.store(true, Ordering::SeqCst);
+        if self.polling.load(Ordering::SeqCst) {
+            return;
+        }
+        let task = self.task.lock().ok().and_then(|task| task.clone());
+        if let Some(task) = task {
+            task.wake();
+        }
     }
 }
 
@@ -164,9 +299,11 @@ impl Pool {
 
     /// Back to the pool, if it is still open and there is room; closed otherwise.
     fn put(&self, mut conn: Conn) {
-        if conn.closed || conn.sender.is_closed() {
+        if conn.io.closed || conn.io.sender.is_closed() {
             return;
         }
+        // Idle: no task waits on it.
+        conn.relay.set_task(None);
         conn.idle_since_ns = self.clock.now_ns();
         let Ok(mut idle) = self.idle.lock() else {
             return;
@@ -208,12 +345,7 @@ impl Pool {
             .handshake(TokioIo::new(stream))
             .await
             .map_err(ExchangeError::Http)?;
-        Ok(Conn {
-            sender,
-            connection,
-            closed: false,
-            idle_since_ns: 0,
-        })
+        Ok(Conn::new(sender, connection))
     }
 }
 
@@ -234,10 +366,12 @@ pub(crate) async fn exchange(
         };
         // Ready for a request (the connection driven meanwhile: it is ours alone).
         let ready = poll_fn(|cx| {
-            if conn.drive(cx) {
-                return Poll::Ready(Err(None));
-            }
-            conn.sender.poll_ready(cx).map_err(Some)
+            conn.poll_with(cx, |io, cx| {
+                if io.drive(cx) {
+                    return Poll::Ready(Err(None));
+                }
+                io.sender.poll_ready(cx).map_err(Some)
+            })
         })
         .await;
         match ready {
@@ -246,10 +380,15 @@ pub(crate) async fn exchange(
             Err(Some(e)) => return Err(ExchangeError::Http(e)),
             Err(None) => return Err(ExchangeError::Closed),
         }
-        let mut sent = std::pin::pin!(conn.sender.try_send_request(request));
+        // Queued for the connection, which is woken by it: that wake is ours, and the poll
+        // below drives the connection anyway.
+        let sent = conn.quietly(|io| io.sender.try_send_request(request));
+        let mut sent = std::pin::pin!(sent);
         let answer = poll_fn(|cx| {
-            conn.drive(cx);
-            sent.as_mut().poll(cx)
+            conn.poll_with(cx, |io, cx| {
+                io.drive(cx);
+                sent.as_mut().poll(cx)
+            })
         })
         .await;
         match answer {
@@ -297,18 +436,23 @@ impl hyper::body::Body for PooledBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
-        if let Some(conn) = &mut this.conn {
-            conn.drive(cx);
-        }
-        let frame = Pin::new(&mut this.incoming).poll_frame(cx);
+        let incoming = &mut this.incoming;
+        let frame = match &mut this.conn {
+            Some(conn) => conn.poll_with(cx, |io, cx| {
+                io.drive(cx);
+                let frame = Pin::new(&mut *incoming).poll_frame(cx);
+                if let Poll::Ready(None) = frame {
+                    // Once more: the connection takes the body's end and is ready again
+                    // (or closes, when the upstream said so).
+                    io.drive(cx);
+                }
+                frame
+            }),
+            None => Pin::new(incoming).poll_frame(cx),
+        };
         match &frame {
             Poll::Ready(None) => {
                 this.ended = true;
-                // Once more: the connection takes the body's end and is ready again (or
-                // closes, when the upstream said so).
-                if let Some(conn) = &mut this.conn {
-                    conn.drive(cx);
-                }
                 this.release();
             }
             Poll::Ready(Some(Err(_))) => {
@@ -417,6 +561,39 @@ mod tests {
         let response = exchange(pool, get()).await?;
         let body = response.into_body().collect().await.unwrap().to_bytes();
         Ok(String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    /// Counts the wake-ups it gets.
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_relay_keeps_a_polls_own_wake_ups_and_passes_on_the_others() {
+        let task = Arc::new(Counting::default());
+        let task_waker = Waker::from(Arc::clone(&task));
+        let relay = Arc::new(Relay::default());
+        let relayed = Waker::from(Arc::clone(&relay));
+        relay.set_task(Some(&task_waker));
+        // During a poll: noted, not passed on.
+        relay.begin();
+        relayed.wake_by_ref();
+        assert!(relay.end(), "the poll learns of its own wake-up");
+        assert_eq!(task.0.load(Ordering::SeqCst), 0);
+        // Outside one (the socket became ready): the task is woken.
+        relayed.wake_by_ref();
+        assert_eq!(task.0.load(Ordering::SeqCst), 1);
+        relay.begin();
+        assert!(!relay.end(), "a wake-up before the poll is not the poll's");
+        // Idle in the pool: no one to wake.
+        relay.set_task(None);
+        relayed.wake_by_ref();
+        assert_eq!(task.0.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -22,13 +22,9 @@
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::Response;
 use http::header::{HOST, UPGRADE};
 use http::uri::Authority;
 use http::{HeaderMap, Method, StatusCode, Version};
-
-use crate::reply::error;
 
 /// Why a request is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +50,7 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
-    fn status(self) -> StatusCode {
+    pub(crate) fn status(self) -> StatusCode {
         match self {
             Self::NoHost | Self::HostTwice | Self::BadHost => StatusCode::BAD_REQUEST,
             Self::Connect | Self::Upgrade => StatusCode::NOT_IMPLEMENTED,
@@ -115,17 +111,6 @@ fn is_host_and_port(authority: &Authority) -> bool {
             .strip_prefix(':')
             .is_some_and(|port| port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit())),
         None => false,
-    }
-}
-
-/// The screen as middleware, in front of the limits (run by the proxy's counting one).
-pub(crate) async fn refuse(request: Request, next: Next) -> Response {
-    match screen(&request) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => {
-            tracing::debug!(%refusal, "request refused");
-            error(refusal.status(), &refusal.to_string())
-        }
     }
 }
 

@@ -6,20 +6,25 @@
 //! accepting, lets in-flight requests finish (up to a grace period), then stops the
 //! background tasks (rule reload, memory sweep).
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use axum::extract::{Request, State};
-use axum::middleware::{self, Next};
+use axum::extract::Request;
 use axum::response::Response;
 use axum::Router;
+use http::StatusCode;
 use tokio::net::TcpListener;
-use tower::Layer;
-use weir_engine::{Engine, EngineError, Lifecycle};
+use tower::{Layer, Service};
+use weir_engine::{Engine, EngineError, InFlight, Lifecycle, Metrics};
 use weir_server::{serve_http_with, App, HttpLimits, Peer};
 use weir_tower::{OnLimit, RateLimitLayer};
 
 use crate::forward::{Forward, Routes};
 use crate::limits::ProxyLimits;
+use crate::reply::error;
 use crate::screen;
 use crate::settings::ProxySettings;
 
@@ -43,12 +48,85 @@ impl From<std::io::Error> for ProxyError {
 
 /// Counts every proxied request in the server's metrics: `weir_requests_total{api="proxy"}`
 /// by the status class answered (the layer's own 429 / 503 and the screen's refusals
-/// included), and the in-flight gauge while it runs. The screen runs here too (one
-/// middleware, not two, on every request's way).
-async fn count(State(engine): State<Engine>, request: Request, next: Next) -> Response {
-    let _in_flight = engine.metrics().http_request_started();
-    let response = screen::refuse(request, next).await;
-    let result = match response.status().as_u16() {
+/// included), and the in-flight gauge while it runs. The screen runs here too. A service
+/// of its own with a future of its own, in front of the layer: no middleware's boxed
+/// future and cloned inner service on every request's way.
+#[derive(Clone)]
+struct Counted<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S> Service<Request> for Counted<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Unpin,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Counting<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let in_flight = self.metrics.http_request_started();
+        let answer = match screen::screen(&request) {
+            Ok(()) => Answer::Inner(self.inner.call(request)),
+            Err(refusal) => {
+                tracing::debug!(%refusal, "request refused");
+                Answer::Refused(Some(error(refusal.status(), &refusal.to_string())))
+            }
+        };
+        Counting {
+            answer,
+            metrics: Arc::clone(&self.metrics),
+            _in_flight: in_flight,
+        }
+    }
+}
+
+/// Where a [`Counted`] request's answer comes from.
+enum Answer<F> {
+    /// The layer and the forwarder.
+    Inner(F),
+    /// The screen's refusal (taken once).
+    Refused(Option<Response>),
+}
+
+/// The future of a [`Counted`] request: its answer, counted when it is ready.
+struct Counting<F> {
+    answer: Answer<F>,
+    metrics: Arc<Metrics>,
+    _in_flight: InFlight,
+}
+
+impl<F> Future for Counting<F>
+where
+    F: Future<Output = Result<Response, Infallible>> + Unpin,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let response = match &mut self.answer {
+            Answer::Inner(inner) => match Pin::new(inner).poll(cx) {
+                Poll::Ready(Ok(response)) => response,
+                Poll::Pending => return Poll::Pending,
+            },
+            Answer::Refused(refusal) => match refusal.take() {
+                Some(response) => response,
+                None => return Poll::Pending,
+            },
+        };
+        self.metrics.request("proxy", result_of(response.status()));
+        Poll::Ready(Ok(response))
+    }
+}
+
+/// The `result` label of an answer's status.
+fn result_of(status: StatusCode) -> &'static str {
+    match status.as_u16() {
         429 => "over_limit",
         502 => "bad_gateway",
         503 => "unavailable",
@@ -56,9 +134,7 @@ async fn count(State(engine): State<Engine>, request: Request, next: Next) -> Re
         200..=399 => "ok",
         400..=499 => "client_error",
         _ => "error",
-    };
-    engine.metrics().request("proxy", result);
-    response
+    }
 }
 
 /// Runs the proxy on `listener` and the HTTP API on `api` until `shutdown` completes.
@@ -100,9 +176,10 @@ pub async fn run(
     )
     .client_body_timeout(settings.client_body_timeout)
     .upstream_body_timeout(settings.upstream_body_timeout);
-    let proxy = Router::new()
-        .fallback_service(layer.layer(forward))
-        .layer(middleware::from_fn_with_state(engine.clone(), count));
+    let proxy = Router::new().fallback_service(Counted {
+        inner: layer.layer(forward),
+        metrics: Arc::clone(engine.metrics()),
+    });
     let background = engine.spawn_background();
 
     tracing::info!(
