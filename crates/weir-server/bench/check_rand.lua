@@ -1,5 +1,6 @@
 -- POST /v1/check for one of 100 000 client IPs, chosen at random per request (each wrk
--- thread with its own seed, so the threads do not replay one sequence).
+-- thread with its own seed, so the threads do not replay one sequence). The body is also a
+-- valid envoyproxy/ratelimit `POST /json` request: scripts/bench-cpu loads /json with it too.
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local prefix = '{"domain":"api","descriptors":[{"entries":[{"key":"remote_address","value":"10.0.'
