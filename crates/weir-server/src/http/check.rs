@@ -23,6 +23,7 @@ use weir_config::{Descriptor, LimitOverride, Unit};
 
 use super::body::{parse, JsonType, RawBody};
 use super::error::ApiError;
+use super::json_out::{write_array, JsonObject};
 use crate::app::App;
 use crate::headers::{ceil_secs, verdict_headers};
 use weir_engine::CheckRequest;
@@ -113,63 +114,44 @@ fn millis(d: std::time::Duration) -> u64 {
 /// or roll-out), `never_allowed` (the hits are above the rule's capacity). Written by hand,
 /// once per decision: it is on every request's path.
 fn write_answer(out: &mut Vec<u8>, verdict: &Verdict) {
-    out.extend_from_slice(b"{\"overall_code\":\"");
-    out.extend_from_slice(verdict.overall.as_str().as_bytes());
-    out.extend_from_slice(b"\",\"descriptors\":[");
-    for (i, status) in verdict.statuses.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_status(out, status);
-    }
-    out.extend_from_slice(b"]}");
+    let mut answer = JsonObject::open(out);
+    answer.str_field("overall_code", verdict.overall.as_str());
+    write_array(answer.field("descriptors"), &verdict.statuses, write_status);
+    answer.close();
 }
 
 fn write_status(out: &mut Vec<u8>, status: &Status) {
-    out.extend_from_slice(b"{\"code\":\"");
-    out.extend_from_slice(status.code.as_str().as_bytes());
-    out.extend_from_slice(b"\",\"rule\":");
+    let mut object = JsonObject::open(out);
+    object.str_field("code", status.code.as_str());
     match &status.matched {
-        Some(m) => write_str(out, &m.id),
-        None => out.extend_from_slice(b"null"),
+        Some(m) => object.str_field("rule", &m.id),
+        None => object.field("rule").extend_from_slice(b"null"),
     }
     if let Some(name) = status.matched.as_ref().and_then(|m| m.name.as_deref()) {
-        out.extend_from_slice(b",\"name\":");
-        write_str(out, name);
+        object.str_field("name", name);
     }
     if status.is_unlimited() {
-        out.extend_from_slice(b",\"unlimited\":true");
+        object.true_field("unlimited");
     }
     if let Some(d) = &status.decision {
-        write_u64(out, b",\"limit\":", d.limit);
-        write_u64(out, b",\"remaining\":", d.remaining);
-        write_u64(out, b",\"reset_after_ms\":", millis(d.reset_after));
+        object.u64_field("limit", d.limit);
+        object.u64_field("remaining", d.remaining);
+        object.u64_field("reset_after_ms", millis(d.reset_after));
         if !status.never_allowed {
-            write_u64(out, b",\"retry_after_ms\":", millis(d.retry_after));
+            object.u64_field("retry_after_ms", millis(d.retry_after));
         }
         let delay = millis(d.delay);
         if delay > 0 {
-            write_u64(out, b",\"delay_ms\":", delay);
+            object.u64_field("delay_ms", delay);
         }
     }
     if status.shadow_denied {
-        out.extend_from_slice(b",\"shadow_denied\":true");
+        object.true_field("shadow_denied");
     }
     if status.never_allowed {
-        out.extend_from_slice(b",\"never_allowed\":true");
+        object.true_field("never_allowed");
     }
-    out.push(b'}');
-}
-
-fn write_u64(out: &mut Vec<u8>, field: &[u8], value: u64) {
-    out.extend_from_slice(field);
-    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
-}
-
-/// A JSON string, escaped as JSON requires (rule ids and names are the operator's text).
-fn write_str(out: &mut Vec<u8>, value: &str) {
-    // Writing a `str` into a `Vec` cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
+    object.close();
 }
 
 /// Renders a verdict as the `/v1/check` response: status, headers and body.

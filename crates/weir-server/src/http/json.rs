@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use super::body::{parse, RawBody};
 use super::error::ApiError;
+use super::json_out::{write_array, JsonObject};
 use crate::app::App;
 use crate::rls;
 use weir_engine::Code;
@@ -204,12 +205,7 @@ fn write_response(out: &mut Vec<u8>, response: &RateLimitResponse) {
         object.str_field("overallCode", code_name(response.overall_code));
     }
     if !response.statuses.is_empty() {
-        let out = object.field("statuses");
-        out.push(b'[');
-        for (i, s) in response.statuses.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
+        write_array(object.field("statuses"), &response.statuses, |out, s| {
             let mut status = JsonObject::open(out);
             if s.code != 0 {
                 status.str_field("code", code_name(s.code));
@@ -236,66 +232,18 @@ fn write_response(out: &mut Vec<u8>, response: &RateLimitResponse) {
                 status.str_field("durationUntilReset", &duration_json(d));
             }
             status.close();
-        }
-        out.push(b']');
+        });
     }
     if !response.response_headers_to_add.is_empty() {
-        let out = object.field("responseHeadersToAdd");
-        out.push(b'[');
-        for (i, h) in response.response_headers_to_add.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
+        let headers = &response.response_headers_to_add;
+        write_array(object.field("responseHeadersToAdd"), headers, |out, h| {
             let mut header = JsonObject::open(out);
             header.str_field("key", &h.key);
             header.str_field("value", &h.value);
             header.close();
-        }
-        out.push(b']');
+        });
     }
     object.close();
-}
-
-/// A JSON object being written: `{`, then fields separated by commas, then `}`. Field
-/// names are this file's constants (plain ASCII, no escaping needed); string values are
-/// escaped by `serde_json`.
-struct JsonObject<'a> {
-    out: &'a mut Vec<u8>,
-    empty: bool,
-}
-
-impl<'a> JsonObject<'a> {
-    fn open(out: &'a mut Vec<u8>) -> Self {
-        out.push(b'{');
-        Self { out, empty: true }
-    }
-
-    /// Starts field `name`; its value is written next into the returned buffer.
-    fn field(&mut self, name: &str) -> &mut Vec<u8> {
-        if !self.empty {
-            self.out.push(b',');
-        }
-        self.empty = false;
-        self.out.push(b'"');
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.extend_from_slice(b"\":");
-        self.out
-    }
-
-    fn str_field(&mut self, name: &str, value: &str) {
-        let out = self.field(name);
-        // Writing a `str` into a `Vec` cannot fail.
-        let _ = serde_json::to_writer(&mut *out, value);
-    }
-
-    fn u64_field(&mut self, name: &str, value: u64) {
-        let out = self.field(name);
-        out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
-    }
-
-    fn close(self) {
-        self.out.push(b'}');
-    }
 }
 
 /// ratelimit's own `400`: plain text.

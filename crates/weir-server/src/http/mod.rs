@@ -15,6 +15,7 @@ mod direct;
 mod error;
 mod head_timer;
 pub(crate) mod json;
+mod json_out;
 mod lease;
 mod listener;
 mod ops;

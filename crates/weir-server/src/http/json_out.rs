@@ -1,0 +1,69 @@
+//! Writing the decision APIs' JSON answers straight into one buffer (`check.rs` for
+//! `/v1/check`, `json.rs` for `/json`): on every decision's path, without building a
+//! `serde_json::Value` or a struct to serialise first. Field names are the callers'
+//! constants (plain ASCII, no escaping needed); string values are escaped by `serde_json`.
+
+/// A JSON object being written: `{`, then fields separated by commas, then `}`.
+pub(crate) struct JsonObject<'a> {
+    out: &'a mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'a> JsonObject<'a> {
+    pub(crate) fn open(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Self { out, empty: true }
+    }
+
+    /// Starts field `name`; its value is written next into the returned buffer.
+    pub(crate) fn field(&mut self, name: &str) -> &mut Vec<u8> {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(b"\":");
+        self.out
+    }
+
+    pub(crate) fn str_field(&mut self, name: &str, value: &str) {
+        write_str(self.field(name), value);
+    }
+
+    pub(crate) fn u64_field(&mut self, name: &str, value: u64) {
+        let out = self.field(name);
+        out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    /// `"name":true`.
+    pub(crate) fn true_field(&mut self, name: &str) {
+        self.field(name).extend_from_slice(b"true");
+    }
+
+    pub(crate) fn close(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// A JSON string, escaped as JSON requires (rule ids and names are the operator's text).
+pub(crate) fn write_str(out: &mut Vec<u8>, value: &str) {
+    // Writing a `str` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// `[item, item, …]`, each written by `write`.
+pub(crate) fn write_array<T>(
+    out: &mut Vec<u8>,
+    items: &[T],
+    mut write: impl FnMut(&mut Vec<u8>, &T),
+) {
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(out, item);
+    }
+    out.push(b']');
+}
