@@ -106,48 +106,23 @@ impl ProxyLimits {
 
     /// The descriptors of a request.
     pub fn descriptors(&self, parts: &Parts) -> Vec<Descriptor> {
-        let mut descriptors = Vec::new();
-        self.fill(&mut descriptors, parts);
-        descriptors
-    }
-
-    /// Writes the descriptors of a request into `descriptors`, reusing the strings already
-    /// there (a buffer from [`Buffers`] holds the last request's: only the values change).
-    fn fill(&self, descriptors: &mut Vec<Descriptor>, parts: &Parts) {
-        use std::fmt::Write as _;
         let class = classify(&self.classes, parts);
-        if descriptors.len() != 4 {
-            *descriptors = vec![
-                Descriptor::new([("class", "")]),
-                Descriptor::new([("class", ""), ("remote_address", "")]),
-                Descriptor::new([("class", ""), ("path", "")]),
-                Descriptor::new([("global", "all")]),
-            ];
-        }
-        let mut set = |d: usize, e: usize, value: &dyn Fn(&mut String)| {
-            if let Some((_, v)) = descriptors.get_mut(d).and_then(|d| d.entries.get_mut(e)) {
-                v.clear();
-                value(v);
-            }
-        };
-        for d in 0..3 {
-            set(d, 0, &|v| v.push_str(class));
-        }
-        let ip = self.client_ip.of(parts);
-        set(1, 1, &|v| match ip {
-            Some(ip) => {
-                let _ = write!(v, "{ip}");
-            }
-            None => v.push_str("unknown"),
-        });
-        let path = parts.uri.path();
-        set(2, 1, &|v| {
-            if is_normal(path) {
-                v.push_str(&weir_config::bounded_value(path));
-            } else {
-                v.push_str(&weir_config::bounded_value(&normalise_path(path)));
-            }
-        });
+        let ip = self
+            .client_ip
+            .of(parts)
+            .map_or_else(|| "unknown".to_string(), |ip| ip.to_string());
+        vec![
+            Descriptor::new([("class", class)]),
+            Descriptor::new([("class", class), ("remote_address", ip.as_str())]),
+            Descriptor::new([
+                ("class", class),
+                (
+                    "path",
+                    &*weir_config::bounded_value(&normalise_path(parts.uri.path())),
+                ),
+            ]),
+            Descriptor::new([("global", "all")]),
+        ]
     }
 
     /// Decides a request on the engine's one decide path, all-or-nothing
@@ -156,17 +131,18 @@ impl ProxyLimits {
     /// rule that does not fail open, a request that could not be matched) refuses the
     /// request: it never means "no limit".
     async fn decide(&self, parts: &Parts) -> Result<Evaluation, LimitError> {
-        let mut descriptors = Buffers::take();
-        self.fill(&mut descriptors, parts);
-        let verdict = self.engine.decide_all(DOMAIN, &descriptors, 1).await;
-        Buffers::give_back(descriptors);
-        let verdict = verdict.map_err(|error| {
-            tracing::warn!(%error, "proxy limits not decided: request refused");
-            LimitError {
-                reason: error.to_string(),
-                on_failure: FailurePolicy::FailClosed,
-            }
-        })?;
+        let descriptors = self.descriptors(parts);
+        let verdict = self
+            .engine
+            .decide_all(DOMAIN, &descriptors, 1)
+            .await
+            .map_err(|error| {
+                tracing::warn!(%error, "proxy limits not decided: request refused");
+                LimitError {
+                    reason: error.to_string(),
+                    on_failure: FailurePolicy::FailClosed,
+                }
+            })?;
         let queue_key = verdict
             .denied_by
             .and_then(|i| verdict.limits.get(i))
@@ -193,60 +169,6 @@ impl ProxyLimits {
     }
 }
 
-/// A path [`normalise_path`] leaves as it is: from `/`, no escape, no empty, `.` or `..`
-/// segment (a last empty one, a trailing `/`, is kept by it too). Most paths are: they
-/// skip its copies.
-fn is_normal(path: &str) -> bool {
-    let Some(rest) = path.strip_prefix('/') else {
-        return false;
-    };
-    if path.contains('%') {
-        return false;
-    }
-    let mut segments = rest.split('/').peekable();
-    while let Some(segment) = segments.next() {
-        let last = segments.peek().is_none();
-        match segment {
-            "" if last => {}
-            "" | "." | ".." => return false,
-            _ => {}
-        }
-    }
-    true
-}
-
-/// Descriptor buffers, a few per worker thread, so that deciding a request does not
-/// allocate its descriptors anew: a buffer leaves with a request and comes back after its
-/// decision (maybe to another thread's list).
-struct Buffers;
-
-/// The most buffers a thread keeps.
-const BUFFERS_PER_THREAD: usize = 64;
-
-thread_local! {
-    static BUFFERS: std::cell::RefCell<Vec<Vec<Descriptor>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-impl Buffers {
-    fn take() -> Vec<Descriptor> {
-        BUFFERS
-            .try_with(|b| b.try_borrow_mut().ok().and_then(|mut b| b.pop()))
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-    }
-
-    fn give_back(buffer: Vec<Descriptor>) {
-        let _ = BUFFERS.try_with(|b| {
-            if let Ok(mut b) = b.try_borrow_mut() {
-                if b.len() < BUFFERS_PER_THREAD {
-                    b.push(buffer);
-                }
-            }
-        });
-    }
-}
-
 impl Limits for ProxyLimits {
     fn evaluate<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Result<Evaluation, LimitError>> {
         Box::pin(self.decide(request))
@@ -254,33 +176,5 @@ impl Limits for ProxyLimits {
 
     fn clock(&self) -> &dyn Clock {
         self.engine.limiter().clock()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn normal_paths_are_told_apart() {
-        for path in ["/", "/a", "/a/", "/a/b.c/..d", "/x/y/z/"] {
-            assert!(is_normal(path), "{path}");
-            assert_eq!(normalise_path(path), path);
-        }
-        for path in [
-            "", "a", "//", "/a//b", "/./a", "/a/..", "/a/.", "/%6C", "/a%2fb",
-        ] {
-            assert!(!is_normal(path), "{path}");
-        }
-    }
-
-    proptest::proptest! {
-        /// A path taken as normal is exactly what normalising it gives.
-        #[test]
-        fn a_path_taken_as_normal_is_its_own_normal_form(path in "(/|[a.%2fF]{0,3}){0,8}") {
-            if is_normal(&path) {
-                proptest::prop_assert_eq!(normalise_path(&path), path);
-            }
-        }
     }
 }
