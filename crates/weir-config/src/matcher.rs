@@ -52,10 +52,10 @@ impl RuleSet {
     /// assert!(matched[2].is_none(), "a node without a rate_limit limits nothing");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn matches(
+    pub fn matches<S: AsRef<str>>(
         &self,
         domain: &str,
-        descriptors: &[Descriptor],
+        descriptors: &[Descriptor<S>],
     ) -> Result<Vec<Option<Matched>>, MatchError> {
         check(domain, descriptors)?;
         let (tree, rules) = self
@@ -112,7 +112,11 @@ impl RuleSet {
 /// counted in a key space of its own ([`weir_names::override_key`]): a request's override can
 /// never share, reset or switch the algorithm of a configured rule's record (alternating
 /// overrides with failed logins used to wipe the login lockout).
-fn overridden(domain: &str, descriptor: &Descriptor, limit: LimitOverride) -> Matched {
+fn overridden<S: AsRef<str>>(
+    domain: &str,
+    descriptor: &Descriptor<S>,
+    limit: LimitOverride,
+) -> Matched {
     let window = limit.unit.times(1);
     // One name for every override: a request asking another limit on the same key is a
     // rule change on one record (as ratelimit keys it), not a fresh bucket.
@@ -138,7 +142,7 @@ fn overridden(domain: &str, descriptor: &Descriptor, limit: LimitOverride) -> Ma
 }
 
 /// The request limits, checked before any lookup.
-fn check(domain: &str, descriptors: &[Descriptor]) -> Result<(), MatchError> {
+fn check<S: AsRef<str>>(domain: &str, descriptors: &[Descriptor<S>]) -> Result<(), MatchError> {
     if domain.is_empty() {
         return Err(MatchError::EmptyDomain);
     }
@@ -166,6 +170,7 @@ fn check(domain: &str, descriptors: &[Descriptor]) -> Result<(), MatchError> {
             });
         }
         for (e, (key, value)) in descriptor.entries.iter().enumerate() {
+            let (key, value) = (key.as_ref(), value.as_ref());
             if key.len() > MAX_KEY_LEN {
                 return Err(MatchError::KeyTooLong {
                     descriptor: d,

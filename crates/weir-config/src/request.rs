@@ -13,10 +13,14 @@ use crate::Unit;
 
 /// One descriptor of a request: an ordered list of `(key, value)` entries that walks down the
 /// rule tree of a domain, as in envoyproxy/ratelimit.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Descriptor {
+///
+/// The strings are `String`s by default; a front end may borrow them from the request it
+/// parsed (`Descriptor<Cow<str>>`, `Descriptor<&str>`): matching and key building take any
+/// `S: AsRef<str>`, so a decision need not copy them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Descriptor<S = String> {
     /// The entries, outermost first: `[("remote_address", "10.0.0.1"), ("path", "/foo")]`.
-    pub entries: Vec<(String, String)>,
+    pub entries: Vec<(S, S)>,
     /// This descriptor's hits addend, overriding the request's (ratelimit's per-descriptor
     /// `hits_addend`). `None`: use the request's.
     pub hits_addend: Option<u64>,
@@ -24,6 +28,16 @@ pub struct Descriptor {
     /// `RateLimitOverride`). When set, it applies whatever the rule tree says, as ratelimit
     /// does, provided the domain is known.
     pub limit: Option<LimitOverride>,
+}
+
+impl<S> Default for Descriptor<S> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+            hits_addend: None,
+            limit: None,
+        }
+    }
 }
 
 impl Descriptor {
@@ -48,7 +62,9 @@ impl Descriptor {
             limit: None,
         }
     }
+}
 
+impl<S> Descriptor<S> {
     /// Sets this descriptor's own hits addend.
     pub fn with_hits_addend(mut self, hits_addend: u64) -> Self {
         self.hits_addend = Some(hits_addend);

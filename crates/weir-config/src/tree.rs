@@ -77,11 +77,11 @@ pub(crate) struct Tree {
 
 impl Tree {
     /// The rule (index) the entries reach, if any.
-    pub(crate) fn lookup(&self, entries: &[(String, String)]) -> Option<usize> {
+    pub(crate) fn lookup<S: AsRef<str>>(&self, entries: &[(S, S)]) -> Option<usize> {
         let mut level = &self.root;
         let last = entries.len().checked_sub(1)?;
         for (i, (key, value)) in entries.iter().enumerate() {
-            let node = level.find(key, value)?;
+            let node = level.find(key.as_ref(), value.as_ref())?;
             if i == last {
                 return node.rule;
             }

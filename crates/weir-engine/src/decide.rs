@@ -41,13 +41,15 @@ use crate::metrics::{DecisionOutcome, NearLimit};
 use crate::rollout::enforced;
 use crate::verdict::{Code, MatchedRule, Status, Verdict};
 
-/// A rate-limit request in the engine's terms, whatever API it came from.
+/// A rate-limit request in the engine's terms, whatever API it came from. Its strings are
+/// `String`s by default; a front end that parsed the request from a buffer may borrow them
+/// from it instead (`CheckRequest<Cow<str>>`: `/v1/check` does), so deciding copies none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckRequest {
+pub struct CheckRequest<S = String> {
     /// The domain.
-    pub domain: String,
+    pub domain: S,
     /// The descriptors.
-    pub descriptors: Vec<Descriptor>,
+    pub descriptors: Vec<Descriptor<S>>,
     /// The request's hits addend (`0` counts as 1).
     pub hits_addend: u64,
 }
@@ -114,9 +116,13 @@ impl Engine {
     }
 
     /// Decides one request.
-    pub async fn decide(&self, request: &CheckRequest) -> Result<Verdict, DecideError> {
+    pub async fn decide<S: AsRef<str>>(
+        &self,
+        request: &CheckRequest<S>,
+    ) -> Result<Verdict, DecideError> {
+        let domain = request.domain.as_ref();
         // envoyproxy/ratelimit's own messages for the two basic mistakes.
-        if request.domain.is_empty() {
+        if domain.is_empty() {
             return Err(DecideError::Invalid(
                 "rate limit domain must not be empty".into(),
             ));
@@ -130,10 +136,7 @@ impl Engine {
         weir_config::bounds::check_hits_addend(request.hits_addend)
             .map_err(|e| DecideError::Invalid(e.to_string()))?;
         let snapshot = self.rules().snapshot();
-        let matched = match snapshot
-            .rules
-            .matches(&request.domain, &request.descriptors)
-        {
+        let matched = match snapshot.rules.matches(domain, &request.descriptors) {
             Ok(matched) => matched,
             Err(MatchError::UnknownDomain(_)) => {
                 // As envoyproxy/ratelimit: no limit applies to an unknown domain.
@@ -151,20 +154,16 @@ impl Engine {
         let mut overall = Overall::default();
         for m in matched {
             let Some(m) = m else {
-                snapshot.counters.unmatched(&request.domain);
+                snapshot.counters.unmatched(domain);
                 statuses.push(Status::unmatched());
                 continue;
             };
-            let status = self
-                .decide_one(&request.domain, &m, request.hits_addend)
-                .await?;
+            let status = self.decide_one(domain, &m, request.hits_addend).await?;
             let outcome = outcome(&status, self.near());
-            snapshot
-                .counters
-                .matched(&request.domain, &m.rule_id, outcome);
+            snapshot.counters.matched(domain, &m.rule_id, outcome);
             if let Some(decision) = &status.decision {
                 snapshot.counters.hits(
-                    &request.domain,
+                    domain,
                     &m.rule_id,
                     decision,
                     m.hits(request.hits_addend),

@@ -9,7 +9,6 @@
 //!   `t` being the retry-after when denied and the reset otherwise, rounded up);
 //! - `X-RateLimit-Limit` / `-Remaining` / `-Reset`, as envoyproxy/ratelimit sends them.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,6 +65,15 @@ fn push_sf_string(out: &mut String, name: &str) {
     out.push('"');
 }
 
+/// Appends `n` in decimal (no formatting machinery: this runs on every response).
+fn push_u64(out: &mut String, n: u64) {
+    out.push_str(itoa::Buffer::new().format(n));
+}
+
+fn u64_string(n: u64) -> String {
+    itoa::Buffer::new().format(n).to_owned()
+}
+
 /// The tightest limit: a denial before an allowance, then the fewest remaining.
 pub fn tightest(applied: &[Applied]) -> Option<&Applied> {
     applied
@@ -106,13 +114,14 @@ pub fn render_headers(
     tight: &Applied,
     style: HeaderStyle,
 ) -> Vec<(&'static str, String)> {
-    let mut headers = Vec::new();
+    let mut headers =
+        Vec::with_capacity(usize::from(style.ietf) * 2 + usize::from(style.x_ratelimit) * 3);
     let d: &Decision = &tight.decision;
-    let reset = if d.allowed {
+    let reset = ceil_secs(if d.allowed {
         d.reset_after
     } else {
         d.retry_after
-    };
+    });
     if style.ietf {
         let mut policy =
             String::with_capacity(applied.iter().map(|a| a.name.len() + 32).sum::<usize>());
@@ -121,25 +130,34 @@ pub fn render_headers(
                 policy.push_str(", ");
             }
             push_sf_string(&mut policy, &a.name);
-            let _ = write!(policy, ";q={}", a.decision.limit);
+            policy.push_str(";q=");
+            push_u64(&mut policy, a.decision.limit);
             if !a.window.is_zero() {
-                let _ = write!(policy, ";w={}", ceil_secs(a.window));
+                policy.push_str(";w=");
+                push_u64(&mut policy, ceil_secs(a.window));
             }
         }
         headers.push(("ratelimit-policy", policy));
         let mut live = String::with_capacity(tight.name.len() + 48);
         push_sf_string(&mut live, &tight.name);
-        let _ = write!(live, ";r={};t={}", d.remaining, ceil_secs(reset));
+        live.push_str(";r=");
+        push_u64(&mut live, d.remaining);
+        live.push_str(";t=");
+        push_u64(&mut live, reset);
         headers.push(("ratelimit", live));
     }
     if style.x_ratelimit {
-        let mut limit = d.limit.to_string();
+        let mut limit = String::with_capacity(48);
+        push_u64(&mut limit, d.limit);
         if !tight.window.is_zero() {
-            let _ = write!(limit, ", {};w={}", d.limit, ceil_secs(tight.window));
+            limit.push_str(", ");
+            push_u64(&mut limit, d.limit);
+            limit.push_str(";w=");
+            push_u64(&mut limit, ceil_secs(tight.window));
         }
         headers.push(("x-ratelimit-limit", limit));
-        headers.push(("x-ratelimit-remaining", d.remaining.to_string()));
-        headers.push(("x-ratelimit-reset", ceil_secs(reset).to_string()));
+        headers.push(("x-ratelimit-remaining", u64_string(d.remaining)));
+        headers.push(("x-ratelimit-reset", u64_string(reset)));
     }
     headers
 }

@@ -22,15 +22,16 @@ const DIGEST_HEX: usize = 32;
 /// too, so one naming scheme (and one bound on key length) holds everywhere.
 ///
 /// ```
-/// let key = weir_names::descriptor_key("login", &[("user".into(), "a/b".into())]);
+/// let key = weir_names::descriptor_key("login", &[("user", "a/b")]);
 /// assert_eq!(key.to_string(), "login/user=a%2Fb");
 /// ```
-pub fn descriptor_key(domain: &str, entries: &[(String, String)]) -> Key {
+/// The entries' strings may be owned or borrowed (`String`, `&str`, `Cow<str>`).
+pub fn descriptor_key<S: AsRef<str>>(domain: &str, entries: &[(S, S)]) -> Key {
     let mut escaped = String::with_capacity(
         domain.len()
             + entries
                 .iter()
-                .map(|(k, v)| k.len() + v.len() + 2)
+                .map(|(k, v)| k.as_ref().len() + v.as_ref().len() + 2)
                 .sum::<usize>(),
     );
     escape_into(&mut escaped, domain);
@@ -41,7 +42,7 @@ pub fn descriptor_key(domain: &str, entries: &[(String, String)]) -> Key {
 /// with `%!override` after the domain. Escaping turns every `%` of a domain, key or value
 /// into `%25`, so `%!` never appears in a configured rule's key: the two key spaces are
 /// disjoint, and an override can never touch a configured rule's record.
-pub fn override_key(domain: &str, entries: &[(String, String)]) -> Key {
+pub fn override_key<S: AsRef<str>>(domain: &str, entries: &[(S, S)]) -> Key {
     let mut marked = String::with_capacity(domain.len() + 10);
     escape_into(&mut marked, domain);
     // The marker's `%` stays raw (unescaped): that is what sets the key space apart.
@@ -51,12 +52,12 @@ pub fn override_key(domain: &str, entries: &[(String, String)]) -> Key {
 
 /// Appends the escaped entries to an already escaped domain, shortening past
 /// [`Key::MAX_LEN`].
-fn build_escaped(mut full: String, entries: &[(String, String)]) -> Key {
+fn build_escaped<S: AsRef<str>>(mut full: String, entries: &[(S, S)]) -> Key {
     for (key, value) in entries {
         full.push('/');
-        escape_into(&mut full, key);
+        escape_into(&mut full, key.as_ref());
         full.push('=');
-        escape_into(&mut full, value);
+        escape_into(&mut full, value.as_ref());
     }
     let text = if full.len() > Key::MAX_LEN {
         shorten(&full)
@@ -67,6 +68,11 @@ fn build_escaped(mut full: String, entries: &[(String, String)]) -> Key {
 }
 
 fn escape_into(out: &mut String, text: &str) {
+    // Most keys and values (IPs, user ids) need no escape: copied whole.
+    if !text.bytes().any(|b| matches!(b, b'%' | b'/' | b'=')) {
+        out.push_str(text);
+        return;
+    }
     for c in text.chars() {
         match c {
             '%' => out.push_str("%25"),
@@ -128,7 +134,7 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.to_string(), "d/a=b%2Fc%3Dd");
         assert_eq!(b.to_string(), "d/a=b/c=d");
-        assert_eq!(descriptor_key("d/x", &[]).to_string(), "d%2Fx");
+        assert_eq!(descriptor_key::<&str>("d/x", &[]).to_string(), "d%2Fx");
         assert_eq!(
             descriptor_key("d", &entries(&[("k", "100%")])).to_string(),
             "d/k=100%25"

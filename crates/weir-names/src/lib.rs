@@ -14,7 +14,7 @@
 //! A leaf: it depends on `weir-core` and `sha2` only.
 //!
 //! ```
-//! let key = weir_names::descriptor_key("api", &[("user".into(), "alice".into())]);
+//! let key = weir_names::descriptor_key("api", &[("user", "alice")]);
 //! assert_eq!(key.to_string(), "api/user=alice");
 //! assert_eq!(weir_names::ceil_secs(std::time::Duration::from_millis(1001)), 2);
 //! ```

@@ -17,9 +17,27 @@ use weir_engine::CheckRequest;
 
 /// A `POST /v1/check` body → the request the engine decides, or the 400 message.
 pub fn check_body(bytes: &[u8]) -> Result<CheckRequest, String> {
-    parse::<CheckBody>(&Bytes::copy_from_slice(bytes))
+    let request = parse::<CheckBody>(bytes)
         .and_then(CheckBody::into_request)
-        .map_err(|e| e.message)
+        .map_err(|e| e.message)?;
+    let owned = |s: std::borrow::Cow<'_, str>| s.into_owned();
+    Ok(CheckRequest {
+        domain: owned(request.domain),
+        descriptors: request
+            .descriptors
+            .into_iter()
+            .map(|d| weir_config::Descriptor {
+                entries: d
+                    .entries
+                    .into_iter()
+                    .map(|(k, v)| (owned(k), owned(v)))
+                    .collect(),
+                hits_addend: d.hits_addend,
+                limit: d.limit,
+            })
+            .collect(),
+        hits_addend: request.hits_addend,
+    })
 }
 
 /// A `POST /json` body → the request the engine decides, or the 400 message.

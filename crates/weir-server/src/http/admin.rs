@@ -182,15 +182,16 @@ async fn reload(State(app): State<App>) -> Response {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct KeyBody {
+struct KeyBody<'a> {
     domain: String,
-    entries: Vec<EntryBody>,
+    #[serde(borrow)]
+    entries: Vec<EntryBody<'a>>,
     #[serde(default)]
     duration_ms: Option<u64>,
 }
 
 /// The key and rule a `(domain, entries)` pair is counted under.
-fn resolve(app: &App, body: KeyBody) -> Result<(Key, Rule, String, Option<u64>), ApiError> {
+fn resolve(app: &App, body: KeyBody<'_>) -> Result<(Key, Rule, String, Option<u64>), ApiError> {
     let descriptor = Descriptor::new(body.entries.into_iter().map(|e| (e.key, e.value)));
     let snapshot = app.engine().rules().snapshot();
     let matched = snapshot

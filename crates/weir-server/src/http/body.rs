@@ -14,7 +14,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use super::error::ApiError;
 use crate::app::App;
@@ -134,7 +134,7 @@ impl<S: Send + Sync> FromRequestParts<S> for JsonType {
 }
 
 /// Parses `bytes` as `T`, or says where and why not.
-pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
     match serde_json::from_slice(bytes) {
         Ok(value) => Ok(value),
         Err(_) => explain(bytes),
@@ -143,7 +143,7 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 
 /// Parses `bytes` again, tracking the path, for the error message (or, should the two
 /// parsers ever disagree, the value).
-fn explain<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+fn explain<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

@@ -13,6 +13,8 @@
 //! The body must be sent as `Content-Type: application/json` (`415` otherwise): a web page
 //! can POST `text/plain` or a form cross-site without asking, JSON it cannot.
 
+use std::borrow::Cow;
+
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
@@ -29,11 +31,15 @@ use crate::headers::{ceil_secs, verdict_headers};
 use weir_engine::CheckRequest;
 use weir_engine::{Code, Status, Verdict};
 
+/// The body, its strings borrowed from the request's bytes where JSON needs no unescaping
+/// (the common case: no string to allocate and copy per request).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CheckBody {
-    pub(crate) domain: String,
-    pub(crate) descriptors: Vec<DescriptorBody>,
+pub(crate) struct CheckBody<'a> {
+    #[serde(borrow)]
+    pub(crate) domain: Cow<'a, str>,
+    #[serde(borrow)]
+    pub(crate) descriptors: Vec<DescriptorBody<'a>>,
     /// Units this request uses (default 1).
     #[serde(default, alias = "hits_addend")]
     pub(crate) hits: Option<u64>,
@@ -41,8 +47,9 @@ pub(crate) struct CheckBody {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct DescriptorBody {
-    pub(crate) entries: Vec<EntryBody>,
+pub(crate) struct DescriptorBody<'a> {
+    #[serde(borrow)]
+    pub(crate) entries: Vec<EntryBody<'a>>,
     #[serde(default)]
     pub(crate) hits_addend: Option<u64>,
     #[serde(default)]
@@ -51,9 +58,11 @@ pub(crate) struct DescriptorBody {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct EntryBody {
-    pub(crate) key: String,
-    pub(crate) value: String,
+pub(crate) struct EntryBody<'a> {
+    #[serde(borrow)]
+    pub(crate) key: Cow<'a, str>,
+    #[serde(borrow)]
+    pub(crate) value: Cow<'a, str>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,9 +72,10 @@ pub(crate) struct LimitBody {
     unit: String,
 }
 
-impl CheckBody {
-    /// The request in the engine's terms; a bad unit is a 400 naming the descriptor.
-    pub(crate) fn into_request(self) -> Result<CheckRequest, ApiError> {
+impl<'a> CheckBody<'a> {
+    /// The request in the engine's terms, still borrowing the body's strings; a bad unit is
+    /// a 400 naming the descriptor.
+    pub(crate) fn into_request(self) -> Result<CheckRequest<Cow<'a, str>>, ApiError> {
         let descriptors = self
             .descriptors
             .into_iter()
@@ -80,8 +90,8 @@ impl CheckBody {
     }
 }
 
-impl DescriptorBody {
-    pub(crate) fn into_descriptor(self, i: usize) -> Result<Descriptor, ApiError> {
+impl<'a> DescriptorBody<'a> {
+    pub(crate) fn into_descriptor(self, i: usize) -> Result<Descriptor<Cow<'a, str>>, ApiError> {
         let limit = match self.limit {
             None => None,
             Some(l) => Some(LimitOverride {
@@ -328,5 +338,29 @@ mod tests {
             written(&empty),
             json!({"overall_code": "OK", "descriptors": []})
         );
+    }
+
+    /// The body's strings are borrowed where JSON needs no unescaping and unescaped into
+    /// owned strings where it does: the request the engine sees is the same either way.
+    #[test]
+    fn borrowed_and_escaped_strings_decode_alike() {
+        let plain =
+            br#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"a/b"}]}]}"#;
+        let escaped =
+            br#"{"domain":"\u0061pi","descriptors":[{"entries":[{"key":"us\u0065r","value":"a\/b"}]}]}"#;
+        let decode = |bytes: &'static [u8]| {
+            let request = super::super::body::parse::<CheckBody>(bytes)
+                .and_then(CheckBody::into_request)
+                .unwrap_or_else(|e| panic!("{}", e.message));
+            let borrowed = matches!(request.domain, Cow::Borrowed(_));
+            (request, borrowed)
+        };
+        let (a, a_borrowed) = decode(plain);
+        let (b, b_borrowed) = decode(escaped);
+        assert!(a_borrowed, "an unescaped string is borrowed from the body");
+        assert!(!b_borrowed, "an escaped string is unescaped into its own");
+        assert_eq!(a, b);
+        assert_eq!(a.domain, "api");
+        assert_eq!(a.descriptors[0].entries, [("user".into(), "a/b".into())]);
     }
 }

@@ -41,9 +41,10 @@ use weir_engine::DecisionOutcome;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LeaseBody {
+struct LeaseBody<'a> {
     domain: String,
-    entries: Vec<EntryBody>,
+    #[serde(borrow)]
+    entries: Vec<EntryBody<'a>>,
     holder: String,
     /// How long the lease lives unless released (acquire only).
     #[serde(default)]
@@ -51,7 +52,7 @@ struct LeaseBody {
 }
 
 /// The matched lease rule: its key, rule and id; `None` when no rule matches.
-fn resolve(app: &App, body: &LeaseBody) -> Result<Option<(Key, Rule, String)>, ApiError> {
+fn resolve(app: &App, body: &LeaseBody<'_>) -> Result<Option<(Key, Rule, String)>, ApiError> {
     if body.domain.is_empty() {
         return Err(ApiError::bad_request("domain must not be empty"));
     }
