@@ -10,7 +10,9 @@
 //!   `store/memory/snapshot.rs` says what "limited" is and the format).
 //! - **How**: written atomically: a temporary file in the same directory (mode 0600: keys
 //!   name clients), fsync, rename over the old file, fsync of the directory. A crash at
-//!   any point leaves the old file or the new one, never half of one.
+//!   any point leaves the old file or the new one, never half of one. The temporary file
+//!   a killed process left behind (`.{name}.{pid}.tmp`, its pid no longer running) is
+//!   removed when the file is next read.
 //! - **Reading**: a missing file is a first start; a file that is corrupt, truncated,
 //!   foreign, too large or of a newer version is reported (a WARN naming the file and why)
 //!   and ignored: the engine starts fresh and the next save replaces it. Records are
@@ -85,6 +87,7 @@ impl StateFile {
     /// cannot be used is reported and the store starts empty.
     pub(crate) fn load(&self, store: &MemoryStore, rules: &RuleBook, now_ns: u64) {
         let file = self.path.display().to_string();
+        remove_leftovers(&self.path);
         let bytes = match read_bounded(&self.path) {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
@@ -218,12 +221,59 @@ fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
+/// The name of the temporary file a process writes `path` through: `.{name}.{pid}.tmp`
+/// beside it.
+fn temporary_of(path: &Path, pid: u32) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    parent(path).join(format!(".{name}.{pid}.tmp"))
+}
+
+/// Removes the temporary files that processes killed in the middle of a save left beside
+/// `path` (a process that is still running keeps its own: two engines given one state file
+/// do not delete each other's). Linux only: elsewhere, whether a pid runs is not asked.
+fn remove_leftovers(path: &Path) {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let (prefix, suffix) = (format!(".{name}."), ".tmp");
+    let Ok(entries) = std::fs::read_dir(parent(path)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix.as_str()))
+            .and_then(|n| n.strip_suffix(suffix))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let running = Path::new("/proc").join(pid.to_string()).exists();
+        if running {
+            continue;
+        }
+        let leftover = temporary_of(path, pid);
+        match std::fs::remove_file(&leftover) {
+            Ok(()) => tracing::info!(
+                file = %leftover.display(),
+                "removed a temporary state file left by a process stopped in the middle of a save"
+            ),
+            Err(error) => tracing::warn!(
+                file = %leftover.display(),
+                %error,
+                "cannot remove a temporary state file left by a stopped process"
+            ),
+        }
+    }
+}
+
 /// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path`, and
 /// syncs the directory; the temporary file is removed if any step fails.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = parent(path);
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let temporary = temporary_of(path, std::process::id());
     let written = (|| {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);

@@ -1,6 +1,7 @@
 //! The engine's state file: a lockout and a block survive closing one engine and opening
 //! another on the same file (the periodic save and the final one write the same file); a
-//! lockout that ended during the downtime is gone; a corrupt file is ignored; a state file
+//! lockout that ended during the downtime is gone; a corrupt file is ignored; a temporary
+//! file a killed save left is removed at the next start; a state file
 //! with a network store or in a missing directory is refused. Under a `ManualClock`.
 
 #![allow(clippy::unwrap_used, clippy::panic)] // tests state expectations by panicking
@@ -104,6 +105,31 @@ async fn a_corrupt_file_is_ignored_and_replaced() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["state.bin"]);
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_temporary_file_left_by_a_killed_save_is_removed_at_the_next_start() {
+    let dir = Dir::new("leftover");
+    let file = dir.0.join("state.bin");
+    // A pid above any pid_max (2^22): no such process runs.
+    let dead = dir.0.join(".state.bin.4999999.tmp");
+    std::fs::write(&dead, b"half a snapshot").unwrap();
+    // A running process's own temporary file (this test's) stays: it may be mid-save.
+    let live = dir.0.join(format!(".state.bin.{}.tmp", std::process::id()));
+    std::fs::write(&live, b"being written").unwrap();
+    // Not a state file's temporary: left alone.
+    let other = dir.0.join(".other.bin.4999999.tmp");
+    std::fs::write(&other, b"not ours").unwrap();
+    let clock = ManualClock::new(T0);
+    let engine = Engine::open(settings(&clock, &file)).await.unwrap();
+    assert!(
+        !dead.exists(),
+        "the dead process's temporary file is removed"
+    );
+    assert!(live.exists(), "a running process's temporary file is kept");
+    assert!(other.exists(), "another file's temporary is kept");
+    drop(engine);
 }
 
 #[tokio::test]
