@@ -46,6 +46,13 @@ pub(crate) fn summary(path: &str, rules: &RuleSet) -> String {
                 line.push_str(&format!(" per {}", format_duration(nanos(window))));
             }
         }
+        if let Some(warmup) = rule.rule().and_then(|r| r.warmup()) {
+            line.push_str(&format!(
+                ", warming up over {} from 1/{} of the rate",
+                format_duration(warmup.period_ns()),
+                warmup.cold_factor()
+            ));
+        }
         if rule.cost > 1 {
             line.push_str(&format!(", cost {}", rule.cost));
         }
@@ -66,4 +73,31 @@ pub(crate) fn check_config(args: &CheckConfigArgs) -> anyhow::Result<()> {
     let rules = RuleSet::load(&args.path).map_err(|e| anyhow!("{e}"))?;
     print!("{}", summary(&args.path.display().to_string(), &rules));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A warm-up changes what a rule admits at first: the summary says so.
+    #[test]
+    fn the_summary_shows_warm_up() {
+        let yaml = "domain: api\ndescriptors:\n  - key: user\n    rule:\n      algorithm: gcra\n      rate: 100\n      per: 1s\n      burst: 100\n      warmup: 1m30s\n  - key: ip\n    rule:\n      algorithm: token_bucket\n      capacity: 10\n      rate: 10\n      per: 1s\n      warmup: 30s\n      cold_factor: 5\n  - key: plain\n    rule:\n      algorithm: gcra\n      rate: 1\n      per: 1s\n      burst: 1\n";
+        let rules = RuleSet::parse("api.yaml", yaml).unwrap_or_else(|e| unreachable!("{e}"));
+        let text = summary("api.yaml", &rules);
+        assert!(
+            text.contains("gcra 100 per 1s, warming up over 90s from 1/3 of the rate\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("token_bucket 10 per 1s, warming up over 30s from 1/5 of the rate\n"),
+            "{text}"
+        );
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("plain") && l.contains("warming")),
+            "{text}"
+        );
+    }
 }

@@ -128,6 +128,16 @@ pub(super) struct RuleView {
     shadow: bool,
     enforce_percent: u8,
     on_failure: Option<String>,
+    /// GCRA's and the token bucket's warm-up, when the rule has one.
+    warmup: Option<WarmUpView>,
+}
+
+/// A rule's warm-up: a cold key gets `1 / cold_factor` of the rate, ramping to the full
+/// rate over `period_ms` of use.
+#[derive(Debug, Serialize)]
+pub(super) struct WarmUpView {
+    period_ms: u64,
+    cold_factor: u64,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -150,6 +160,10 @@ pub(super) fn rule_view(info: &RuleInfo) -> RuleView {
         shadow: info.shadow,
         enforce_percent: info.enforce_percent,
         on_failure: info.on_failure().map(|p| format!("{p:?}")),
+        warmup: info.rule().and_then(|r| r.warmup()).map(|w| WarmUpView {
+            period_ms: w.period_ns() / 1_000_000,
+            cold_factor: w.cold_factor(),
+        }),
     }
 }
 
@@ -321,7 +335,25 @@ async fn top_denied(
 
 #[cfg(test)]
 mod tests {
-    use super::bearer;
+    use super::{bearer, rule_view};
+    use weir_config::RuleSet;
+
+    /// The rule listing (and the dashboard, which reads it) shows a rule's warm-up.
+    #[test]
+    fn the_rule_view_shows_warm_up() {
+        let yaml = "domain: api\ndescriptors:\n  - key: user\n    rule:\n      algorithm: gcra\n      rate: 100\n      per: 1s\n      burst: 100\n      warmup: 30s\n      cold_factor: 4\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: 5}\n";
+        let rules = RuleSet::parse("api.yaml", yaml).unwrap_or_else(|e| unreachable!("{e}"));
+        let views: Vec<serde_json::Value> = rules
+            .rules()
+            .iter()
+            .map(|info| serde_json::to_value(rule_view(info)).unwrap_or_default())
+            .collect();
+        assert_eq!(
+            views[0]["warmup"],
+            serde_json::json!({"period_ms": 30_000, "cold_factor": 4})
+        );
+        assert!(views[1]["warmup"].is_null());
+    }
 
     #[test]
     fn the_bearer_scheme_is_case_insensitive() {

@@ -288,7 +288,10 @@
       if (r.name) name.title = r.name;
       let enforced = r.shadow ? 'shadow' : (r.enforce_percent < 100 ? r.enforce_percent + ' %' : 'yes');
       if (r.on_failure) enforced += ' · on failure: ' + r.on_failure;
-      row.append(name, el('td', null, r.algorithm),
+      const algorithm = r.warmup
+        ? r.algorithm + ', warming up over ' + duration(r.warmup.period_ms) + ' from 1/' + r.warmup.cold_factor
+        : r.algorithm;
+      row.append(name, el('td', null, algorithm),
         el('td', 'num', r.limit === null ? '∞' : r.limit), el('td', null, duration(r.window_ms)),
         el('td', null, enforced), el('td', 'mono', r.file),
         el('td', 'num', allowed), el('td', 'num' + (denied > 0 ? ' denied' : ''), denied));
