@@ -20,11 +20,9 @@
 //! Not a parser: hyper has already framed the request (lengths, chunked encoding, header
 //! syntax); this only checks what HTTP allows hyper to pass on.
 
-use axum::body::Body;
-use axum::extract::Request;
 use http::header::{HOST, UPGRADE};
 use http::uri::Authority;
-use http::{HeaderMap, Method, StatusCode, Version};
+use http::{HeaderMap, Method, Request, StatusCode, Version};
 
 /// Why a request is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +57,7 @@ impl Refusal {
 }
 
 /// The request's refusal, if it has one.
-pub(crate) fn screen(request: &Request<Body>) -> Result<(), Refusal> {
+pub(crate) fn screen<B>(request: &Request<B>) -> Result<(), Refusal> {
     if request.method() == Method::CONNECT {
         return Err(Refusal::Connect);
     }
