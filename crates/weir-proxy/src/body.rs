@@ -17,6 +17,10 @@
 //! is slow to take what it already has: a slow reader is not a stalled writer.
 //!
 //! Not a size limit: bodies stream through unbuffered, whatever their length.
+//!
+//! No box either way: the client's body is hyper's `Incoming` as the listener read it,
+//! sent upstream as an [`Outbound`]; every answer's body is a [`ProxyBody`], the
+//! upstream's streamed or the proxy's own.
 
 use std::future::Future as _;
 use std::pin::Pin;
@@ -25,8 +29,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
-use hyper::body::{Bytes, Frame, SizeHint};
+use axum::BoxError;
+use http_body_util::Full;
+use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use tokio::sync::Notify;
 use tokio::time::Sleep;
 
@@ -34,7 +39,7 @@ use crate::pool::PooledBody;
 use crate::upstream::Upstream;
 
 /// The client's request body, watched by a [`ClientWatch`].
-pub(crate) type ClientBody = Watched<Body, Arc<ClientWatch>>;
+pub(crate) type ClientBody = Watched<Incoming, Arc<ClientWatch>>;
 
 /// The upstream's response body, cut when it stalls.
 pub(crate) type UpstreamBody = Watched<PooledBody, Upstream>;
@@ -142,6 +147,108 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// A request's body on its way upstream (the pool's connections all carry this type).
+#[derive(Debug)]
+pub(crate) enum Outbound {
+    /// None: the client's had ended before it began (no body, `Content-Length: 0`), and
+    /// there is nothing to watch.
+    Empty,
+    /// The client's, watched.
+    Client(ClientBody),
+}
+
+impl hyper::body::Body for Outbound {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match self.get_mut() {
+            Self::Empty => Poll::Ready(None),
+            Self::Client(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Empty => true,
+            Self::Client(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Empty => SizeHint::with_exact(0),
+            Self::Client(body) => body.size_hint(),
+        }
+    }
+}
+
+/// The body of every answer `weir proxy` gives ([`Forward`](crate::Forward)'s, the
+/// layer's and the screen's): the upstream's, streamed and cut when it stalls, or the
+/// proxy's own (a `502`, a `429`, …), whole. Not boxed: the listener writes it as it is.
+#[derive(Debug)]
+pub struct ProxyBody(Kind);
+
+/// What a [`ProxyBody`] holds.
+#[derive(Debug)]
+enum Kind {
+    Own(Full<Bytes>),
+    Upstream(UpstreamBody),
+}
+
+impl ProxyBody {
+    /// The proxy's own answer's body.
+    pub(crate) fn own(body: Full<Bytes>) -> Self {
+        Self(Kind::Own(body))
+    }
+
+    /// The upstream's answer's body.
+    pub(crate) fn upstream(body: UpstreamBody) -> Self {
+        Self(Kind::Upstream(body))
+    }
+}
+
+impl hyper::body::Body for ProxyBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match &mut self.get_mut().0 {
+            Kind::Own(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map_err(|never| match never {}),
+            Kind::Upstream(body) => Pin::new(body).poll_frame(cx).map_err(BoxError::from),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.0 {
+            Kind::Own(body) => body.is_end_stream(),
+            Kind::Upstream(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.0 {
+            Kind::Own(body) => body.size_hint(),
+            Kind::Upstream(body) => body.size_hint(),
+        }
+    }
+}
+
+/// The layer's own answers (`429`, `503`) in the proxy's body.
+impl weir_tower::RefusalBody for ProxyBody {
+    fn from_text(text: String) -> Self {
+        Self::own(Full::new(Bytes::from(text)))
     }
 }
 

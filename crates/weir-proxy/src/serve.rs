@@ -13,10 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::body::Body;
-use axum::extract::Request;
-use axum::response::Response;
-use http::StatusCode;
+use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::{Layer, Service};
@@ -24,6 +21,7 @@ use weir_engine::{Engine, EngineError, InFlight, Lifecycle, Metrics};
 use weir_server::{header_limit, serve_http_with, serve_service_with, App, HttpLimits, Peer};
 use weir_tower::{OnLimit, RateLimitLayer};
 
+use crate::body::ProxyBody;
 use crate::forward::{Forward, Routes};
 use crate::limits::ProxyLimits;
 use crate::reply::error;
@@ -63,10 +61,10 @@ struct Counted<S> {
 
 impl<S> Service<Request<Incoming>> for Counted<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request<Incoming>, Response = Response<ProxyBody>, Error = Infallible>,
     S::Future: Unpin,
 {
-    type Response = Response;
+    type Response = Response<ProxyBody>;
     type Error = Infallible;
     type Future = Counting<S::Future>;
 
@@ -79,13 +77,14 @@ where
         let in_flight = metrics.http_request_started();
         let answer = if let Some(answer) = header_limit(&self.app, request.headers()) {
             tracing::debug!("request refused: its headers are too large");
-            Answer::Refused(Some(answer.map(Body::new)))
+            Answer::Refused(Some(Box::new(answer.map(ProxyBody::own))))
         } else {
             match screen::screen(&request) {
-                Ok(()) => Answer::Inner(self.inner.call(request.map(Body::new))),
+                Ok(()) => Answer::Inner(self.inner.call(request)),
                 Err(refusal) => {
                     tracing::debug!(%refusal, "request refused");
-                    Answer::Refused(Some(error(refusal.status(), &refusal.to_string())))
+                    let answer = error(refusal.status(), &refusal.to_string());
+                    Answer::Refused(Some(Box::new(answer)))
                 }
             }
         };
@@ -101,8 +100,9 @@ where
 enum Answer<F> {
     /// The layer and the forwarder.
     Inner(F),
-    /// The screen's refusal (taken once).
-    Refused(Option<Response>),
+    /// The header limit's or the screen's refusal (taken once; boxed, being rare, so the
+    /// future stays small).
+    Refused(Option<Box<Response<ProxyBody>>>),
 }
 
 /// The future of a [`Counted`] request: its answer, counted when it is ready.
@@ -114,9 +114,9 @@ struct Counting<F> {
 
 impl<F> Future for Counting<F>
 where
-    F: Future<Output = Result<Response, Infallible>> + Unpin,
+    F: Future<Output = Result<Response<ProxyBody>, Infallible>> + Unpin,
 {
-    type Output = Result<Response, Infallible>;
+    type Output = Result<Response<ProxyBody>, Infallible>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let response = match &mut self.answer {
@@ -125,7 +125,7 @@ where
                 Poll::Pending => return Poll::Pending,
             },
             Answer::Refused(refusal) => match refusal.take() {
-                Some(response) => response,
+                Some(response) => *response,
                 None => return Poll::Pending,
             },
         };
