@@ -8,7 +8,7 @@
 //!   and the upstream request is abandoned. The watch also tells `Forward` whether the
 //!   request is waiting on the client (its response-head timer does not run then) and
 //!   when the body makes progress (the timer starts again).
-//! - [`UpstreamBody`], the upstream's response body on its way to the client: a stall (or
+//! - `UpstreamBody` (`answer.rs`), the upstream's response body on its way to the client: a stall (or
 //!   a failure) is the upstream's fault. The body ends in an error, so the client's
 //!   connection closes mid-response (a cut response, never a complete-looking one), with a
 //!   WARN naming the upstream.
@@ -19,8 +19,8 @@
 //! Not a size limit: bodies stream through unbuffered, whatever their length.
 //!
 //! No box either way: the client's body is hyper's `Incoming` as the listener read it,
-//! sent upstream as an [`Outbound`]; every answer's body is a [`ProxyBody`], the
-//! upstream's streamed or the proxy's own.
+//! sent upstream as an [`Outbound`] (the body type of the pool's connections); every
+//! answer's body is a `ProxyBody` (`answer.rs`), the upstream's streamed or the proxy's own.
 
 use std::future::Future as _;
 use std::pin::Pin;
@@ -29,20 +29,14 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::BoxError;
-use http_body_util::Full;
 use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use tokio::sync::Notify;
 use tokio::time::Sleep;
 
-use crate::pool::PooledBody;
 use crate::upstream::Upstream;
 
 /// The client's request body, watched by a [`ClientWatch`].
 pub(crate) type ClientBody = Watched<Incoming, Arc<ClientWatch>>;
-
-/// The upstream's response body, cut when it stalls.
-pub(crate) type UpstreamBody = Watched<PooledBody, Upstream>;
 
 /// Why a watched body failed.
 #[derive(Debug, thiserror::Error)]
@@ -186,69 +180,6 @@ impl hyper::body::Body for Outbound {
             Self::Empty => SizeHint::with_exact(0),
             Self::Client(body) => body.size_hint(),
         }
-    }
-}
-
-/// The body of every answer `weir proxy` gives ([`Forward`](crate::Forward)'s, the
-/// layer's and the screen's): the upstream's, streamed and cut when it stalls, or the
-/// proxy's own (a `502`, a `429`, …), whole. Not boxed: the listener writes it as it is.
-#[derive(Debug)]
-pub struct ProxyBody(Kind);
-
-/// What a [`ProxyBody`] holds.
-#[derive(Debug)]
-enum Kind {
-    Own(Full<Bytes>),
-    Upstream(UpstreamBody),
-}
-
-impl ProxyBody {
-    /// The proxy's own answer's body.
-    pub(crate) fn own(body: Full<Bytes>) -> Self {
-        Self(Kind::Own(body))
-    }
-
-    /// The upstream's answer's body.
-    pub(crate) fn upstream(body: UpstreamBody) -> Self {
-        Self(Kind::Upstream(body))
-    }
-}
-
-impl hyper::body::Body for ProxyBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match &mut self.get_mut().0 {
-            Kind::Own(body) => Pin::new(body)
-                .poll_frame(cx)
-                .map_err(|never| match never {}),
-            Kind::Upstream(body) => Pin::new(body).poll_frame(cx).map_err(BoxError::from),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match &self.0 {
-            Kind::Own(body) => body.is_end_stream(),
-            Kind::Upstream(body) => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match &self.0 {
-            Kind::Own(body) => body.size_hint(),
-            Kind::Upstream(body) => body.size_hint(),
-        }
-    }
-}
-
-/// The layer's own answers (`429`, `503`) in the proxy's body.
-impl weir_tower::RefusalBody for ProxyBody {
-    fn from_text(text: String) -> Self {
-        Self::own(Full::new(Bytes::from(text)))
     }
 }
 

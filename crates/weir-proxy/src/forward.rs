@@ -28,7 +28,8 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use weir_tower::{peer_addr, BoxFuture, ClientIp, Degraded};
 
-use crate::body::{ClientBody, ClientFault, ClientWatch, Outbound, ProxyBody, UpstreamBody};
+use crate::answer::{ProxyBody, UpstreamBody};
+use crate::body::{ClientBody, ClientFault, ClientWatch, Outbound};
 use crate::classify::{classify_headers, Class};
 use crate::pool::{exchange, ExchangeError, Pool, PooledBody};
 use crate::reply::{error, error_and_close};

@@ -31,6 +31,7 @@
 //! `/readyz`, `/admin/...`, and `/v1/check`) on a second listener, and reloads the rule
 //! files the same way.
 
+mod answer;
 mod body;
 mod classify;
 mod forward;
@@ -44,7 +45,7 @@ mod serve;
 mod settings;
 mod upstream;
 
-pub use body::ProxyBody;
+pub use answer::ProxyBody;
 pub use classify::{classify, classify_headers, Class, ClassError, DEFAULT_CLASS, KNOWN_CRAWLERS};
 pub use forward::{Forward, Routes};
 pub use limits::{ProxyLimits, ProxyRuleError, DOMAIN};

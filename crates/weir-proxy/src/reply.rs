@@ -8,7 +8,7 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Bytes;
 
-use crate::body::ProxyBody;
+use crate::answer::ProxyBody;
 
 /// `status` with `{"error": message}`.
 pub(crate) fn error(status: StatusCode, message: &str) -> Response<ProxyBody> {

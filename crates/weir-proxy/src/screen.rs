@@ -12,7 +12,7 @@
 //! - A protocol upgrade (`Upgrade: websocket`, or any protocol but `h2c`) is a `501`:
 //!   forwarded, the upgrade was stripped (`Upgrade` is hop-by-hop) and the backend saw a
 //!   plain `GET`, so the client got an answer it had not asked for. Tunnelling needs the
-//!   shared accept loop (`weir_server::serve_http`) to hand connections over
+//!   shared accept loop (`weir_server::serve_service_with`) to hand connections over
 //!   (`with_upgrades`), which it does not. An `h2c` offer (what `curl --http2 http://…`
 //!   sends) is declined by ignoring it, as RFC 9110 §7.8 lets a server do: the request is
 //!   served over HTTP/1.1, which the client then expects.

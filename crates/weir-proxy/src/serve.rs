@@ -21,7 +21,7 @@ use weir_engine::{Engine, EngineError, InFlight, Lifecycle, Metrics};
 use weir_server::{header_limit, serve_http_with, serve_service_with, App, HttpLimits, Peer};
 use weir_tower::{OnLimit, RateLimitLayer};
 
-use crate::body::ProxyBody;
+use crate::answer::ProxyBody;
 use crate::forward::{Forward, Routes};
 use crate::limits::ProxyLimits;
 use crate::reply::error;
