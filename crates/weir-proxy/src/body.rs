@@ -8,7 +8,7 @@
 //!   and the upstream request is abandoned. The watch also tells `Forward` whether the
 //!   request is waiting on the client (its response-head timer does not run then) and
 //!   when the body makes progress (the timer starts again).
-//! - [`UpstreamBody`], the upstream's response body on its way to the client: a stall (or
+//! - `UpstreamBody` (`answer.rs`), the upstream's response body on its way to the client: a stall (or
 //!   a failure) is the upstream's fault. The body ends in an error, so the client's
 //!   connection closes mid-response (a cut response, never a complete-looking one), with a
 //!   WARN naming the upstream.
@@ -17,6 +17,10 @@
 //! is slow to take what it already has: a slow reader is not a stalled writer.
 //!
 //! Not a size limit: bodies stream through unbuffered, whatever their length.
+//!
+//! No box either way: the client's body is hyper's `Incoming` as the listener read it,
+//! sent upstream as an [`Outbound`] (the body type of the pool's connections); every
+//! answer's body is a `ProxyBody` (`answer.rs`), the upstream's streamed or the proxy's own.
 
 use std::future::Future as _;
 use std::pin::Pin;
@@ -25,19 +29,14 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
-use hyper::body::{Bytes, Frame, SizeHint};
+use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use tokio::sync::Notify;
 use tokio::time::Sleep;
 
-use crate::pool::PooledBody;
 use crate::upstream::Upstream;
 
 /// The client's request body, watched by a [`ClientWatch`].
-pub(crate) type ClientBody = Watched<Body, Arc<ClientWatch>>;
-
-/// The upstream's response body, cut when it stalls.
-pub(crate) type UpstreamBody = Watched<PooledBody, Upstream>;
+pub(crate) type ClientBody = Watched<Incoming, Arc<ClientWatch>>;
 
 /// Why a watched body failed.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +141,45 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// A request's body on its way upstream (the pool's connections all carry this type).
+#[derive(Debug)]
+pub(crate) enum Outbound {
+    /// None: the client's had ended before it began (no body, `Content-Length: 0`), and
+    /// there is nothing to watch.
+    Empty,
+    /// The client's, watched.
+    Client(ClientBody),
+}
+
+impl hyper::body::Body for Outbound {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match self.get_mut() {
+            Self::Empty => Poll::Ready(None),
+            Self::Client(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Empty => true,
+            Self::Client(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Empty => SizeHint::with_exact(0),
+            Self::Client(body) => body.size_hint(),
+        }
     }
 }
 

@@ -19,16 +19,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
 use http::header::{
     HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
     UPGRADE,
 };
 use http::uri::{PathAndQuery, Uri};
 use http::{HeaderMap, Request, Response, StatusCode};
+use hyper::body::Incoming;
 use weir_tower::{peer_addr, BoxFuture, ClientIp, Degraded};
 
-use crate::body::{ClientBody, ClientFault, ClientWatch, UpstreamBody};
+use crate::answer::{ProxyBody, UpstreamBody};
+use crate::body::{ClientBody, ClientFault, ClientWatch, Outbound};
 use crate::classify::{classify_headers, Class};
 use crate::pool::{exchange, ExchangeError, Pool, PooledBody};
 use crate::reply::{error, error_and_close};
@@ -154,7 +155,7 @@ impl Forward {
 }
 
 impl Inner {
-    fn pool_for(&self, request: &Request<Body>) -> &Arc<Pool> {
+    fn pool_for(&self, request: &Request<Incoming>) -> &Arc<Pool> {
         let pools = &self.pools;
         if let Some(fallback) = &pools.fallback {
             if request.extensions().get::<Degraded>().is_some() {
@@ -171,16 +172,18 @@ impl Inner {
     }
 }
 
-impl tower::Service<Request<Body>> for Forward {
-    type Response = Response<Body>;
+/// The request as the listener read it (its body streaming), the answer in a
+/// [`ProxyBody`]: neither boxed.
+impl tower::Service<Request<Incoming>> for Forward {
+    type Response = Response<ProxyBody>;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+    type Future = BoxFuture<'static, Result<Response<ProxyBody>, Infallible>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let this = Arc::clone(&self.inner);
         Box::pin(async move {
             let pool = this.pool_for(&request);
@@ -213,13 +216,13 @@ impl tower::Service<Request<Body>> for Forward {
                 parts.headers.remove(&X_FORWARDED_PROTO);
             }
             append_forwarded(&mut parts.headers, peer);
-            // A request without a body has nothing to watch: it goes as it came.
+            // A request without a body has nothing to watch: it goes without one.
             let (body, watch) = if hyper::body::Body::is_end_stream(&body) {
-                (body, None)
+                (Outbound::Empty, None)
             } else {
                 let watch = Arc::new(ClientWatch::default());
                 let body = ClientBody::new(body, client_body_timeout, Arc::clone(&watch));
-                (Body::new(body), Some(watch))
+                (Outbound::Client(body), Some(watch))
             };
             let outbound = Request::from_parts(parts, body);
             let upstream = pool.upstream();
@@ -228,7 +231,7 @@ impl tower::Service<Request<Body>> for Forward {
                     let (mut parts, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
                     let body = UpstreamBody::new(incoming, upstream_body_timeout, upstream.clone());
-                    Ok(Response::from_parts(parts, Body::new(body)))
+                    Ok(Response::from_parts(parts, ProxyBody::upstream(body)))
                 }
                 Some(Err(e)) => Ok(match watch.as_ref().and_then(|w| w.fault()) {
                     Some(fault) => client_fault(&fault, peer),
@@ -255,7 +258,7 @@ impl tower::Service<Request<Body>> for Forward {
 /// when it fires the request fails as the client's fault.
 async fn send(
     pool: &Arc<Pool>,
-    outbound: Request<Body>,
+    outbound: Request<Outbound>,
     timeout: Duration,
     watch: Option<&ClientWatch>,
 ) -> Option<Result<Response<PooledBody>, ExchangeError>> {
@@ -278,7 +281,7 @@ async fn send(
 }
 
 /// `502`: the upstream could not be reached, or closed before its response head.
-fn upstream_failed(upstream: &Upstream, e: &ExchangeError) -> Response<Body> {
+fn upstream_failed(upstream: &Upstream, e: &ExchangeError) -> Response<ProxyBody> {
     tracing::warn!(%upstream, error = %e, "upstream request failed");
     let what = if e.is_connect() {
         format!("upstream {upstream} is unreachable")
@@ -291,7 +294,7 @@ fn upstream_failed(upstream: &Upstream, e: &ExchangeError) -> Response<Body> {
 /// The answer to a client whose request body failed: `400` for a body that cannot be read
 /// (a client that went away never sees it), `408` for one that stalled; the connection is
 /// closed after it. DEBUG only: a client can cause as many as it likes.
-fn client_fault(fault: &ClientFault, peer: Option<IpAddr>) -> Response<Body> {
+fn client_fault(fault: &ClientFault, peer: Option<IpAddr>) -> Response<ProxyBody> {
     match fault {
         ClientFault::Malformed(why) => {
             tracing::debug!(?peer, error = %why, "the client's request body failed: 400");

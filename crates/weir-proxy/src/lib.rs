@@ -6,13 +6,16 @@
 //! upstream, a max in-flight limit towards the backend, and at the limit a `429`, a wait
 //! in a bounded queue, or a cheaper fallback upstream.
 //!
-//! The path of one request: axum accepts it (the peer address recorded) → the screen
+//! The path of one request: `weir serve`'s accept loop reads it with hyper and hands it
+//! to the proxy's service, no router between (the peer address recorded) → `weir serve`'s
+//! header limit (`431`) → the screen
 //! refuses what HTTP does not allow a proxy to pass on (a missing, doubled or invalid
 //! `Host`: `400`; `CONNECT` and protocol upgrades such as WebSocket: `501`; an `h2c`
 //! offer is ignored) → `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
 //! domain `proxy` → the limiter, all-or-nothing) → reject / queue / degrade, or an
 //! in-flight slot → [`Forward`] (upstream chosen, hop-by-hop headers stripped, `Forwarded`
-//! appended, bodies streamed) → the response, with `RateLimit` headers.
+//! appended, bodies streamed, neither boxed: hyper's `Incoming` in, a [`ProxyBody`] out) →
+//! the response, with `RateLimit` headers.
 //!
 //! Whose fault a failure is decides the answer, the log and the metric. The upstream's
 //! (unreachable, closed, no response head within [`ProxySettings::upstream_timeout`]) is a
@@ -28,6 +31,7 @@
 //! `/readyz`, `/admin/...`, and `/v1/check`) on a second listener, and reloads the rule
 //! files the same way.
 
+mod answer;
 mod body;
 mod classify;
 mod forward;
@@ -41,6 +45,7 @@ mod serve;
 mod settings;
 mod upstream;
 
+pub use answer::ProxyBody;
 pub use classify::{classify, classify_headers, Class, ClassError, DEFAULT_CLASS, KNOWN_CRAWLERS};
 pub use forward::{Forward, Routes};
 pub use limits::{ProxyLimits, ProxyRuleError, DOMAIN};

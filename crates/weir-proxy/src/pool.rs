@@ -28,7 +28,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use axum::body::Body;
 use http::{Request, Response};
 use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::{self, Connection, SendRequest};
@@ -36,6 +35,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use weir_core::{Clock, SystemClock};
 
+use crate::body::Outbound;
 use crate::upstream::Upstream;
 
 /// The most idle connections kept per upstream; one more is closed.
@@ -68,7 +68,9 @@ impl ExchangeError {
 /// One upstream connection: the request half and the connection itself, driven by whoever
 /// holds it, always through its [`Relay`].
 struct Conn {
-    io: ConnIo,
+    /// Boxed once per connection, so that a response body holding its connection stays
+    /// small (hyper's connection state is most of a kilobyte) and is moved cheaply.
+    io: Box<ConnIo>,
     relay: Arc<Relay>,
     /// The relay as a waker (made once per connection).
     waker: Waker,
@@ -78,8 +80,8 @@ struct Conn {
 
 /// What a connection's polls touch.
 struct ConnIo {
-    sender: SendRequest<Body>,
-    connection: Connection<TokioIo<TcpStream>, Body>,
+    sender: SendRequest<Outbound>,
+    connection: Connection<TokioIo<TcpStream>, Outbound>,
     /// The connection's future has finished: it is closed, never to be used again.
     closed: bool,
 }
@@ -108,14 +110,17 @@ impl ConnIo {
 const SELF_WAKES: usize = 8;
 
 impl Conn {
-    fn new(sender: SendRequest<Body>, connection: Connection<TokioIo<TcpStream>, Body>) -> Self {
+    fn new(
+        sender: SendRequest<Outbound>,
+        connection: Connection<TokioIo<TcpStream>, Outbound>,
+    ) -> Self {
         let relay = Arc::new(Relay::default());
         Self {
-            io: ConnIo {
+            io: Box::new(ConnIo {
                 sender,
                 connection,
                 closed: false,
-            },
+            }),
             waker: Waker::from(Arc::clone(&relay)),
             relay,
             idle_since_ns: 0,
@@ -354,7 +359,7 @@ impl Pool {
 /// written, the request goes out once more, on a new connection.
 pub(crate) async fn exchange(
     pool: &Arc<Pool>,
-    request: Request<Body>,
+    request: Request<Outbound>,
 ) -> Result<Response<PooledBody>, ExchangeError> {
     let mut request = request;
     let mut idle = poll_fn(|cx| Poll::Ready(pool.take(cx))).await;
@@ -549,10 +554,10 @@ mod tests {
         (format!("http://{addr}").parse().unwrap(), accepted)
     }
 
-    fn get() -> Request<Body> {
+    fn get() -> Request<Outbound> {
         Request::get("/")
             .header(http::header::HOST, "test")
-            .body(Body::empty())
+            .body(Outbound::Empty)
             .unwrap()
     }
 

@@ -12,7 +12,7 @@
 //! - A protocol upgrade (`Upgrade: websocket`, or any protocol but `h2c`) is a `501`:
 //!   forwarded, the upgrade was stripped (`Upgrade` is hop-by-hop) and the backend saw a
 //!   plain `GET`, so the client got an answer it had not asked for. Tunnelling needs the
-//!   shared accept loop (`weir_server::serve_http`) to hand connections over
+//!   shared accept loop (`weir_server::serve_service_with`) to hand connections over
 //!   (`with_upgrades`), which it does not. An `h2c` offer (what `curl --http2 http://…`
 //!   sends) is declined by ignoring it, as RFC 9110 §7.8 lets a server do: the request is
 //!   served over HTTP/1.1, which the client then expects.
@@ -20,11 +20,9 @@
 //! Not a parser: hyper has already framed the request (lengths, chunked encoding, header
 //! syntax); this only checks what HTTP allows hyper to pass on.
 
-use axum::body::Body;
-use axum::extract::Request;
 use http::header::{HOST, UPGRADE};
 use http::uri::Authority;
-use http::{HeaderMap, Method, StatusCode, Version};
+use http::{HeaderMap, Method, Request, StatusCode, Version};
 
 /// Why a request is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +57,7 @@ impl Refusal {
 }
 
 /// The request's refusal, if it has one.
-pub(crate) fn screen(request: &Request<Body>) -> Result<(), Refusal> {
+pub(crate) fn screen<B>(request: &Request<B>) -> Result<(), Refusal> {
     if request.method() == Method::CONNECT {
         return Err(Refusal::Connect);
     }

@@ -1,10 +1,11 @@
 //! Running the proxy: the engine (rules, store, metrics) is built, the rules are checked
-//! for the proxy, the screen (requests refused outright) and the layer are put in front
-//! of the forwarder, and two listeners are served (by `weir serve`'s accept loop: a
-//! client must send its headers within the header-read timeout) until shutdown — the
-//! proxy itself and `weir serve`'s HTTP API (metrics, health, admin). Shutdown stops
-//! accepting, lets in-flight requests finish (up to a grace period), then stops the
-//! background tasks (rule reload, memory sweep).
+//! for the proxy, the header limit and the screen (requests refused outright) and the
+//! layer are put in front of the forwarder, and two listeners are served (by `weir
+//! serve`'s accept loop: a client must send its headers within the header-read timeout)
+//! until shutdown — the proxy itself, as one tower service straight on hyper (no router:
+//! `weir_server::serve_service_with`), and `weir serve`'s HTTP API (metrics, health,
+//! admin) on its router. Shutdown stops accepting, lets in-flight requests finish (up to a
+//! grace period), then stops the background tasks (rule reload, memory sweep).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -12,16 +13,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::extract::Request;
-use axum::response::Response;
-use axum::Router;
-use http::StatusCode;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::{Layer, Service};
 use weir_engine::{Engine, EngineError, InFlight, Lifecycle, Metrics};
-use weir_server::{serve_http_with, App, HttpLimits, Peer};
+use weir_server::{header_limit, serve_http_with, serve_service_with, App, HttpLimits, Peer};
 use weir_tower::{OnLimit, RateLimitLayer};
 
+use crate::answer::ProxyBody;
 use crate::forward::{Forward, Routes};
 use crate::limits::ProxyLimits;
 use crate::reply::error;
@@ -47,22 +47,24 @@ impl From<std::io::Error> for ProxyError {
 }
 
 /// Counts every proxied request in the server's metrics: `weir_requests_total{api="proxy"}`
-/// by the status class answered (the layer's own 429 / 503 and the screen's refusals
-/// included), and the in-flight gauge while it runs. The screen runs here too. A service
-/// of its own with a future of its own, in front of the layer: no middleware's boxed
-/// future and cloned inner service on every request's way.
+/// by the status class answered (the layer's own 429 / 503, the header limit's 431 and the
+/// screen's refusals included), and the in-flight gauge while it runs. The header limit
+/// (`weir serve`'s own, `weir_server::header_limit`) and the screen run here too. The
+/// listener's service itself, with a future of its own, in front of the layer: no router,
+/// no middleware's boxed future and cloned inner service on every request's way.
 #[derive(Clone)]
 struct Counted<S> {
     inner: S,
-    metrics: Arc<Metrics>,
+    /// The server's settings (the header limit) and metrics.
+    app: App,
 }
 
-impl<S> Service<Request> for Counted<S>
+impl<S> Service<Request<Incoming>> for Counted<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request<Incoming>, Response = Response<ProxyBody>, Error = Infallible>,
     S::Future: Unpin,
 {
-    type Response = Response;
+    type Response = Response<ProxyBody>;
     type Error = Infallible;
     type Future = Counting<S::Future>;
 
@@ -70,18 +72,25 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
-        let in_flight = self.metrics.http_request_started();
-        let answer = match screen::screen(&request) {
-            Ok(()) => Answer::Inner(self.inner.call(request)),
-            Err(refusal) => {
-                tracing::debug!(%refusal, "request refused");
-                Answer::Refused(Some(error(refusal.status(), &refusal.to_string())))
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        let metrics = self.app.engine().metrics();
+        let in_flight = metrics.http_request_started();
+        let answer = if let Some(answer) = header_limit(&self.app, request.headers()) {
+            tracing::debug!("request refused: its headers are too large");
+            Answer::Refused(Some(Box::new(answer.map(ProxyBody::own))))
+        } else {
+            match screen::screen(&request) {
+                Ok(()) => Answer::Inner(self.inner.call(request)),
+                Err(refusal) => {
+                    tracing::debug!(%refusal, "request refused");
+                    let answer = error(refusal.status(), &refusal.to_string());
+                    Answer::Refused(Some(Box::new(answer)))
+                }
             }
         };
         Counting {
             answer,
-            metrics: Arc::clone(&self.metrics),
+            metrics: Arc::clone(metrics),
             _in_flight: in_flight,
         }
     }
@@ -91,8 +100,9 @@ where
 enum Answer<F> {
     /// The layer and the forwarder.
     Inner(F),
-    /// The screen's refusal (taken once).
-    Refused(Option<Response>),
+    /// The header limit's or the screen's refusal (taken once; boxed, being rare, so the
+    /// future stays small).
+    Refused(Option<Box<Response<ProxyBody>>>),
 }
 
 /// The future of a [`Counted`] request: its answer, counted when it is ready.
@@ -104,9 +114,9 @@ struct Counting<F> {
 
 impl<F> Future for Counting<F>
 where
-    F: Future<Output = Result<Response, Infallible>> + Unpin,
+    F: Future<Output = Result<Response<ProxyBody>, Infallible>> + Unpin,
 {
-    type Output = Result<Response, Infallible>;
+    type Output = Result<Response<ProxyBody>, Infallible>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let response = match &mut self.answer {
@@ -115,7 +125,7 @@ where
                 Poll::Pending => return Poll::Pending,
             },
             Answer::Refused(refusal) => match refusal.take() {
-                Some(response) => response,
+                Some(response) => *response,
                 None => return Poll::Pending,
             },
         };
@@ -176,10 +186,10 @@ pub async fn run(
     )
     .client_body_timeout(settings.client_body_timeout)
     .upstream_body_timeout(settings.upstream_body_timeout);
-    let proxy = Router::new().fallback_service(Counted {
+    let proxy = Counted {
         inner: layer.layer(forward),
-        metrics: Arc::clone(engine.metrics()),
-    });
+        app: app.clone(),
+    };
     let background = engine.spawn_background();
 
     tracing::info!(
@@ -194,9 +204,10 @@ pub async fn run(
     weir_server::warn_if_files_run_short(2, settings.server.max_connections);
     let lifecycle = Lifecycle::new();
     // Both listeners bounded as weir serve's: a connection cap each, a header-read
-    // timeout, a request-head limit (431).
+    // timeout, a request-head limit (431: hyper's past twice the header limit, and below
+    // it weir serve's own, which `Counted` applies).
     let limits = HttpLimits::of(&settings.server);
-    let proxy_task = tokio::spawn(serve_http_with(
+    let proxy_task = tokio::spawn(serve_service_with(
         listener,
         proxy,
         limits,

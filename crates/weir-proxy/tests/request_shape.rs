@@ -3,7 +3,9 @@
 //! `CONNECT` (501: a reverse proxy is no tunnel; finding 3), and protocol upgrades such as
 //! WebSocket (501, until the shared accept loop can hand over a connection; finding 4).
 //! An `h2c` upgrade offer is declined by ignoring it (RFC 9110 §7.8), as `curl --http2`
-//! expects. Real sockets: a raw client, the proxy, a recording backend.
+//! expects. Headers past the header limit are `weir serve`'s own `431` (the proxy's
+//! listener has no router to apply it: the proxy does). Real sockets: a raw client, the
+//! proxy, a recording backend.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
@@ -98,6 +100,40 @@ upgrade: h2c\r\nhttp2-settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n",
     assert_eq!((answer.status, answer.body.as_str()), (200, "app"));
     let seen = b.record.last_headers.lock().unwrap().clone().unwrap();
     assert!(seen.get("upgrade").is_none() && seen.get("http2-settings").is_none());
+}
+
+/// Request headers past `max_header_bytes` (16 KiB), yet within hyper's own bound (twice
+/// that), are answered `431` in weir serve's words, counted, and never forwarded; headers
+/// just within the limit go through. (Served without a router, the proxy applies the
+/// limit itself: this fails if it does not.)
+#[tokio::test]
+async fn headers_past_the_limit_are_431_and_never_forwarded() {
+    let (b, p) = open_proxy().await;
+    let limit = weir_server::Settings::default().max_header_bytes;
+    let head = |value_len: usize| {
+        let mut request = b"GET / HTTP/1.1\r\nhost: weir.test\r\nx-big: ".to_vec();
+        request.extend(std::iter::repeat_n(b'a', value_len));
+        request.extend_from_slice(b"\r\nconnection: close\r\n\r\n");
+        request
+    };
+    // host (4 + 9), x-big (5 + n), connection (10 + 5): n = limit - 33 is exactly the limit.
+    let within = exchange(p.addr, &head(limit - 33)).await;
+    assert_eq!((within.status, within.body.as_str()), (200, "app"));
+    assert_eq!(b.record.count(), 1);
+
+    let past = exchange(p.addr, &head(limit - 32)).await;
+    past.expect(431, "above the limit of");
+    let well_past = exchange(p.addr, &head(limit + limit / 2)).await;
+    well_past.expect(431, "above the limit of");
+    assert_eq!(b.record.count(), 1, "nothing more reached the backend");
+
+    let metrics = common::get(&common::client(), p.api, "/metrics", &[]).await;
+    for counted in [
+        r#"weir_requests_total{api="proxy",result="ok"} 1"#,
+        r#"weir_requests_total{api="proxy",result="client_error"} 2"#,
+    ] {
+        assert!(metrics.body.contains(counted), "{}", metrics.body);
+    }
 }
 
 /// The proxy's listener is bounded as weir serve's: past `max_connections`, a new

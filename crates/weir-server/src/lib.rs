@@ -20,7 +20,9 @@
 //! force, one limiter check per matched descriptor, shadow / roll-out, metrics) → the
 //! [`Verdict`] is rendered with headers (`headers.rs`). `weir proxy` embeds this crate's
 //! HTTP API listener ([`router`], [`serve_http_with`]) for its metrics, health and admin
-//! routes; its own decisions go to the engine directly.
+//! routes, and serves its proxy listener on the same accept loop without the router
+//! ([`serve_service_with`], with the same header limit: [`header_limit`]); its own
+//! decisions go to the engine directly.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -76,7 +78,9 @@ pub use error::ServerError;
 pub use grpc::RlsService;
 pub use headers::{verdict_headers, HeaderNameError, HeaderStyle, LegacyHeaders, ResponseHeaders};
 pub use health::HEALTH_SERVICES;
-pub use http::{router, serve_http, serve_http_with, HttpLimits, Peer};
+pub use http::{
+    header_limit, router, serve_http, serve_http_with, serve_service_with, HttpLimits, Peer,
+};
 pub use serve::{run, serve};
 pub use settings::Settings;
 pub use tls::{TlsError, TlsFiles};

@@ -1,6 +1,9 @@
 //! Where an HTTP request enters: each connection the shared accept loop (`accept.rs`)
 //! takes is served by hyper's HTTP/1 server with the axum router as its service, except
-//! `POST /v1/check` and `POST /json` when the server asks for its direct routes (`direct.rs`).
+//! `POST /v1/check` and `POST /json` when the server asks for its direct routes (`direct.rs`);
+//! or, for `weir proxy`'s proxy listener, with any tower service and no router
+//! ([`serve_service_with`]). Both ways share one core (`serve_connections`): the accept
+//! loop, the bounds below, TLS when asked, and shutdown.
 //!
 //! It exists for bounds that `axum::serve` does not set ([`HttpLimits`]):
 //! - a client must finish sending its request headers within `header_read_timeout`, or the
@@ -16,27 +19,29 @@
 //! On shutdown the loop stops accepting and every connection finishes its in-flight
 //! request, then closes.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use std::convert::Infallible;
-
-use axum::body::Body;
-use axum::extract::Request;
-use axum::Router;
-use http_body_util::Either;
-use hyper::body::Incoming;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Request, Response};
+use axum::{BoxError, Router};
+use http_body_util::{Either, Full};
+use hyper::body::{Body as HttpBody, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tower::ServiceExt as _;
+use tower::{Service, ServiceExt as _};
 
 use super::direct;
+use super::error::ApiError;
 use super::head_timer::HeadTimer;
+use super::router::head_too_large;
 use crate::accept::{accept_loop, drive};
 use crate::app::App;
 use crate::settings::Settings;
@@ -136,6 +141,53 @@ pub async fn serve_http_with(
     serve_http_tls(listener, router, None, limits, peer_info, None, shutdown).await
 }
 
+/// Serves any `tower` service on `listener` within `limits`, as [`serve_http_with`] serves
+/// a router: the same accept loop, connection cap, header-read timeout and head size, the
+/// same graceful shutdown. No router, no boxed body: each request reaches `service` as
+/// hyper read it (`Request<Incoming>`, the body streaming), with the peer's `SocketAddr`
+/// in its extensions when `peer_info` is [`Peer::Recorded`], and its response goes back as
+/// `service` built it. `weir proxy` serves its proxy listener here.
+///
+/// The router's own bounds are not applied (the request timeout, the body limit, the JSON
+/// `431` below hyper's): a service that wants the header limit calls [`header_limit`].
+/// Each request is served by a clone of `service`, readied then called (`oneshot`), as
+/// tower's contract asks.
+pub async fn serve_service_with<S, B>(
+    listener: TcpListener,
+    service: S,
+    limits: HttpLimits,
+    peer_info: Peer,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: HttpBody + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    serve_connections(listener, limits, None, shutdown, move |peer| {
+        let service = service.clone();
+        service_fn(move |mut request: Request<Incoming>| {
+            if peer_info == Peer::Recorded {
+                request.extensions_mut().insert(peer);
+            }
+            service.clone().oneshot(request)
+        })
+    })
+    .await
+}
+
+/// The `431` the router and `weir serve`'s direct routes answer (a JSON error naming the
+/// size and the limit) when a request's header names and values add up to more than
+/// `app`'s [`Settings::max_header_bytes`]; `None` within it. For a service served with
+/// [`serve_service_with`], which has no router to apply it (hyper's own `431` comes only
+/// past [`HttpLimits::max_head_bytes`]).
+pub fn header_limit(app: &App, headers: &HeaderMap) -> Option<Response<Full<Bytes>>> {
+    head_too_large(app, headers).map(ApiError::into_full)
+}
+
 /// [`serve_http_with`], over TLS when `tls` is given (the handshake is each connection's,
 /// bounded by `tls::HANDSHAKE_TIMEOUT`; a client that fails it is dropped). With `direct`,
 /// `POST /v1/check` and `POST /json` are answered by the listener itself for that app
@@ -149,6 +201,53 @@ pub(crate) async fn serve_http_tls(
     tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    serve_connections(listener, limits, tls, shutdown, move |peer| {
+        let router = router.clone();
+        let direct = direct.clone();
+        service_fn(move |request: Request<Incoming>| {
+            let router = router.clone();
+            let direct = direct.clone();
+            async move {
+                if let (Some(app), Some(route)) = (&direct, direct::Route::of(&request)) {
+                    return Ok::<_, Infallible>(
+                        direct::serve(app, route, request).await.map(Either::Left),
+                    );
+                }
+                let mut request = request.map(Body::new);
+                if peer_info == Peer::Recorded {
+                    request.extensions_mut().insert(peer);
+                }
+                let response = match router.oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                };
+                Ok(response.map(Either::Right))
+            }
+        })
+    })
+    .await
+}
+
+/// The one accept loop of every HTTP listener: each connection `listener` takes (within
+/// the cap) is served by hyper's HTTP/1 server, under the header-read timeout on its own
+/// timer and the head size of `limits`, over TLS when `tls` is given, with the service
+/// `service_for` makes for its peer; on `shutdown`, in-flight requests finish.
+async fn serve_connections<M, H, B>(
+    listener: TcpListener,
+    limits: HttpLimits,
+    tls: Option<TlsAcceptor>,
+    shutdown: impl Future<Output = ()>,
+    mut service_for: M,
+) -> io::Result<()>
+where
+    M: FnMut(SocketAddr) -> H,
+    H: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    H::Future: Send + 'static,
+    H::Error: Into<BoxError>,
+    B: HttpBody + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
     let mut builder = http1::Builder::new();
     builder.header_read_timeout(limits.header_read_timeout);
     if let Some(max) = limits.max_head_bytes {
@@ -160,28 +259,7 @@ pub(crate) async fn serve_http_tls(
         limits.max_connections,
         shutdown,
         move |stream, peer, stop| {
-            let router = router.clone();
-            let direct = direct.clone();
-            let service = service_fn(move |request: Request<Incoming>| {
-                let router = router.clone();
-                let direct = direct.clone();
-                async move {
-                    if let (Some(app), Some(route)) = (&direct, direct::Route::of(&request)) {
-                        return Ok::<_, Infallible>(
-                            direct::serve(app, route, request).await.map(Either::Left),
-                        );
-                    }
-                    let mut request = request.map(Body::new);
-                    if peer_info == Peer::Recorded {
-                        request.extensions_mut().insert(peer);
-                    }
-                    let response = match router.oneshot(request).await {
-                        Ok(response) => response,
-                        Err(never) => match never {},
-                    };
-                    Ok(response.map(Either::Right))
-                }
-            });
+            let service = service_for(peer);
             let head_timer = HeadTimer::default();
             let mut builder = builder.clone();
             builder.timer(head_timer.clone());

@@ -5,7 +5,8 @@
 //!
 //! `router.rs` assembles the routes; one file per group of routes; `listener.rs` serves
 //! the connections the shared accept loop takes (header-read timeout, connection cap,
-//! head size), and answers `POST /v1/check` itself when asked (`direct.rs`).
+//! head size), and answers `POST /v1/check` itself when asked (`direct.rs`); it also serves
+//! any tower service without the router (`serve_service_with`, `weir proxy`'s listener).
 
 mod admin;
 pub(crate) mod body;
@@ -22,5 +23,7 @@ mod ops;
 mod router;
 
 pub(crate) use listener::serve_http_tls;
-pub use listener::{serve_http, serve_http_with, HttpLimits, Peer};
+pub use listener::{
+    header_limit, serve_http, serve_http_with, serve_service_with, HttpLimits, Peer,
+};
 pub use router::router;
