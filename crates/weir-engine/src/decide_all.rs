@@ -62,10 +62,10 @@ impl AllVerdict {
 impl Engine {
     /// Decides a request of `domain` with `descriptors` all-or-nothing, charging `cost`
     /// to each limit that applies (see the module docs).
-    pub async fn decide_all(
+    pub async fn decide_all<S: AsRef<str>>(
         &self,
         domain: &str,
-        descriptors: &[Descriptor],
+        descriptors: &[Descriptor<S>],
         cost: u64,
     ) -> Result<AllVerdict, DecideError> {
         let snapshot = self.rules().snapshot();

@@ -25,6 +25,7 @@
 //! `enforce_percent`, metrics and a failing or full store are handled by the one path both
 //! programs share.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::request::Parts;
@@ -104,24 +105,32 @@ impl ProxyLimits {
         Ok(())
     }
 
-    /// The descriptors of a request.
-    pub fn descriptors(&self, parts: &Parts) -> Vec<Descriptor> {
-        let class = classify(&self.classes, parts);
+    /// The descriptors of a request. Their strings borrow from the request and the classes
+    /// where they can (the class, an already normal path): only the client's address is
+    /// formatted into a string of its own.
+    pub fn descriptors<'a>(&'a self, parts: &'a Parts) -> Vec<Descriptor<Cow<'a, str>>> {
+        let class = Cow::Borrowed(classify(&self.classes, parts));
         let ip = self
             .client_ip
             .of(parts)
-            .map_or_else(|| "unknown".to_string(), |ip| ip.to_string());
+            .map_or(Cow::Borrowed("unknown"), |ip| Cow::Owned(ip.to_string()));
+        let path = match normalise_path(parts.uri.path()) {
+            Cow::Borrowed(path) => weir_config::bounded_value(path),
+            Cow::Owned(path) => Cow::Owned(weir_config::bounded_value(&path).into_owned()),
+        };
+        let descriptor = |entries: Vec<(Cow<'a, str>, Cow<'a, str>)>| Descriptor {
+            entries,
+            ..Descriptor::default()
+        };
+        let name = |s: &'static str| Cow::Borrowed(s);
         vec![
-            Descriptor::new([("class", class)]),
-            Descriptor::new([("class", class), ("remote_address", ip.as_str())]),
-            Descriptor::new([
-                ("class", class),
-                (
-                    "path",
-                    &*weir_config::bounded_value(&normalise_path(parts.uri.path())),
-                ),
+            descriptor(vec![(name("class"), class.clone())]),
+            descriptor(vec![
+                (name("class"), class.clone()),
+                (name("remote_address"), ip),
             ]),
-            Descriptor::new([("global", "all")]),
+            descriptor(vec![(name("class"), class), (name("path"), path)]),
+            descriptor(vec![(name("global"), name("all"))]),
         ]
     }
 

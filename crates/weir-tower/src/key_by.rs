@@ -147,7 +147,10 @@ impl KeyBy {
                 .headers
                 .get(name)
                 .map(|v| (name.as_str().to_string(), lossy(v.as_bytes()))),
-            Self::Path => Some(("path".to_string(), normalise_path(parts.uri.path()))),
+            Self::Path => Some((
+                "path".to_string(),
+                normalise_path(parts.uri.path()).into_owned(),
+            )),
             Self::Route => Some(("route".to_string(), route(parts))),
             Self::User(find) => find(parts).map(|user| ("user".to_string(), user)),
             Self::Custom(extractor) => {
@@ -197,7 +200,7 @@ fn route(parts: &Parts) -> String {
         .extensions
         .get::<axum::extract::MatchedPath>()
         .map_or_else(
-            || normalise_path(parts.uri.path()),
+            || normalise_path(parts.uri.path()).into_owned(),
             |m| m.as_str().to_string(),
         )
 }
@@ -205,7 +208,7 @@ fn route(parts: &Parts) -> String {
 /// Without axum there is no matched route: the normalised path.
 #[cfg(not(feature = "axum"))]
 fn route(parts: &Parts) -> String {
-    normalise_path(parts.uri.path())
+    normalise_path(parts.uri.path()).into_owned()
 }
 
 /// A header value as text; bytes that are not UTF-8 are replaced, never dropped silently

@@ -9,7 +9,10 @@
 //! - empty and `.` segments are dropped, `..` goes up one segment (never above the root);
 //! - a trailing slash is kept; the result always starts with `/`.
 
-/// The path `path` names for a backend.
+use std::borrow::Cow;
+
+/// The path `path` names for a backend: `path` itself, borrowed, when it is already normal
+/// (most are), else the rebuilt path.
 ///
 /// ```
 /// use weir_tower::normalise_path;
@@ -20,11 +23,11 @@
 /// assert_eq!(normalise_path("/a%2fb"), "/a%2Fb");
 /// assert_eq!(normalise_path(""), "/");
 /// ```
-pub fn normalise_path(path: &str) -> String {
+pub fn normalise_path(path: &str) -> Cow<'_, str> {
     if is_normal(path) {
-        return path.to_string();
+        return Cow::Borrowed(path);
     }
-    rebuild(path)
+    Cow::Owned(rebuild(path))
 }
 
 /// Whether `path` is already its normal form: from `/`, no escape, no empty, `.` or `..`

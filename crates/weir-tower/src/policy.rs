@@ -251,7 +251,7 @@ impl<K> Policy<K> {
 
     /// Applies only to this exact path.
     pub fn path(mut self, path: impl Into<String>) -> Self {
-        self.path_exact = Some(normalise_path(&path.into()));
+        self.path_exact = Some(normalise_path(&path.into()).into_owned());
         self
     }
 
@@ -312,7 +312,7 @@ impl<K> Policy<K> {
         let normalised;
         let path = if self.path_exact.is_some() || self.path_prefix.is_some() {
             normalised = normalise_path(parts.uri.path());
-            normalised.as_str()
+            normalised.as_ref()
         } else {
             parts.uri.path()
         };
