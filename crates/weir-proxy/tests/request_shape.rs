@@ -48,9 +48,13 @@ async fn a_missing_duplicated_or_invalid_host_is_400_and_never_forwarded() {
     }
     assert_eq!(b.record.count(), 0, "nothing reached the backend");
 
-    // HTTP/1.0 needs no Host; one valid Host is forwarded as it came.
+    // HTTP/1.0 needs no Host: forwarded with the upstream's own name as its Host (the
+    // upstream is spoken to in HTTP/1.1, which requires one); one valid Host is forwarded
+    // as it came.
     let old = exchange(p.addr, b"GET / HTTP/1.0\r\n\r\n").await;
     assert_eq!((old.status, old.body.as_str()), (200, "app"));
+    let seen = b.record.last_headers.lock().unwrap().clone().unwrap();
+    assert_eq!(seen["host"], b.addr.to_string().as_str());
     let one = exchange(
         p.addr,
         b"GET / HTTP/1.1\r\nhost: a.example:8080\r\nconnection: close\r\n\r\n",
