@@ -254,7 +254,7 @@ fn remove_leftovers(path: &Path) {
         if running {
             continue;
         }
-        let leftover = temporary_of(path, pid);
+        let leftover = entry.path();
         match std::fs::remove_file(&leftover) {
             Ok(()) => tracing::info!(
                 file = %leftover.display(),

@@ -152,6 +152,22 @@ pub async fn serve_http_with(
 /// `431` below hyper's): a service that wants the header limit calls [`header_limit`].
 /// Each request is served by a clone of `service`, readied then called (`oneshot`), as
 /// tower's contract asks.
+///
+/// ```no_run
+/// use std::convert::Infallible;
+/// use http_body_util::Full;
+/// use hyper::body::{Bytes, Incoming};
+/// use weir_server::{serve_service_with, HttpLimits, Peer};
+///
+/// # async fn demo() -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// let hello = tower::service_fn(|_: axum::http::Request<Incoming>| async {
+///     Ok::<_, Infallible>(axum::http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+/// });
+/// let limits = HttpLimits::new(std::time::Duration::from_secs(10));
+/// serve_service_with(listener, hello, limits, Peer::Recorded, std::future::pending()).await
+/// # }
+/// ```
 pub async fn serve_service_with<S, B>(
     listener: TcpListener,
     service: S,
