@@ -14,6 +14,11 @@
 //! every check arriving during the probe's round trip would reach the store too. Keys with
 //! nothing cached never wait.
 //!
+//! A denial answers checks of the same cost under the same rule only. A named rule keeps
+//! its key (and its record) when its parameters change (a reload, `CL.THROTTLE` called with
+//! new arguments), and the new parameters may admit what the old ones denied, so such a
+//! check asks the store.
+//!
 //! Exactness: without a lockout a denial changes nothing in the store, and with one the key
 //! is blocked until `retry_after`; either way the same check before `retry_after` would be
 //! denied again, so answering it locally changes no decision this instance makes. What it
@@ -39,6 +44,10 @@ const SHARDS: usize = 16;
 /// A cached denial.
 #[derive(Debug, Clone, Copy)]
 struct Denial {
+    /// The hash of the rule it was decided under: a named rule keeps its key (and its
+    /// record) when its parameters change, and the new parameters may allow what the old
+    /// ones denied, so a denial answers checks of the same rule only.
+    rule: u64,
     cost: u64,
     until_ns: u64,
     reset_at_ns: u64,
@@ -65,8 +74,8 @@ enum Lookup<'a> {
     Wait(OwnedNotified),
     /// This check is the probe: ask the store, then settle the entry.
     Probe(ProbeGuard<'a>),
-    /// A live denial of another cost.
-    OtherCost,
+    /// A live denial of another cost, or decided under other parameters.
+    Other,
     /// Nothing cached.
     Miss,
 }
@@ -128,7 +137,7 @@ impl<S: Store> OverLimitCache<S> {
         (hash, &self.shards[index])
     }
 
-    fn lookup(&self, key: &Key, cost: u64, now_ns: u64) -> Lookup<'_> {
+    fn lookup(&self, key: &Key, rule: u64, cost: u64, now_ns: u64) -> Lookup<'_> {
         let (hash, shard) = self.slot(key);
         let mut map = lock(shard);
         let denial = match map.get(&hash) {
@@ -147,8 +156,8 @@ impl<S: Store> OverLimitCache<S> {
                 settled: false,
             });
         }
-        if denial.cost != cost {
-            return Lookup::OtherCost;
+        if denial.cost != cost || denial.rule != rule {
+            return Lookup::Other;
         }
         Lookup::Hit(Decision {
             retry_after: Duration::from_nanos(denial.until_ns - now_ns),
@@ -184,7 +193,8 @@ impl<S: Store> OverLimitCache<S> {
         let cacheable = !matches!(rule.algorithm(), Algorithm::Concurrency(_));
         match op {
             Op::Check { cost: cost @ 1.. } if cacheable => loop {
-                let lookup = match self.lookup(key, cost, now_ns) {
+                let rule_id = self.hasher.hash_one(rule);
+                let lookup = match self.lookup(key, rule_id, cost, now_ns) {
                     Lookup::Hit(d) => {
                         self.hits.fetch_add(1, Ordering::Relaxed);
                         return Ok(Outcome::Decision(d));
@@ -197,15 +207,15 @@ impl<S: Store> OverLimitCache<S> {
                 };
                 let outcome = self.inner.apply(key, rule, op, now_ns).await?;
                 let denial = match &outcome {
-                    Outcome::Decision(d) => denial_after(rule, d, cost, now_ns),
+                    Outcome::Decision(d) => denial_after((rule, rule_id), d, cost, now_ns),
                     _ => None,
                 };
                 let allowed = matches!(&outcome, Outcome::Decision(d) if d.allowed);
                 match (lookup, denial) {
                     (Lookup::Probe(probe), denial) => probe.settle(denial),
                     (_, Some(denial)) => self.remember(key, denial, now_ns),
-                    // An admission moved the state that other cost's denial was read from.
-                    (Lookup::OtherCost, None) if allowed => self.forget(key),
+                    // An admission moved the state the other denial was read from.
+                    (Lookup::Other, None) if allowed => self.forget(key),
                     _ => {}
                 }
                 return Ok(outcome);
@@ -260,7 +270,12 @@ impl Drop for ProbeGuard<'_> {
 /// The denial to remember after the store answered `d` to a check of `cost`: `d` itself
 /// when it denied, or the denial an allowed `d` announces ([`Rule::retry_after_allowed`]),
 /// except under a lockout: there the store must see that denial, which engages the lockout.
-fn denial_after(rule: &Rule, d: &Decision, cost: u64, now_ns: u64) -> Option<Denial> {
+fn denial_after(
+    (rule, rule_id): (&Rule, u64),
+    d: &Decision,
+    cost: u64,
+    now_ns: u64,
+) -> Option<Denial> {
     let decision = if d.allowed {
         if rule.lockout().is_some() {
             return None;
@@ -277,6 +292,7 @@ fn denial_after(rule: &Rule, d: &Decision, cost: u64, now_ns: u64) -> Option<Den
         *d
     };
     Some(Denial {
+        rule: rule_id,
         cost,
         until_ns: now_ns.saturating_add(nanos(decision.retry_after)),
         reset_at_ns: now_ns.saturating_add(nanos(decision.reset_after)),

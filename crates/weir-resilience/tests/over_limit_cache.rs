@@ -52,6 +52,35 @@ async fn a_reset_drops_the_cached_denial() {
     assert!(limiter.check(&key, &rule, 1).await.unwrap().allowed);
 }
 
+/// A named rule keeps its record when its parameters change, as `CL.THROTTLE` and a
+/// reload do: a denial cached under the old parameters must not answer the new ones.
+#[tokio::test]
+async fn a_named_rule_with_new_parameters_asks_the_store_again() {
+    let primary = FaultyStore::new();
+    let clock = ManualClock::new(1_700_000_000_000_000_000);
+    let limiter = Limiter::new(OverLimitCache::new(primary.clone()), clock.clone());
+    let key = Key::new("caller").unwrap();
+    let s = Duration::from_secs(1);
+    let strict = Rule::gcra(1, s, 1).unwrap().named("api");
+    let relaxed = Rule::gcra(1, s, 5).unwrap().named("api");
+    assert_eq!(strict.scope(), relaxed.scope(), "one record for both");
+
+    assert!(limiter.check(&key, &strict, 1).await.unwrap().allowed);
+    assert!(!limiter.check(&key, &strict, 1).await.unwrap().allowed);
+    assert_eq!(limiter.store().stats().hits, 1, "the strict denial is cached");
+
+    let calls = primary.calls();
+    let d = limiter.check(&key, &relaxed, 1).await.unwrap();
+    assert!(d.allowed, "the larger burst admits at once: {d:?}");
+    assert_eq!((d.limit, d.remaining), (5, 3));
+    assert_eq!(primary.calls(), calls + 1, "asked the store");
+    // The admission moved the record: the strict denial is gone, and the strict rule asks
+    // the store again (which denies: the record is two units in).
+    let again = limiter.check(&key, &strict, 1).await.unwrap();
+    assert!(!again.allowed);
+    assert_eq!(primary.calls(), calls + 2);
+}
+
 /// The rules whose allowed decisions announce the next denial, and two whose do not.
 fn rules() -> Vec<Rule> {
     let s = Duration::from_secs(1);
