@@ -154,6 +154,18 @@ pub(crate) struct ProxyArgs {
           value_parser = parse_duration)]
     upstream_body_timeout: Duration,
 
+    /// The most protocol upgrades (WebSocket tunnels) open at once; past it an upgrade is
+    /// answered 503. An upgraded connection leaves --max-connections' count: this is its cap
+    #[arg(long, value_name = "N", env = "WEIR_MAX_TUNNELS",
+          default_value_t = weir_proxy::DEFAULT_MAX_TUNNELS)]
+    max_tunnels: usize,
+
+    /// The longest a WebSocket (or other upgraded) tunnel may move no byte either way
+    /// before the proxy closes it (as nginx's proxy_read_timeout does)
+    #[arg(long, value_name = "DURATION", env = "WEIR_TUNNEL_IDLE_TIMEOUT", default_value = "60s",
+          value_parser = parse_duration)]
+    tunnel_idle_timeout: Duration,
+
     /// The most connections each listener (the proxy's and --api) keeps open at once; at
     /// the cap a new connection is closed as soon as it is accepted, and the open ones keep
     /// being served (the process needs an open-files limit above twice this: a start-up
@@ -210,6 +222,8 @@ impl ProxyArgs {
         settings.upstream_timeout = self.upstream_timeout;
         settings.client_body_timeout = self.client_body_timeout;
         settings.upstream_body_timeout = self.upstream_body_timeout;
+        settings.max_tunnels = self.max_tunnels;
+        settings.tunnel_idle_timeout = self.tunnel_idle_timeout;
         settings.server.max_connections = self.max_connections;
         settings.listen = Some(self.listen);
         Ok(settings)

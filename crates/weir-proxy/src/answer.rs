@@ -6,7 +6,7 @@
 
 use axum::BoxError;
 use http_body_util::Full;
-use hyper::body::{Bytes, Frame, SizeHint};
+use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -16,6 +16,10 @@ use crate::upstream::Upstream;
 
 /// The upstream's response body, cut when it stalls.
 pub(crate) type UpstreamBody = Watched<PooledBody, Upstream>;
+
+/// The body of an upstream's answer on a connection of its own (an upgrade it declined:
+/// `tunnel.rs`), cut when it stalls.
+pub(crate) type DirectBody = Watched<Incoming, Upstream>;
 
 /// The body of every answer `weir proxy` gives ([`Forward`](crate::Forward)'s, the
 /// layer's and the screen's): the upstream's, streamed and cut when it stalls, or the
@@ -28,6 +32,7 @@ pub struct ProxyBody(Kind);
 enum Kind {
     Own(Full<Bytes>),
     Upstream(UpstreamBody),
+    Direct(DirectBody),
 }
 
 impl ProxyBody {
@@ -39,6 +44,16 @@ impl ProxyBody {
     /// The upstream's answer's body.
     pub(crate) fn upstream(body: UpstreamBody) -> Self {
         Self(Kind::Upstream(body))
+    }
+
+    /// The body of an answer from a connection of its own.
+    pub(crate) fn direct(body: DirectBody) -> Self {
+        Self(Kind::Direct(body))
+    }
+
+    /// No body (a `101`: what follows is the tunnel's).
+    pub(crate) fn empty() -> Self {
+        Self::own(Full::new(Bytes::new()))
     }
 }
 
@@ -55,6 +70,7 @@ impl hyper::body::Body for ProxyBody {
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
             Kind::Upstream(body) => Pin::new(body).poll_frame(cx).map_err(BoxError::from),
+            Kind::Direct(body) => Pin::new(body).poll_frame(cx).map_err(BoxError::from),
         }
     }
 
@@ -62,6 +78,7 @@ impl hyper::body::Body for ProxyBody {
         match &self.0 {
             Kind::Own(body) => body.is_end_stream(),
             Kind::Upstream(body) => body.is_end_stream(),
+            Kind::Direct(body) => body.is_end_stream(),
         }
     }
 
@@ -69,6 +86,7 @@ impl hyper::body::Body for ProxyBody {
         match &self.0 {
             Kind::Own(body) => body.size_hint(),
             Kind::Upstream(body) => body.size_hint(),
+            Kind::Direct(body) => body.size_hint(),
         }
     }
 }

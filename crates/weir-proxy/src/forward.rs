@@ -29,10 +29,11 @@ use hyper::body::Incoming;
 use weir_tower::{peer_addr, BoxFuture, ClientIp, Degraded};
 
 use crate::answer::{ProxyBody, UpstreamBody};
-use crate::body::{ClientBody, ClientFault, ClientWatch, Outbound};
+use crate::body::{ClientBody, ClientFault, ClientWatch, Outbound, Watched};
 use crate::classify::{classify_headers, Class};
 use crate::pool::{exchange, ExchangeError, Pool, PooledBody};
 use crate::reply::{error, error_and_close};
+use crate::tunnel::{self, Tunnels};
 use crate::upstream::Upstream;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), besides any
@@ -118,10 +119,19 @@ struct Inner {
     client_body_timeout: Duration,
     upstream_body_timeout: Duration,
     trust: ClientIp,
+    /// Upgraded connections (WebSocket): their bound, idle timeout and shutdown.
+    tunnels: Arc<Tunnels>,
 }
 
 /// The body timeouts when none is set: 30 s each.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most tunnels open at once when none is set.
+pub const DEFAULT_MAX_TUNNELS: usize = 1024;
+
+/// How long a tunnel may move no byte either way when none is set (nginx's
+/// `proxy_read_timeout`, which bounds its WebSocket tunnels, is 60 s too).
+pub const DEFAULT_TUNNEL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Forward {
     /// Forwards by `routes`, waiting at most `timeout` for an upstream's response head.
@@ -135,8 +145,27 @@ impl Forward {
                 client_body_timeout: BODY_TIMEOUT,
                 upstream_body_timeout: BODY_TIMEOUT,
                 trust,
+                tunnels: Arc::new(Tunnels::new(
+                    DEFAULT_MAX_TUNNELS,
+                    DEFAULT_TUNNEL_IDLE_TIMEOUT,
+                )),
             }),
         }
+    }
+
+    /// Protocol upgrades (WebSocket): at most `max` tunnels open at once (past that an
+    /// upgrade is a `503`), each closed once it has moved no byte either way for `idle`
+    /// (1024 and 60 s unless set). Call before serving: tunnels already open keep the
+    /// bounds they opened under.
+    pub fn tunnels(mut self, max: usize, idle: Duration) -> Self {
+        Arc::make_mut(&mut self.inner).tunnels = Arc::new(Tunnels::new(max, idle));
+        self
+    }
+
+    /// Closes every open tunnel, and any opened later: what the proxy does once it stops
+    /// serving (a tunnel is not a request, so the shutdown grace does not wait for it).
+    pub fn close_tunnels(&self) {
+        self.inner.tunnels.close_all();
     }
 
     /// The longest the client's request body may send nothing (then `408`; 30 s unless
@@ -183,9 +212,11 @@ impl tower::Service<Request<Incoming>> for Forward {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+    fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
         let this = Arc::clone(&self.inner);
         Box::pin(async move {
+            let upgrade = tunnel::upgrade_of(&request)
+                .map(|protocol| (protocol, hyper::upgrade::on(&mut request)));
             let pool = this.pool_for(&request);
             let (timeout, client_body_timeout, upstream_body_timeout) = (
                 this.timeout,
@@ -224,7 +255,13 @@ impl tower::Service<Request<Incoming>> for Forward {
                 let body = ClientBody::new(body, client_body_timeout, Arc::clone(&watch));
                 (Outbound::Client(body), Some(watch))
             };
+            if let Some((protocol, _)) = &upgrade {
+                tunnel::keep_upgrade(&mut parts.headers, protocol.clone());
+            }
             let outbound = Request::from_parts(parts, body);
+            if let Some((_, client)) = upgrade {
+                return Ok(this.tunnel(pool, outbound, client, peer).await);
+            }
             let upstream = pool.upstream();
             match send(pool, outbound, timeout, watch.as_deref()).await {
                 Some(Ok(response)) => {
@@ -237,19 +274,66 @@ impl tower::Service<Request<Incoming>> for Forward {
                     Some(fault) => client_fault(&fault, peer),
                     None => upstream_failed(upstream, &e),
                 }),
-                None => {
-                    tracing::warn!(%upstream, ?timeout, "upstream timed out");
-                    Ok(error(
-                        StatusCode::GATEWAY_TIMEOUT,
-                        &format!(
-                            "upstream {upstream} did not answer within {} ms",
-                            timeout.as_millis()
-                        ),
-                    ))
-                }
+                None => Ok(upstream_timed_out(upstream, timeout)),
             }
         })
     }
+}
+
+impl Inner {
+    /// An upgrade request's way (`tunnel.rs`): a tunnel slot, the request on a connection
+    /// of its own, and on `101` the client's and the upstream's sockets joined; any other
+    /// answer is passed on as it is.
+    async fn tunnel(
+        &self,
+        pool: &Arc<Pool>,
+        outbound: Request<Outbound>,
+        client: hyper::upgrade::OnUpgrade,
+        peer: Option<IpAddr>,
+    ) -> Response<ProxyBody> {
+        let upstream = pool.upstream();
+        let Some(slot) = self.tunnels.slot() else {
+            tracing::warn!(%upstream, "upgrade refused: every tunnel slot is taken");
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many open tunnels (the proxy's max_tunnels); try again later",
+            );
+        };
+        let mut response =
+            match tokio::time::timeout(self.timeout, pool.open_upgrade(outbound)).await {
+                Ok(Ok(response)) => response,
+                Ok(Err(e)) => return upstream_failed(upstream, &e),
+                Err(_) => return upstream_timed_out(upstream, self.timeout),
+            };
+        if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+            let (mut parts, incoming) = response.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            let body = Watched::new(incoming, self.upstream_body_timeout, upstream.clone());
+            return Response::from_parts(parts, ProxyBody::direct(body));
+        }
+        let upstream_side = hyper::upgrade::on(&mut response);
+        let (mut parts, _) = response.into_parts();
+        let protocol = parts.headers.get(UPGRADE).cloned();
+        strip_hop_by_hop(&mut parts.headers);
+        if let Some(protocol) = protocol {
+            tunnel::keep_upgrade(&mut parts.headers, protocol);
+        }
+        self.tunnels
+            .open(client, upstream_side, slot, (peer, upstream.clone()));
+        Response::from_parts(parts, ProxyBody::empty())
+    }
+}
+
+/// `504`: no response head within `timeout`.
+fn upstream_timed_out(upstream: &Upstream, timeout: Duration) -> Response<ProxyBody> {
+    tracing::warn!(%upstream, ?timeout, "upstream timed out");
+    error(
+        StatusCode::GATEWAY_TIMEOUT,
+        &format!(
+            "upstream {upstream} did not answer within {} ms",
+            timeout.as_millis()
+        ),
+    )
 }
 
 /// Sends `outbound` and waits for the response head; `None` when the upstream took longer

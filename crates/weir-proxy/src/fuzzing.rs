@@ -4,7 +4,7 @@
 //!
 //! It reads arbitrary bytes as an HTTP/1 request head (as hyper would: `httparse`), then
 //! runs what the proxy does with a head before any limit: the refusals (`screen`: Host,
-//! CONNECT, upgrades), the path descriptor (normalised, bounded) and the client IP behind
+//! CONNECT), whether it is an upgrade to tunnel (`tunnel::upgrade_of`), the path descriptor (normalised, bounded) and the client IP behind
 //! a trusted balancer (forwarding headers read right to left).
 
 use std::net::SocketAddr;
@@ -18,8 +18,10 @@ use crate::screen::screen;
 /// What the proxy made of a head that parsed.
 #[derive(Debug)]
 pub struct Head {
-    /// Refused before any limit (400 / 501).
+    /// Refused before any limit (400, or 501 for CONNECT).
     pub refused: bool,
+    /// A protocol upgrade the proxy would tunnel (WebSocket).
+    pub upgrade: bool,
     /// The path descriptor's value (normalised, bounded).
     pub path: String,
     /// The client IP key entries, when the forwarding headers gave one.
@@ -50,6 +52,7 @@ pub fn request_head(bytes: &[u8]) -> Option<Head> {
         .extensions_mut()
         .insert(SocketAddr::from(([10, 0, 0, 1], 40_000)));
     let refused = screen(&request).is_err();
+    let upgrade = crate::tunnel::upgrade_of(&request).is_some();
     let path =
         weir_config::bounded_value(&weir_tower::normalise_path(request.uri().path())).into_owned();
     let (parts, _) = request.into_parts();
@@ -57,6 +60,7 @@ pub fn request_head(bytes: &[u8]) -> Option<Head> {
     let client = KeyBy::client_ip(trusted).entries(&parts);
     Some(Head {
         refused,
+        upgrade,
         path,
         client,
     })

@@ -10,12 +10,14 @@
 //! to the proxy's service, no router between (the peer address recorded) → `weir serve`'s
 //! header limit (`431`) → the screen
 //! refuses what HTTP does not allow a proxy to pass on (a missing, doubled or invalid
-//! `Host`: `400`; `CONNECT` and protocol upgrades such as WebSocket: `501`; an `h2c`
-//! offer is ignored) → `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
+//! `Host`: `400`; `CONNECT`: `501`; an `h2c` offer is ignored) → `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
 //! domain `proxy` → the limiter, all-or-nothing) → reject / queue / degrade, or an
 //! in-flight slot → [`Forward`] (upstream chosen, hop-by-hop headers stripped, `Forwarded`
 //! appended, bodies streamed, neither boxed: hyper's `Incoming` in, a [`ProxyBody`] out) →
-//! the response, with `RateLimit` headers.
+//! the response, with `RateLimit` headers. A protocol upgrade (WebSocket) takes the same
+//! way up to [`Forward`], which sends it on a connection of its own and, on `101`, joins
+//! the client's socket to the upstream's (a tunnel: bounded in number, closed when idle
+//! and at shutdown; `tunnel.rs`).
 //!
 //! Whose fault a failure is decides the answer, the log and the metric. The upstream's
 //! (unreachable, closed, no response head within [`ProxySettings::upstream_timeout`]) is a
@@ -43,11 +45,12 @@ mod reply;
 mod screen;
 mod serve;
 mod settings;
+mod tunnel;
 mod upstream;
 
 pub use answer::ProxyBody;
 pub use classify::{classify, classify_headers, Class, ClassError, DEFAULT_CLASS, KNOWN_CRAWLERS};
-pub use forward::{Forward, Routes};
+pub use forward::{Forward, Routes, DEFAULT_MAX_TUNNELS, DEFAULT_TUNNEL_IDLE_TIMEOUT};
 pub use limits::{ProxyLimits, ProxyRuleError, DOMAIN};
 pub use serve::{run, ProxyError};
 pub use settings::ProxySettings;

@@ -323,6 +323,38 @@ impl Pool {
 
     /// A new connection (no request on it yet).
     async fn connect(&self) -> Result<Conn, ExchangeError> {
+        let stream = self.dial().await?;
+        let (sender, connection) = http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(ExchangeError::Http)?;
+        Ok(Conn::new(sender, connection))
+    }
+
+    /// Sends `request` (a protocol upgrade) on a new connection of its own, which can be
+    /// upgraded and is never pooled, and waits for the response head. A task of its own
+    /// drives the connection until it closes or its socket is handed to the upgrade
+    /// (`hyper::upgrade::on` on the response: `tunnel.rs`).
+    pub(crate) async fn open_upgrade(
+        &self,
+        request: Request<Outbound>,
+    ) -> Result<Response<Incoming>, ExchangeError> {
+        let stream = self.dial().await?;
+        let (mut sender, connection) = http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(ExchangeError::Http)?;
+        tokio::spawn(async move {
+            let _ = connection.with_upgrades().await;
+        });
+        sender
+            .send_request(request)
+            .await
+            .map_err(ExchangeError::Http)
+    }
+
+    /// A TCP connection to the upstream, within the connect timeout.
+    async fn dial(&self) -> Result<TcpStream, ExchangeError> {
         let authority = self.upstream.authority();
         let host = authority.host();
         let host = host
@@ -346,11 +378,7 @@ impl Pool {
             }
         };
         stream.set_nodelay(true).map_err(ExchangeError::Connect)?;
-        let (sender, connection) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(ExchangeError::Http)?;
-        Ok(Conn::new(sender, connection))
+        Ok(stream)
     }
 }
 

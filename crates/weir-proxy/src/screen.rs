@@ -9,18 +9,13 @@
 //! - `CONNECT` is a `501`: it asks for a tunnel to any host and port, which a reverse
 //!   proxy for one backend must not open (forwarded, it reached the backend as a
 //!   `CONNECT /`).
-//! - A protocol upgrade (`Upgrade: websocket`, or any protocol but `h2c`) is a `501`:
-//!   forwarded, the upgrade was stripped (`Upgrade` is hop-by-hop) and the backend saw a
-//!   plain `GET`, so the client got an answer it had not asked for. Tunnelling needs the
-//!   shared accept loop (`weir_server::serve_service_with`) to hand connections over
-//!   (`with_upgrades`), which it does not. An `h2c` offer (what `curl --http2 http://…`
-//!   sends) is declined by ignoring it, as RFC 9110 §7.8 lets a server do: the request is
-//!   served over HTTP/1.1, which the client then expects.
+//! - A protocol upgrade (`Upgrade: websocket`) is not refused: it is tunnelled once the
+//!   limits let it go (`tunnel.rs` says which requests are upgrades and how).
 //!
 //! Not a parser: hyper has already framed the request (lengths, chunked encoding, header
 //! syntax); this only checks what HTTP allows hyper to pass on.
 
-use http::header::{HOST, UPGRADE};
+use http::header::HOST;
 use http::uri::Authority;
 use http::{HeaderMap, Method, Request, StatusCode, Version};
 
@@ -37,9 +32,6 @@ pub(crate) enum Refusal {
     /// A `Host` that is not `host[:port]`.
     #[error("the Host header is not a valid host[:port] (RFC 9112 section 3.2)")]
     BadHost,
-    /// An `Upgrade` to a protocol other than `h2c`.
-    #[error("protocol upgrades are not supported by weir proxy (WebSocket cannot pass through it); send plain HTTP/1.1")]
-    Upgrade,
     /// A `CONNECT` request.
     #[error(
         "CONNECT is not supported: weir proxy is a reverse proxy for its upstreams, not a tunnel"
@@ -51,7 +43,7 @@ impl Refusal {
     pub(crate) fn status(self) -> StatusCode {
         match self {
             Self::NoHost | Self::HostTwice | Self::BadHost => StatusCode::BAD_REQUEST,
-            Self::Connect | Self::Upgrade => StatusCode::NOT_IMPLEMENTED,
+            Self::Connect => StatusCode::NOT_IMPLEMENTED,
         }
     }
 }
@@ -61,23 +53,7 @@ pub(crate) fn screen<B>(request: &Request<B>) -> Result<(), Refusal> {
     if request.method() == Method::CONNECT {
         return Err(Refusal::Connect);
     }
-    check_host(request.version(), request.headers())?;
-    if asks_upgrade(request.headers()) {
-        return Err(Refusal::Upgrade);
-    }
-    Ok(())
-}
-
-/// Whether an `Upgrade` header names any protocol but `h2c` (an unreadable one counts).
-fn asks_upgrade(headers: &HeaderMap) -> bool {
-    headers.get_all(UPGRADE).iter().any(|value| {
-        value.to_str().map_or(true, |value| {
-            value
-                .split(',')
-                .map(|protocol| protocol.split('/').next().unwrap_or_default().trim())
-                .any(|name| !name.is_empty() && !name.eq_ignore_ascii_case("h2c"))
-        })
-    })
+    check_host(request.version(), request.headers())
 }
 
 fn check_host(version: Version, headers: &HeaderMap) -> Result<(), Refusal> {
@@ -123,21 +99,6 @@ mod tests {
             h.append(HOST, HeaderValue::from_static(host));
         }
         h
-    }
-
-    #[test]
-    fn every_upgrade_but_h2c_is_refused() {
-        let upgrade = |values: &[&'static str]| {
-            let mut h = HeaderMap::new();
-            for v in values {
-                h.append(UPGRADE, HeaderValue::from_static(v));
-            }
-            asks_upgrade(&h)
-        };
-        assert!(!upgrade(&[]));
-        assert!(!upgrade(&["h2c"]) && !upgrade(&["H2C, "]));
-        assert!(upgrade(&["websocket"]) && upgrade(&["h2c, websocket"]));
-        assert!(upgrade(&["h2c", "WebSocket/13"]) && upgrade(&["TLS/1.2"]));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! until shutdown — the proxy itself, as one tower service straight on hyper (no router:
 //! `weir_server::serve_service_with`), and `weir serve`'s HTTP API (metrics, health,
 //! admin) on its router. Shutdown stops accepting, lets in-flight requests finish (up to a
-//! grace period), then stops the background tasks (rule reload, memory sweep).
+//! grace period), closes the open tunnels (WebSocket), then stops the background tasks
+//! (rule reload, memory sweep).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -185,9 +186,10 @@ pub async fn run(
         settings.client_ip.clone(),
     )
     .client_body_timeout(settings.client_body_timeout)
-    .upstream_body_timeout(settings.upstream_body_timeout);
+    .upstream_body_timeout(settings.upstream_body_timeout)
+    .tunnels(settings.max_tunnels, settings.tunnel_idle_timeout);
     let proxy = Counted {
-        inner: layer.layer(forward),
+        inner: layer.layer(forward.clone()),
         app: app.clone(),
     };
     let background = engine.spawn_background();
@@ -231,6 +233,8 @@ pub async fn run(
             background,
         )
         .await;
+    // Tunnels are not requests: the grace did not wait for them, and they close now.
+    forward.close_tunnels();
     // The memory store's state file, once more now that nothing decides any longer.
     let _ = engine.save_state().await;
     match early {

@@ -45,6 +45,13 @@ pub struct ProxySettings {
     /// before the client's response is cut and the upstream named in a WARN (default
     /// 30 s).
     pub upstream_body_timeout: Duration,
+    /// The most protocol upgrades (WebSocket tunnels) open at once; past it an upgrade is
+    /// a `503` (default 1024). A tunnel leaves the listener's connection cap once
+    /// upgraded: this is its cap.
+    pub max_tunnels: usize,
+    /// The longest a tunnel may move no byte either way before it is closed (default
+    /// 60 s, as nginx's `proxy_read_timeout`).
+    pub tunnel_idle_timeout: Duration,
     /// How long shutdown waits for in-flight requests (default 30 s).
     pub shutdown_grace: Duration,
     /// For logs only: the address the proxy listens on.
@@ -75,6 +82,8 @@ impl ProxySettings {
             upstream_timeout: Duration::from_secs(30),
             client_body_timeout: Duration::from_secs(30),
             upstream_body_timeout: Duration::from_secs(30),
+            max_tunnels: crate::DEFAULT_MAX_TUNNELS,
+            tunnel_idle_timeout: crate::DEFAULT_TUNNEL_IDLE_TIMEOUT,
             shutdown_grace: Duration::from_secs(30),
             listen: None,
         }

@@ -97,6 +97,11 @@ proptest! {
             if method == "CONNECT" {
                 prop_assert!(h.refused);
             }
+            // Only an HTTP/1.1 upgrade that says so in `Connection` is tunnelled.
+            if h.upgrade {
+                prop_assert!(version == "1.1");
+                prop_assert!(head.to_ascii_lowercase().contains("connection: upgrade"));
+            }
         }
     }
 }

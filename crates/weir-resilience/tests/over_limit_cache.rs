@@ -67,7 +67,11 @@ async fn a_named_rule_with_new_parameters_asks_the_store_again() {
 
     assert!(limiter.check(&key, &strict, 1).await.unwrap().allowed);
     assert!(!limiter.check(&key, &strict, 1).await.unwrap().allowed);
-    assert_eq!(limiter.store().stats().hits, 1, "the strict denial is cached");
+    assert_eq!(
+        limiter.store().stats().hits,
+        1,
+        "the strict denial is cached"
+    );
 
     let calls = primary.calls();
     let d = limiter.check(&key, &relaxed, 1).await.unwrap();

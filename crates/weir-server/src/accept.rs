@@ -23,7 +23,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::server::graceful::GracefulConnection;
+use hyper::body::{Body as HttpBody, Incoming};
+use hyper::rt::{Read, Write};
+use hyper::server::conn::{http1, http2};
+use hyper::service::HttpService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use weir_core::{Clock as _, SystemClock};
@@ -147,6 +150,46 @@ async fn accept_failed(error: &io::Error) {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
+/// A served connection [`drive`] can ask to close gracefully: hyper's HTTP/1 connection,
+/// which hands its socket over to a protocol upgrade (a WebSocket through `weir proxy`)
+/// when its service answers `101`, and its HTTP/2 connection (gRPC). hyper-util's
+/// `GracefulConnection` has no implementation for the upgradeable HTTP/1 connection.
+pub(crate) trait Stoppable: Future<Output = Result<(), Self::Fault>> {
+    /// Why the connection ended badly.
+    type Fault: std::fmt::Display;
+    /// Stops taking requests and closes once those in flight are answered.
+    fn stop(self: std::pin::Pin<&mut Self>);
+}
+
+impl<I, S, B> Stoppable for http1::UpgradeableConnection<I, S>
+where
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: Read + Write + Unpin + Send + 'static,
+    B: HttpBody + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Fault = hyper::Error;
+    fn stop(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<I, S, B, E> Stoppable for http2::Connection<I, S, E>
+where
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: Read + Write + Unpin + 'static,
+    B: HttpBody + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    type Fault = hyper::Error;
+    fn stop(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
 /// Serves `connection` until it ends. On `stop` it is asked to close gracefully and
 /// awaited; once `idle` completes, likewise, but dropped if it has not closed within
 /// `grace` (a peer that never acknowledges the goodbye cannot keep it open).
@@ -157,8 +200,7 @@ pub(crate) async fn drive<C>(
     grace: Duration,
     peer: SocketAddr,
 ) where
-    C: GracefulConnection,
-    C::Error: std::fmt::Display,
+    C: Stoppable,
 {
     let mut connection = pin!(connection);
     let bound = tokio::select! {
@@ -166,7 +208,7 @@ pub(crate) async fn drive<C>(
         () = stop.requested() => None,
         () = idle => Some(grace),
     };
-    connection.as_mut().graceful_shutdown();
+    connection.as_mut().stop();
     match bound {
         None => closed(connection.await, peer),
         Some(grace) => match tokio::time::timeout(grace, connection).await {

@@ -247,7 +247,10 @@ pub(crate) async fn serve_http_tls(
 /// The one accept loop of every HTTP listener: each connection `listener` takes (within
 /// the cap) is served by hyper's HTTP/1 server, under the header-read timeout on its own
 /// timer and the head size of `limits`, over TLS when `tls` is given, with the service
-/// `service_for` makes for its peer; on `shutdown`, in-flight requests finish.
+/// `service_for` makes for its peer; on `shutdown`, in-flight requests finish. A service
+/// that answers a protocol upgrade with `101` takes the connection's socket over
+/// (`hyper::upgrade::on`, what `weir proxy` does for a WebSocket); from then on the socket
+/// is outside this loop's connection cap and shutdown, and the service bounds it.
 async fn serve_connections<M, H, B>(
     listener: TcpListener,
     limits: HttpLimits,
@@ -287,13 +290,16 @@ where
             async move {
                 match tls {
                     None => {
-                        let connection = builder.serve_connection(TokioIo::new(stream), service);
+                        let connection = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .with_upgrades();
                         drive(connection, stop, idle, Duration::ZERO, peer).await;
                     }
                     Some(tls) => {
                         if let Some(stream) = crate::tls::handshake(&tls, stream, peer).await {
-                            let connection =
-                                builder.serve_connection(TokioIo::new(stream), service);
+                            let connection = builder
+                                .serve_connection(TokioIo::new(stream), service)
+                                .with_upgrades();
                             drive(connection, stop, idle, Duration::ZERO, peer).await;
                         }
                     }
