@@ -13,7 +13,9 @@
 //! - `keyed_{1,10000,1000000}`: u64 keys, 10 per second, burst 10 (governor
 //!   `Quota::per_second(10)`, Weir `Rule::per_second(10)`: the same GCRA), keys pre-populated
 //!   and drawn uniformly at random with xorshift inside the timed loop. `weir` builds a
-//!   `Key::from(u64)` per check, as a caller holding a u64 must; `weir-prebuilt-key` indexes
+//!   `Key::from(u64)` per check, as a caller of the store holding a u64 must;
+//!   `weir-keyed` is a [`KeyedLimiter`] (one rule, u64 keys: governor's keyed limiter's
+//!   counterpart, its own store of the same capacity); `weir-prebuilt-key` indexes
 //!   a `Vec<Key>` built beforehand (store cost without the key allocation; 1 and 10k keys
 //!   only); `naive-mutex-hashmap` is one `Mutex<HashMap<u64, u64>>` running GCRA inline.
 //! - `keyed_admit_1000000`: the same 1M keys under 1 per second with a burst of 10^9:
@@ -57,7 +59,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Thro
 use governor::clock::Clock as _;
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use portable_atomic::AtomicU128;
-use weir_core::{Clock, DirectLimiter, Key, MemoryStore, Op, Outcome, Record, Rule, SystemClock};
+use weir_core::{
+    Clock, DirectLimiter, Key, KeyedLimiter, MemoryStore, Op, Outcome, Record, Rule, SystemClock,
+};
 
 /// xorshift64*, as in the governor harness: about 1 ns per key.
 struct Rng(u64);
@@ -192,6 +196,13 @@ impl Subject for Naive {
             *tat = new_tat;
         }
         allowed
+    }
+}
+
+impl Subject for KeyedLimiter {
+    #[inline]
+    fn check(&self, k: u64) -> bool {
+        self.check_now(k).is_ok_and(|d| d.allowed)
     }
 }
 
@@ -398,6 +409,18 @@ fn keyed(c: &mut Criterion) {
         });
         let (per, burst) = (u64::from(per_second), u64::from(burst));
         let naive = Naive::new(per, Duration::from_secs(1), burst);
+        // Weir's counterpart of governor's keyed limiter: one rule, u64 keys, no `Key`.
+        let keyed = KeyedLimiter::with_store(
+            rule,
+            MemoryStore::builder()
+                .capacity(usize::try_from(nkeys * 2).unwrap().max(1 << 20))
+                .build(),
+            SystemClock::new(),
+        )
+        .unwrap();
+        for k in 0..nkeys {
+            Subject::check(&keyed, k);
+        }
         let floors = (group_name == "keyed_admit_1000000").then(|| {
             (
                 Floor::new(nkeys, per, burst),
@@ -419,6 +442,7 @@ fn keyed(c: &mut Criterion) {
         for threads in [1, 2] {
             bench(&mut group, group_name, "governor", &gov, threads, nkeys);
             bench(&mut group, group_name, "weir", &weir, threads, nkeys);
+            bench(&mut group, group_name, "weir-keyed", &keyed, threads, nkeys);
             if let Some((floor, one_slot)) = &floors {
                 bench(
                     &mut group,

@@ -62,6 +62,21 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! One rule over many integer keys (a user id, a tenant, a packed IPv4 address) is a
+//! [`KeyedLimiter`]: governor's keyed limiter's counterpart, synchronous, over its own
+//! bounded memory store, each key's check one lock-free step under GCRA, a token bucket or
+//! a fixed window, with the same decisions as a [`Limiter`] on `Key::from(key)`:
+//!
+//! ```
+//! use weir_core::{KeyedLimiter, Rule};
+//!
+//! let per_user = KeyedLimiter::new(Rule::per_second(5)?)?;
+//! assert!(per_user.check_now(42)?.allowed);
+//! assert_eq!(per_user.peek_now(42)?.remaining, 4);
+//! assert_eq!(per_user.peek_now(7)?.remaining, 5);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! The async [`Limiter::wait`] runs under any executor: inside a tokio runtime it sleeps on
 //! tokio's timer, under any other (`futures::executor::block_on`, smol, …) a helper thread,
 //! `weir-timer`, wakes it. It never spins.
@@ -207,7 +222,7 @@ pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use decision::{Decision, Usage};
 pub use error::{CheckError, KeyError, RuleError, StoreError};
 pub use key::Key;
-pub use limiter::{DirectLimiter, Limiter, SyncStore};
+pub use limiter::{DirectLimiter, KeyedLimiter, Limiter, SyncStore};
 pub use rule::{Algorithm, FailurePolicy, Lockout, Mode, Rule, MAX_SPAN};
 pub use state::{Guard, Record, State};
 pub use step::{Op, Outcome};

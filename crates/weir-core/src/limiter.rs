@@ -6,9 +6,11 @@
 //! the program) is a [`DirectLimiter`], in `limiter/direct.rs`: one atomic word, no store.
 
 mod direct;
+mod keyed;
 mod sync;
 
 pub use direct::DirectLimiter;
+pub use keyed::KeyedLimiter;
 pub use sync::SyncStore;
 
 use std::time::Duration;

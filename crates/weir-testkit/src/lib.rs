@@ -20,6 +20,7 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod conformance;
+pub mod contention;
 pub mod faults;
 pub mod invariants;
 mod model;

@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 use std::num::NonZeroU32;
-use std::sync::Barrier;
 use std::time::Duration;
 
 use governor::clock::{Clock as _, FakeRelativeClock};
@@ -99,47 +98,9 @@ proptest! {
 /// admits sequentially; then time moves and it holds again.
 #[test]
 fn contention_admits_exactly_what_the_model_admits() {
-    const THREADS: u64 = 8;
-    const PER_THREAD: u64 = 500;
-    let s = Duration::from_secs(1);
-    for rule in [
-        Rule::gcra(1000, s, 1000).unwrap(),
-        Rule::token_bucket(1000, 1000, s).unwrap(),
-        Rule::fixed_window(1000, s).unwrap(),
-    ] {
+    for rule in weir_testkit::contention::one_word_rules() {
         let clock = ManualClock::new(T0_NS);
         let direct = DirectLimiter::with_clock(rule, clock.clone()).unwrap();
-        let mut model = Model::new();
-        for phase in 0..4u64 {
-            clock.set_ns(T0_NS + phase * 400_000_000);
-            let now = clock.now_ns();
-            let barrier = Barrier::new(usize::try_from(THREADS).unwrap());
-            let admitted: u64 = std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..THREADS)
-                    .map(|_| {
-                        let (direct, barrier) = (&direct, &barrier);
-                        scope.spawn(move || {
-                            barrier.wait();
-                            (0..PER_THREAD)
-                                .map(|_| u64::from(direct.check_now().allowed))
-                                .sum::<u64>()
-                        })
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join().unwrap()).sum()
-            });
-            let expected = (0..THREADS * PER_THREAD)
-                .map(|_| match model_check(&mut model, &rule, 1, now) {
-                    Ok(Outcome::Decision(d)) => u64::from(d.allowed),
-                    other => panic!("{other:?}"),
-                })
-                .sum::<u64>();
-            assert_eq!(
-                admitted,
-                expected,
-                "{} phase {phase}: {admitted} admitted under contention, {expected} sequentially",
-                rule.algorithm().name()
-            );
-        }
+        weir_testkit::contention::admits_as_the_model(&rule, &clock, || direct.check_now().allowed);
     }
 }

@@ -201,11 +201,18 @@ impl Inner {
     /// The hash of (scope, key): both paths find the record by it.
     #[inline]
     fn hash(&self, scope: u64, key: &Key) -> u64 {
+        self.hash_bytes(scope, key.as_bytes())
+    }
+
+    /// [`hash`](Self::hash) of a key's bytes (what a [`KeyedLimiter`](crate::KeyedLimiter)
+    /// has, without building the [`Key`]).
+    #[inline]
+    fn hash_bytes(&self, scope: u64, key: &[u8]) -> u64 {
         #[cfg(test)]
         if self.collide {
             return 0x5EED;
         }
-        self.hasher.hash_one((scope, key.as_bytes()))
+        self.hasher.hash_one((scope, key))
     }
 
     /// Which share a rule's records count under (its parameters).
@@ -355,6 +362,38 @@ impl MemoryStore {
         }
         let mut shard = inner.lock(inner.shard_index(hash));
         inner.apply_general(&mut shard, (hash, scope, key), rule, &op, now_ns)
+    }
+
+    /// A check of `cost` (0: a peek) on the record of (`rule`, `Key::from(key)`), already
+    /// validated, with `meter` the rule's one-word meter if it has one: the
+    /// [`KeyedLimiter`](crate::KeyedLimiter)'s way in. The same record and the same step as
+    /// [`apply_scoped_now`](Self::apply_scoped_now) with `Op::Check`, without building the
+    /// key, deriving the meter or validating again on every check: the lock-free table
+    /// first, then (a key it does not hold, a rule of more than one word) the same insert
+    /// and general path.
+    #[inline]
+    pub(crate) fn check_u64_now(
+        &self,
+        rule: &Rule,
+        meter: Option<&WordMeter>,
+        key: u64,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Outcome, CheckError> {
+        let scope = rule.scope();
+        // `Key::from(u64)` is the number's big-endian bytes; the lock-free table holds those
+        // 8 bytes read as a little-endian word (`lock_free`).
+        let bytes = key.to_be_bytes();
+        if let Some(meter) = meter {
+            if let Some(table) = self.inner.compact.table(scope, meter) {
+                let hash = self.inner.hash_bytes(scope, &bytes);
+                let word = u64::from_le_bytes(bytes);
+                if let Found::Decided(d) = table.check(hash, word, meter, cost, now_ns) {
+                    return Ok(Outcome::Decision(d));
+                }
+            }
+        }
+        self.apply_in(scope, &Key::from(key), rule, Op::Check { cost }, now_ns)
     }
 
     /// [`Store::check_all`], synchronously: locks the shards involved in index order (so
