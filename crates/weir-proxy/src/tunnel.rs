@@ -15,7 +15,9 @@
 //!   passed on as it is.
 //! - **Bounds**: at most `max_tunnels` are open at once; past that an upgrade is a `503`
 //!   that never reaches the upstream. A tunnel leaves the listener's connection cap once
-//!   upgraded, so this is its cap.
+//!   upgraded, so this is its cap. Each holds two 16 KiB buffers (32 MiB at the default
+//!   1024) and one task; a write the other side does not take within the idle timeout
+//!   ends it as idle.
 //! - **What a limit counts**: the upgrade request, once, like any request. An in-flight
 //!   limit counts it until the `101`, not for the tunnel's life: `max_tunnels` bounds those.
 

@@ -370,6 +370,42 @@ async fn upstream_failures_are_502_and_504_with_a_clear_body() {
     );
 }
 
+/// The dashboard is `weir serve`'s own, on the proxy's API listener: the page without a
+/// token (it holds no data), its data only with one, and the data shows the proxy's rules
+/// and the clients its limits denied.
+#[tokio::test]
+async fn the_dashboard_shows_the_proxys_rules_and_denials_behind_the_admin_token() {
+    let b = backend("app", Duration::ZERO).await;
+    let mut s = settings(upstream(&b), CRAWLERS);
+    s.server.admin_token = Some(weir_server::AdminToken::new("dash-token-for-tests").unwrap());
+    let p = proxy(s).await;
+    let c = client();
+    let mut denied = 0;
+    for _ in 0..5 {
+        let a = get(&c, p.addr, "/", &[("user-agent", "bingbot")]).await;
+        denied += usize::from(a.status == 429);
+    }
+    assert!(denied > 0, "the crawler class's limit denied some");
+
+    let page = get(&c, p.api, "/dashboard", &[]).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<html"), "{}", page.body);
+    assert_eq!(get(&c, p.api, "/dashboard/data", &[]).await.status, 401);
+    let data = get(
+        &c,
+        p.api,
+        "/dashboard/data",
+        &[("authorization", "Bearer dash-token-for-tests")],
+    )
+    .await;
+    assert_eq!(data.status, 200, "{}", data.body);
+    let data: serde_json::Value = serde_json::from_str(&data.body).unwrap();
+    let rules = data["rules"].to_string();
+    assert!(rules.contains("proxy.class_crawler"), "{rules}");
+    let total = data["top_denied"]["total_denials"].as_u64().unwrap();
+    assert_eq!(usize::try_from(total).unwrap(), denied, "{data}");
+}
+
 #[tokio::test]
 async fn metrics_and_the_admin_api_are_served_beside_the_proxy() {
     let b = backend("app", Duration::ZERO).await;
