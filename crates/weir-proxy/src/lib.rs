@@ -21,7 +21,9 @@
 //!
 //! Whose fault a failure is decides the answer, the log and the metric. The upstream's
 //! (unreachable, closed, no response head within [`ProxySettings::upstream_timeout`]) is a
-//! `502` / `504` with a WARN naming it; a response body that stalls for
+//! `502` / `504` with a WARN naming it (an idempotent request without a body that failed on
+//! a keep-alive connection idle for a second or more, which the upstream's idle timer may
+//! have closed as it went, is first sent once more on a new connection, as nginx does); a response body that stalls for
 //! [`ProxySettings::upstream_body_timeout`] is cut (the client's connection closes before
 //! the body ends), with a WARN too. The client's (broken chunked framing or a short
 //! body: `400`; a body that sends nothing for [`ProxySettings::client_body_timeout`]:

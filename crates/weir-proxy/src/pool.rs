@@ -16,9 +16,13 @@
 //! An idle connection is polled once when it is taken: one the upstream closed meanwhile
 //! (its FIN already read by the reactor) is dropped then, never handed out. One closed
 //! after that, before the request was written, gives the request back and it is sent on
-//! a new connection; one closed after the request was written is the upstream's failure
-//! (a `502`, as before). The pool keeps at most [`MAX_IDLE`] idle connections per
-//! upstream, each for at most [`IDLE_TIMEOUT`].
+//! a new connection. One that fails after the request was written is the upstream's failure
+//! (a `502`), except for the keep-alive race: a connection idle for [`STALE_AFTER`] or
+//! more may have been closed by the upstream's idle timer just as the request went, so an
+//! idempotent request without a body (`GET`, `HEAD`, `OPTIONS`, `PUT`, `DELETE`, `TRACE`)
+//! sent on one is kept and sent once more on a new connection, as nginx does with its
+//! cached connections. The pool keeps at most [`MAX_IDLE`] idle connections per upstream,
+//! each for at most [`IDLE_TIMEOUT`].
 
 use std::future::{poll_fn, Future as _};
 use std::io;
@@ -43,6 +47,12 @@ pub(crate) const MAX_IDLE: usize = 256;
 
 /// The longest a connection is kept idle.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Idle this long, a connection may be closed by the upstream as the next request goes
+/// (Node's and Apache's keep-alive timeouts are 5 s): an idempotent request without a
+/// body sent on it is kept, to be sent once more on a new connection if it fails. Busier
+/// connections cost no copy.
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(1);
 
 /// Why an exchange failed.
 #[derive(Debug, thiserror::Error)]
@@ -243,6 +253,8 @@ pub(crate) struct Pool {
     idle: Mutex<Vec<Conn>>,
     max_idle: usize,
     connect_timeout: Duration,
+    /// [`STALE_AFTER`], but for tests.
+    stale_after: Duration,
     clock: SystemClock,
 }
 
@@ -259,8 +271,23 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             max_idle,
             connect_timeout,
+            stale_after: STALE_AFTER,
             clock: SystemClock::new(),
         }
+    }
+
+    /// Counts every idle connection as stale after `after` (tests).
+    #[cfg(test)]
+    fn stale_after(mut self, after: Duration) -> Self {
+        self.stale_after = after;
+        self
+    }
+
+    /// Whether `conn`, taken from the pool, was idle long enough that the upstream may
+    /// have closed it as a request goes.
+    fn stale(&self, conn: &Conn) -> bool {
+        let idle_ns = self.clock.now_ns().saturating_sub(conn.idle_since_ns);
+        u128::from(idle_ns) >= self.stale_after.as_nanos()
     }
 
     /// The upstream.
@@ -391,12 +418,17 @@ pub(crate) async fn exchange(
 ) -> Result<Response<PooledBody>, ExchangeError> {
     let mut request = request;
     let mut idle = poll_fn(|cx| Poll::Ready(pool.take(cx))).await;
+    // The copy of a request sent on a stale connection, to send once more.
+    let mut spare = None;
     loop {
         let reused = idle.is_some();
         let mut conn = match idle.take() {
             Some(conn) => conn,
             None => pool.connect().await?,
         };
+        if reused && spare.is_none() && pool.stale(&conn) {
+            spare = resendable(&request);
+        }
         // Ready for a request (the connection driven meanwhile: it is ours alone).
         let ready = poll_fn(|cx| {
             conn.poll_with(cx, |io, cx| {
@@ -433,13 +465,33 @@ pub(crate) async fn exchange(
                     ended: false,
                 }))
             }
-            Err(mut e) => match e.take_message() {
+            Err(mut e) => match (e.take_message(), spare.take()) {
                 // Never written: the reused connection closed under it; a new one.
-                Some(back) if reused => request = back,
+                (Some(back), _) if reused => request = back,
+                // Written on a stale connection the upstream closed: the copy, on a new one.
+                (_, Some(copy)) if reused => {
+                    tracing::debug!(upstream = %pool.upstream, error = %e.error(), "a stale keep-alive connection failed; the request goes once more on a new one");
+                    request = copy;
+                }
                 _ => return Err(ExchangeError::Http(e.into_error())),
             },
         }
     }
+}
+
+/// A copy of `request` to send again if the connection fails after writing it: only an
+/// idempotent request (RFC 9110 §9.2.2) without a body, which the upstream may have
+/// received without harm.
+fn resendable(request: &Request<Outbound>) -> Option<Request<Outbound>> {
+    if !request.method().is_idempotent() || !matches!(request.body(), Outbound::Empty) {
+        return None;
+    }
+    let mut copy = Request::new(Outbound::Empty);
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    Some(copy)
 }
 
 /// The upstream's response body, driving its connection as it is read and handing the
@@ -540,6 +592,9 @@ mod tests {
         SaysClose,
         /// Reads the request, then closes without an answer.
         NeverAnswers,
+        /// Answers the first request, keep-alive; reads the second, then closes without an
+        /// answer (an idle timer that fired as the request came).
+        SwallowsTheSecond,
     }
 
     /// A raw HTTP/1.1 upstream (GET only) counting the connections it accepted.
@@ -554,6 +609,7 @@ mod tests {
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 1024];
+                    let mut served = 0;
                     loop {
                         while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
                             match socket.read(&mut chunk).await {
@@ -562,8 +618,10 @@ mod tests {
                             }
                         }
                         buf.clear();
+                        served += 1;
                         let answer: &[u8] = match mode {
                             Upstreaming::NeverAnswers => return,
+                            Upstreaming::SwallowsTheSecond if served == 2 => return,
                             Upstreaming::SaysClose => {
                                 b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
                             }
@@ -572,7 +630,10 @@ mod tests {
                         if socket.write_all(answer).await.is_err() {
                             return;
                         }
-                        if mode != Upstreaming::KeepAlive {
+                        if !matches!(
+                            mode,
+                            Upstreaming::KeepAlive | Upstreaming::SwallowsTheSecond
+                        ) {
                             return;
                         }
                     }
@@ -681,6 +742,41 @@ mod tests {
         let e = round(&pool).await.unwrap_err();
         assert!(!e.is_connect(), "{e}");
         assert_eq!(pool.idle_count(), 0);
+    }
+
+    /// The keep-alive race: a stale connection that the upstream closes once the request is
+    /// written. An idempotent request without a body goes once more on a new connection; a
+    /// `POST` is the upstream's failure; on a connection that is not stale, so is a `GET`.
+    #[tokio::test]
+    async fn an_idempotent_request_on_a_stale_connection_the_upstream_closed_is_sent_again() {
+        let (up, accepted) = upstream(Upstreaming::SwallowsTheSecond).await;
+        let pool =
+            Arc::new(Pool::new(up.clone(), Duration::from_secs(1)).stale_after(Duration::ZERO));
+        assert_eq!(round(&pool).await.unwrap(), "ok");
+        assert_eq!(
+            round(&pool).await.unwrap(),
+            "ok",
+            "sent again on a new connection"
+        );
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+
+        // The same race with a POST (pooled again after the third connection's answer).
+        let post = Request::post("/")
+            .header(http::header::HOST, "test")
+            .body(Outbound::Empty)
+            .unwrap();
+        assert!(
+            exchange(&pool, post).await.is_err(),
+            "a POST is not sent twice"
+        );
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+
+        // Not stale: the upstream's failure, not sent again.
+        let (up, accepted) = upstream(Upstreaming::SwallowsTheSecond).await;
+        let fresh = Arc::new(Pool::new(up, Duration::from_secs(1)).stale_after(IDLE_TIMEOUT));
+        assert_eq!(round(&fresh).await.unwrap(), "ok");
+        assert!(round(&fresh).await.is_err());
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
