@@ -1,5 +1,6 @@
 //! CPU time per check of one hot key, one thread: Weir's keyed memory store (one 8-byte key,
-//! the lock-free path), Weir's [`DirectLimiter`] and governor's direct limiter, every check
+//! the lock-free path), Weir's [`KeyedLimiter`] on one key, governor's keyed limiter on one
+//! key, Weir's [`DirectLimiter`] and governor's direct limiter, every check
 //! allowed (GCRA, 10^9 per second, burst 10^9, as the bench's `direct_allow`). Not a test,
 //! and not the bench: on a shared machine a wall-clock bench counts the time other
 //! processes take the core, so this reads the thread's own CPU time instead
@@ -23,8 +24,10 @@
 use std::hint::black_box;
 use std::num::NonZeroU32;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use weir_core::{Clock, DirectLimiter, Key, MemoryStore, Op, Outcome, Rule, SystemClock};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use weir_core::{
+    Clock, DirectLimiter, Key, KeyedLimiter, MemoryStore, Op, Outcome, Rule, SystemClock,
+};
 
 /// This thread's CPU time so far, in ns (first field of `/proc/thread-self/schedstat`).
 fn cpu_ns() -> u64 {
@@ -67,11 +70,15 @@ fn main() {
     let store = MemoryStore::default();
     let key = Key::from(42u64);
     let direct = DirectLimiter::new(rule).unwrap();
-    let governor: DefaultDirectRateLimiter =
-        RateLimiter::direct(Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap()));
+    let quota = Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap());
+    let governor: DefaultDirectRateLimiter = RateLimiter::direct(quota);
+    let keyed = KeyedLimiter::new(rule).unwrap();
+    let governor_keyed: DefaultKeyedRateLimiter<u64> = RateLimiter::keyed(quota);
 
     let mut results: Vec<(&str, Vec<f64>)> = vec![
-        ("weir-keyed", Vec::new()),
+        ("weir-store", Vec::new()),
+        ("weir-keyed-limiter", Vec::new()),
+        ("governor-keyed", Vec::new()),
         ("weir-direct", Vec::new()),
         ("governor-direct", Vec::new()),
     ];
@@ -85,10 +92,16 @@ fn main() {
             );
             matches!(outcome, Ok(Outcome::Decision(d)) if d.allowed)
         }));
-        results[1]
+        results[1].1.push(per_check(checks, || {
+            keyed.check_now(black_box(42)).is_ok_and(|d| d.allowed)
+        }));
+        results[2].1.push(per_check(checks, || {
+            governor_keyed.check_key(black_box(&42)).is_ok()
+        }));
+        results[3]
             .1
             .push(per_check(checks, || direct.check_now().allowed));
-        results[2]
+        results[4]
             .1
             .push(per_check(checks, || governor.check().is_ok()));
     }

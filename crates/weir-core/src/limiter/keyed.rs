@@ -14,7 +14,6 @@
 
 use std::time::Duration;
 
-use super::decision;
 use super::sync::wait_blocking_on;
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Decision;
@@ -160,13 +159,11 @@ impl<C: Clock> KeyedLimiter<C> {
         wait_blocking_on(&self.clock, max_wait, || self.check_n_now(key, cost))
     }
 
-    #[inline]
+    #[inline(always)]
     fn decide(&self, key: u64, cost: u64) -> Result<Decision, CheckError> {
         let now_ns = self.clock.now_ns();
-        decision(
-            self.store
-                .check_u64_now(&self.rule, self.meter.as_ref(), key, cost, now_ns)?,
-        )
+        self.store
+            .check_u64_now(&self.rule, self.meter.as_ref(), key, cost, now_ns)
     }
 }
 

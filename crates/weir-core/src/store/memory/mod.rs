@@ -48,7 +48,8 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::error::CheckError;
+use crate::decision::Decision;
+use crate::error::{CheckError, StoreError};
 use crate::key::Key;
 use crate::rule::Rule;
 use crate::state::Record;
@@ -371,7 +372,7 @@ impl MemoryStore {
     /// key, deriving the meter or validating again on every check: the lock-free table
     /// first, then (a key it does not hold, a rule of more than one word) the same insert
     /// and general path.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn check_u64_now(
         &self,
         rule: &Rule,
@@ -379,7 +380,7 @@ impl MemoryStore {
         key: u64,
         cost: u64,
         now_ns: u64,
-    ) -> Result<Outcome, CheckError> {
+    ) -> Result<Decision, CheckError> {
         let scope = rule.scope();
         // `Key::from(u64)` is the number's big-endian bytes; the lock-free table holds those
         // 8 bytes read as a little-endian word (`lock_free`).
@@ -389,11 +390,31 @@ impl MemoryStore {
                 let hash = self.inner.hash_bytes(scope, &bytes);
                 let word = u64::from_le_bytes(bytes);
                 if let Found::Decided(d) = table.check(hash, word, meter, cost, now_ns) {
-                    return Ok(Outcome::Decision(d));
+                    return Ok(d);
                 }
             }
         }
-        self.apply_in(scope, &Key::from(key), rule, Op::Check { cost }, now_ns)
+        self.check_u64_slowly(rule, key, cost, now_ns)
+    }
+
+    /// [`check_u64_now`](Self::check_u64_now) off the lock-free table: the store's usual
+    /// path, with the key built.
+    #[cold]
+    #[inline(never)]
+    fn check_u64_slowly(
+        &self,
+        rule: &Rule,
+        key: u64,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decision, CheckError> {
+        let key = Key::from(key);
+        match self.apply_in(rule.scope(), &key, rule, Op::Check { cost }, now_ns)? {
+            Outcome::Decision(d) => Ok(d),
+            other => Err(CheckError::Store(StoreError::Corrupt(format!(
+                "the memory store answered a check with {other:?}"
+            )))),
+        }
     }
 
     /// [`Store::check_all`], synchronously: locks the shards involved in index order (so
