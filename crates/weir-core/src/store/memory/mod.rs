@@ -199,6 +199,37 @@ impl Default for MemoryStore {
 }
 
 impl Inner {
+    /// The insert path of a check the lock-free table did not find (`word` the key's 8
+    /// bytes, `meter` the rule's): under the key's stripe lock (which orders inserts of one
+    /// key) the table is asked again, then, if the general table does not hold the key,
+    /// a slot is claimed; the general path takes the rest (a key it holds, a peek, no slot
+    /// to be had). Out of line: a key is new once, checked many times, and the checks' own
+    /// path stays short.
+    #[cold]
+    #[inline(never)]
+    fn insert(
+        &self,
+        table: &compact::Table,
+        (hash, scope, key): (u64, u64, &Key),
+        (word, meter): (u64, &WordMeter),
+        rule: &Rule,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Outcome, CheckError> {
+        let _stripe = table.stripe(hash);
+        if let Found::Decided(d) = table.check(hash, word, meter, cost, now_ns) {
+            return Ok(Outcome::Decision(d));
+        }
+        let mut shard = self.lock(self.shard_index(hash));
+        if cost > 0 && shard.get(hash, scope, key).is_none() {
+            if let Claimed::Decided(d) = table.claim(hash, word, meter, cost, now_ns) {
+                return Ok(Outcome::Decision(d));
+            }
+        }
+        let op = Op::Check { cost };
+        self.apply_general(&mut shard, (hash, scope, key), rule, &op, now_ns)
+    }
+
     /// The hash of (scope, key): both paths find the record by it.
     #[inline]
     fn hash(&self, scope: u64, key: &Key) -> u64 {
@@ -346,19 +377,14 @@ impl MemoryStore {
                 if let Found::Decided(d) = table.check(hash, word, &meter, cost, now_ns) {
                     return Ok(Outcome::Decision(d));
                 }
-                // Not there: the insert path. The stripe lock orders inserts of one key.
-                let _stripe = table.stripe(hash);
-                if let Found::Decided(d) = table.check(hash, word, &meter, cost, now_ns) {
-                    return Ok(Outcome::Decision(d));
-                }
-                let mut shard = inner.lock(inner.shard_index(hash));
-                if cost > 0 && shard.get(hash, scope, key).is_none() {
-                    if let Claimed::Decided(d) = table.claim(hash, word, &meter, cost, now_ns) {
-                        return Ok(Outcome::Decision(d));
-                    }
-                }
-                // Held by the general path, a peek, or no slot could be had.
-                return inner.apply_general(&mut shard, (hash, scope, key), rule, &op, now_ns);
+                return inner.insert(
+                    table,
+                    (hash, scope, key),
+                    (word, &meter),
+                    rule,
+                    cost,
+                    now_ns,
+                );
             }
         }
         let mut shard = inner.lock(inner.shard_index(hash));
