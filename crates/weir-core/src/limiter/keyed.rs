@@ -54,7 +54,7 @@ use crate::store::{MemoryStore, WordMeter};
 /// ```
 ///
 /// Share it across threads by reference or in an `Arc`. [`KeyedLimiter::new`] reads the
-/// [`SystemClock`] and holds up to the default store's capacity of keys;
+/// [`SystemClock`] and holds up to the default store's capacity of keys (1 048 576);
 /// [`with_store`](Self::with_store) takes a store of any capacity.
 #[derive(Debug)]
 pub struct KeyedLimiter<C = SystemClock> {
@@ -66,22 +66,25 @@ pub struct KeyedLimiter<C = SystemClock> {
 }
 
 impl KeyedLimiter {
-    /// A limiter for `rule` on the system clock and a default memory store (1 048 576
-    /// records, half of them for this rule's keys). Refuses a concurrency rule (see
-    /// [`with_store`](Self::with_store)).
+    /// A limiter for `rule` on the system clock and a memory store of its own holding up to
+    /// 1 048 576 keys (the default capacity, all of it for this rule). Refuses a concurrency
+    /// rule (see [`with_store`](Self::with_store)).
     pub fn new(rule: Rule) -> Result<Self, RuleError> {
         Self::with_clock(rule, SystemClock::new())
     }
 }
 
 impl<C: Clock> KeyedLimiter<C> {
-    /// A limiter for `rule` on a default memory store, reading time from `clock`.
+    /// A limiter for `rule` on a memory store of its own (as [`new`](KeyedLimiter::new)),
+    /// reading time from `clock`.
     pub fn with_clock(rule: Rule, clock: C) -> Result<Self, RuleError> {
-        Self::with_store(rule, MemoryStore::default(), clock)
+        // One rule: the whole capacity is its share (a shared store keeps half per rule).
+        Self::with_store(rule, MemoryStore::builder().rule_share(100).build(), clock)
     }
 
-    /// A limiter for `rule` over `store` (its capacity bounds the keys held: build it with
-    /// [`MemoryStore::builder`]), reading time from `clock`. The store may be shared with a
+    /// A limiter for `rule` over `store` (its capacity, times its rule share, bounds the keys
+    /// held: build it with [`MemoryStore::builder`], with `rule_share(100)` unless other
+    /// rules share it), reading time from `clock`. The store may be shared with a
     /// [`Limiter`](crate::Limiter): the key `k` here is `Key::from(k)` there.
     /// `Err(RuleError::Inconsistent)` for a concurrency rule, whose leases are acquired
     /// and released, not checked (a [`Limiter`](crate::Limiter) has those verbs).
@@ -226,6 +229,28 @@ mod tests {
                 .allowed
         );
         assert!(!keyed.check_now(99).unwrap().allowed);
+    }
+
+    /// Its own store: the rule's share is the whole capacity.
+    #[test]
+    fn its_own_store_gives_the_rule_the_whole_capacity() {
+        let clock = ManualClock::new(1_000_000_000);
+        let store = MemoryStore::builder()
+            .capacity(64)
+            .shards(1)
+            .rule_share(100)
+            .build();
+        let limiter = KeyedLimiter::with_store(Rule::per_second(1).unwrap(), store, clock).unwrap();
+        for key in 0..64 {
+            assert!(limiter.check_now(key).unwrap().allowed, "key {key}");
+        }
+        assert_eq!(limiter.store().stats().len, 64);
+        // `new`: the default capacity, all of it for the rule (its lock-free table is sized
+        // for every record, 20 bytes each, not half of them).
+        let default = KeyedLimiter::new(Rule::per_second(1).unwrap()).unwrap();
+        assert!(default.check_now(1).unwrap().allowed);
+        assert_eq!(default.store().capacity(), 1_048_576);
+        assert_eq!(default.store().stats().lock_free_bytes, 1_048_576 * 20);
     }
 
     #[test]
