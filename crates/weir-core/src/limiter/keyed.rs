@@ -246,11 +246,11 @@ mod tests {
         }
         assert_eq!(limiter.store().stats().len, 64);
         // `new`: the default capacity, all of it for the rule (its lock-free table is sized
-        // for every record, 20 bytes each, not half of them).
+        // for every record, not half of them).
         let default = KeyedLimiter::new(Rule::per_second(1).unwrap()).unwrap();
         assert!(default.check_now(1).unwrap().allowed);
         assert_eq!(default.store().capacity(), 1_048_576);
-        assert_eq!(default.store().stats().lock_free_bytes, 1_048_576 * 20);
+        assert_eq!(default.store().stats().lock_free_records, 1_048_576);
     }
 
     #[test]

@@ -53,6 +53,21 @@ const SLOTS_PER_RECORD_DEN: usize = 4;
 #[repr(C, align(64))]
 struct Bucket([AtomicU128; SLOTS]);
 
+/// Buckets per chunk: 64 buckets of 64 bytes, one 4 KiB page. A table is its chunks, each
+/// allocated when a key first needs one of its buckets: making a bucket writes it, so a
+/// table made whole would be resident whole from its first key (10 MiB for the default
+/// store's rule share); made by chunks, a table holding few keys holds few pages.
+const CHUNK: usize = 64;
+
+/// One chunk of a table's buckets.
+struct Chunk([Bucket; CHUNK]);
+
+impl Chunk {
+    fn new() -> Box<Self> {
+        Box::new(Self(std::array::from_fn(|_| Bucket::default())))
+    }
+}
+
 /// A slot's value: the key in the low half, the state's word in the high half.
 #[inline]
 fn pack(key: u64, word: u64) -> u128 {
@@ -72,7 +87,10 @@ fn unpack(v: u128) -> (u64, u64) {
 pub(super) struct Table {
     /// How the words are read: the meter of the rule that made the table.
     pub(super) meter: WordMeter,
-    buckets: Box<[Bucket]>,
+    /// The buckets, `CHUNK` to a chunk, each chunk made on first use.
+    chunks: Box<[OnceLock<Box<Chunk>>]>,
+    /// How many buckets the table has (made or not).
+    buckets: usize,
     stripes: Box<[Mutex<()>]>,
     evictions: AtomicU64,
     /// Slots holding a record (live or expired, not vacated): eviction starts at `records`.
@@ -103,9 +121,10 @@ impl Table {
         let buckets = slots.div_ceil(SLOTS).max(2);
         Self {
             meter,
-            buckets: std::iter::repeat_with(Bucket::default)
-                .take(buckets)
+            chunks: std::iter::repeat_with(OnceLock::new)
+                .take(buckets.div_ceil(CHUNK))
                 .collect(),
+            buckets,
             stripes: std::iter::repeat_with(|| Mutex::new(()))
                 .take(STRIPES)
                 .collect(),
@@ -115,10 +134,36 @@ impl Table {
         }
     }
 
-    /// The key's two buckets (distinct when there are two or more).
+    /// The key's two buckets, where their chunks have been made (a bucket of a chunk not
+    /// made yet holds no key).
     #[inline]
-    fn buckets_of(&self, hash: u64) -> [&Bucket; 2] {
-        let n = self.buckets.len();
+    fn buckets_of(&self, hash: u64) -> [Option<&Bucket>; 2] {
+        self.indices(hash).map(|i| {
+            let chunk = self.chunks.get(i / CHUNK)?.get()?;
+            chunk.0.get(i % CHUNK)
+        })
+    }
+
+    /// The key's two buckets, their chunks made if need be (the insert path).
+    fn buckets_made(&self, hash: u64) -> [Option<&Bucket>; 2] {
+        self.indices(hash).map(|i| {
+            let chunk = self.chunks.get(i / CHUNK)?.get_or_init(Chunk::new);
+            chunk.0.get(i % CHUNK)
+        })
+    }
+
+    /// Every bucket made so far.
+    fn made(&self) -> impl Iterator<Item = &Bucket> + '_ {
+        self.chunks
+            .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|chunk| &chunk.0)
+    }
+
+    /// The indices of the key's two buckets (distinct when there are two or more).
+    #[inline]
+    fn indices(&self, hash: u64) -> [usize; 2] {
+        let n = self.buckets;
         let reduce = |h: u64| {
             let i = (u128::from(h) * (n as u128)) >> 64;
             usize::try_from(i).unwrap_or(0)
@@ -128,7 +173,7 @@ impl Table {
         if second == first {
             second = (first + 1) % n;
         }
-        [&self.buckets[first], &self.buckets[second]]
+        [first, second]
     }
 
     /// The lock of the key's insert path.
@@ -152,7 +197,9 @@ impl Table {
         let buckets = self.buckets_of(hash);
         // Start the second bucket's cache line on its way while the first is scanned: the
         // two misses overlap instead of adding up.
-        std::hint::black_box(buckets[1].0[0].load(Ordering::Relaxed));
+        if let Some(second) = buckets[1] {
+            std::hint::black_box(second.0[0].load(Ordering::Relaxed));
+        }
         // A denial or a peek leaves the word as it was: a read. GCRA's step is matched out
         // of the loop, so the common case runs with no dispatch inside it.
         let decided = match meter {
@@ -183,12 +230,12 @@ impl Table {
     #[inline(always)]
     fn update<R>(
         &self,
-        buckets: [&Bucket; 2],
+        buckets: [Option<&Bucket>; 2],
         key: u64,
         mut f: impl FnMut(u64) -> (u64, R),
     ) -> Option<R> {
         'retry: loop {
-            for bucket in buckets {
+            for bucket in buckets.into_iter().flatten() {
                 for slot in &bucket.0 {
                     let seen = slot.load(Ordering::Acquire);
                     let (k, word) = unpack(seen);
@@ -239,7 +286,7 @@ impl Table {
             // and the least recently used record that is not limited.
             let mut free: Option<(&AtomicU128, u128, usize)> = None;
             let mut victim: Option<(&AtomicU128, u128, u64)> = None;
-            for bucket in self.buckets_of(hash) {
+            for bucket in self.buckets_made(hash).into_iter().flatten() {
                 let mut first_free = None;
                 let mut frees = 0;
                 for slot in &bucket.0 {
@@ -299,7 +346,7 @@ impl Table {
     /// Vacates every expired slot. Returns how many.
     fn sweep(&self, now_ns: u64) -> usize {
         let mut gone = 0;
-        for slot in self.buckets.iter().flat_map(|b| &b.0) {
+        for slot in self.made().flat_map(|b| &b.0) {
             let seen = slot.load(Ordering::Acquire);
             let (_, word) = unpack(seen);
             if word != 0
@@ -316,15 +363,15 @@ impl Table {
     }
 
     fn slots(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.buckets
-            .iter()
+        self.made()
             .flat_map(|b| &b.0)
             .map(|s| unpack(s.load(Ordering::Acquire)))
     }
 
-    /// Bytes the table takes.
+    /// Bytes the table takes: its chunks made so far, and the chunks' index.
     fn bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.buckets)
+        let made = self.chunks.iter().filter(|c| c.get().is_some()).count();
+        made * std::mem::size_of::<Chunk>() + std::mem::size_of_val(&*self.chunks)
     }
 }
 
@@ -405,6 +452,11 @@ impl Tables {
 
     pub(super) fn bytes(&self) -> usize {
         self.each().map(Table::bytes).sum()
+    }
+
+    /// The records the tables made so far are sized for.
+    pub(super) fn sized_for(&self) -> usize {
+        self.each().map(|t| t.records).sum()
     }
 
     /// Every record held, as (scope, the table's meter, key, word): what a state snapshot

@@ -17,7 +17,8 @@
 //!
 //! Memory is bounded, whatever keys clients send: the general path holds at most
 //! `capacity` records, and each lock-free table a fixed number of slots (16 bytes × 1.25 per
-//! record of the rule's share, reserved at the rule's first check). Records expire when
+//! record of the rule's share, sized at the rule's first check and made a 4 KiB chunk at a
+//! time as keys need them). Records expire when
 //! equivalent to fresh and are swept when a shard fills up (or by [`MemoryStore::sweep`]).
 //! When there is no room, a new key **evicts** a record that is not limited, least recently
 //! used first, so a flood of one-off keys cannot lock new clients out. What eviction costs:
@@ -110,8 +111,12 @@ pub struct MemoryStats {
     pub evictions: u64,
     /// New keys refused with [`StoreError::Full`](crate::StoreError::Full): no record could be evicted.
     pub refusals: u64,
-    /// Bytes reserved by the lock-free tables.
+    /// Bytes the lock-free tables take: the chunks of buckets made so far (a table is made
+    /// a 4 KiB chunk at a time, as keys need them) and their index.
     pub lock_free_bytes: usize,
+    /// Records the lock-free tables are sized for (each table, at its rule's first check:
+    /// the rule's share of the capacity).
+    pub lock_free_records: usize,
 }
 
 /// One shard, on its own cache lines so two cores working on two shards do not contend.
@@ -597,6 +602,7 @@ impl MemoryStore {
                 + self.inner.compact.evictions(),
             refusals: self.inner.limits.refusals.load(Ordering::Relaxed),
             lock_free_bytes: self.inner.compact.bytes(),
+            lock_free_records: self.inner.compact.sized_for(),
         }
     }
 
@@ -660,6 +666,46 @@ mod tests {
             Outcome::Decision(d) => Ok(d.allowed),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A lock-free table is made by 4 KiB chunks as keys need them: one key makes at most
+    /// two (its two buckets'), where the whole table used to be made (and resident) at
+    /// once; records in chunks made apart are all found, swept and counted.
+    #[test]
+    fn the_lock_free_table_is_made_by_chunks_as_keys_need_them() {
+        let store = MemoryStore::default();
+        let rule = Rule::per_second(10).unwrap();
+        assert!(check(&store, &Key::from(1u64), &rule, SEC).unwrap());
+        let stats = store.stats();
+        assert_eq!(
+            stats.lock_free_records, 524_288,
+            "sized for the rule's share"
+        );
+        let index = 655_360 / 4 / 64 * 16; // chunks × 16 B
+        assert!(
+            stats.lock_free_bytes <= index + 2 * 4096,
+            "one key, at most two chunks: {} bytes",
+            stats.lock_free_bytes
+        );
+        for k in 2..2000u64 {
+            assert!(check(&store, &Key::from(k), &rule, SEC).unwrap());
+        }
+        assert_eq!(store.lock_free_len(SEC), 1999);
+        assert!(store.stats().lock_free_bytes > stats.lock_free_bytes);
+        for k in 1..2000u64 {
+            let Outcome::Decision(d) = store
+                .apply_now(&Key::from(k), &rule, Op::Check { cost: 0 }, SEC)
+                .unwrap()
+            else {
+                panic!("a peek decides");
+            };
+            assert_eq!(d.remaining, 9, "key {k} found with its one check counted");
+        }
+        assert_eq!(
+            store.sweep(SEC * 100),
+            1999,
+            "every record swept once expired"
+        );
     }
 
     /// Issue 11: two keys whose hashes collide used to share one record.
