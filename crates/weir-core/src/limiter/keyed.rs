@@ -4,7 +4,7 @@
 //!
 //! Where this sits in a decision: [`KeyedLimiter::check_now`] reads `now` from its
 //! [`Clock`] once and asks its [`MemoryStore`] for the record of (rule, `Key::from(key)`)
-//! (`MemoryStore::check_u64_now`): under a rule whose state is one word, the lock-free
+//! (`MemoryStore::check_lock_free_u64`): under a rule whose state is one word, the lock-free
 //! table decides it with the key's 8 bytes, the rule's meter made once at construction and
 //! the cost validated by the caller, so no [`Key`](crate::Key) is built and nothing is
 //! derived again per check; a key that table does not hold, and any other rule, take the
@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use super::decision;
 use super::sync::wait_blocking_on;
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Decision;
@@ -165,8 +166,26 @@ impl<C: Clock> KeyedLimiter<C> {
     #[inline(always)]
     fn decide(&self, key: u64, cost: u64) -> Result<Decision, CheckError> {
         let now_ns = self.clock.now_ns();
-        self.store
-            .check_u64_now(&self.rule, self.meter.as_ref(), key, cost, now_ns)
+        let decided = self.meter.as_ref().and_then(|meter| {
+            self.store
+                .check_lock_free_u64(&self.rule, meter, key, cost, now_ns)
+        });
+        match decided {
+            Some(decision) => Ok(decision),
+            None => self.decide_slowly(key, cost, now_ns),
+        }
+    }
+
+    /// [`decide`](Self::decide) off the lock-free table (a new key, a key the general
+    /// table holds, a rule of more than one word): the store's usual path, the same record.
+    #[cold]
+    #[inline(never)]
+    fn decide_slowly(&self, key: u64, cost: u64, now_ns: u64) -> Result<Decision, CheckError> {
+        let op = Op::Check { cost };
+        decision(
+            self.store
+                .apply_scoped_now(&Key::from(key), &self.rule, op, now_ns)?,
+        )
     }
 }
 

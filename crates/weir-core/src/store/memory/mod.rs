@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::decision::Decision;
-use crate::error::{CheckError, StoreError};
+use crate::error::CheckError;
 use crate::key::Key;
 use crate::rule::Rule;
 use crate::state::Record;
@@ -397,54 +397,30 @@ impl MemoryStore {
     }
 
     /// A check of `cost` (0: a peek) on the record of (`rule`, `Key::from(key)`), already
-    /// validated, with `meter` the rule's one-word meter if it has one: the
-    /// [`KeyedLimiter`](crate::KeyedLimiter)'s way in. The same record and the same step as
-    /// [`apply_scoped_now`](Self::apply_scoped_now) with `Op::Check`, without building the
-    /// key, deriving the meter or validating again on every check: the lock-free table
-    /// first, then (a key it does not hold, a rule of more than one word) the same insert
-    /// and general path.
+    /// validated, decided by the rule's lock-free table with `meter` (the rule's one-word
+    /// meter, made once by the caller): the [`KeyedLimiter`](crate::KeyedLimiter)'s way in,
+    /// without building the key, deriving the meter or validating again. `None` when the
+    /// table does not hold the key (or the rule has no table): then
+    /// [`apply_scoped_now`](Self::apply_scoped_now) with `Op::Check` decides, on the same
+    /// record.
     #[inline(always)]
-    pub(crate) fn check_u64_now(
+    pub(crate) fn check_lock_free_u64(
         &self,
         rule: &Rule,
-        meter: Option<&WordMeter>,
+        meter: &WordMeter,
         key: u64,
         cost: u64,
         now_ns: u64,
-    ) -> Result<Decision, CheckError> {
+    ) -> Option<Decision> {
         let scope = rule.scope();
+        let table = self.inner.compact.table(scope, meter)?;
         // `Key::from(u64)` is the number's big-endian bytes; the lock-free table holds those
         // 8 bytes read as a little-endian word (`lock_free`).
         let bytes = key.to_be_bytes();
-        if let Some(meter) = meter {
-            if let Some(table) = self.inner.compact.table(scope, meter) {
-                let hash = self.inner.hash_bytes(scope, &bytes);
-                let word = u64::from_le_bytes(bytes);
-                if let Found::Decided(d) = table.check(hash, word, meter, cost, now_ns) {
-                    return Ok(d);
-                }
-            }
-        }
-        self.check_u64_slowly(rule, key, cost, now_ns)
-    }
-
-    /// [`check_u64_now`](Self::check_u64_now) off the lock-free table: the store's usual
-    /// path, with the key built.
-    #[cold]
-    #[inline(never)]
-    fn check_u64_slowly(
-        &self,
-        rule: &Rule,
-        key: u64,
-        cost: u64,
-        now_ns: u64,
-    ) -> Result<Decision, CheckError> {
-        let key = Key::from(key);
-        match self.apply_in(rule.scope(), &key, rule, Op::Check { cost }, now_ns)? {
-            Outcome::Decision(d) => Ok(d),
-            other => Err(CheckError::Store(StoreError::Corrupt(format!(
-                "the memory store answered a check with {other:?}"
-            )))),
+        let hash = self.inner.hash_bytes(scope, &bytes);
+        match table.check(hash, u64::from_le_bytes(bytes), meter, cost, now_ns) {
+            Found::Decided(d) => Some(d),
+            Found::Absent => None,
         }
     }
 
