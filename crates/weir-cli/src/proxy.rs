@@ -157,8 +157,8 @@ pub(crate) struct ProxyArgs {
     /// The most protocol upgrades (WebSocket tunnels) open at once; past it an upgrade is
     /// answered 503. An upgraded connection leaves --max-connections' count: this is its cap
     #[arg(long, value_name = "N", env = "WEIR_MAX_TUNNELS",
-          default_value_t = weir_proxy::DEFAULT_MAX_TUNNELS)]
-    max_tunnels: usize,
+          default_value_t = std::num::NonZeroUsize::new(weir_proxy::DEFAULT_MAX_TUNNELS).unwrap_or(std::num::NonZeroUsize::MIN))]
+    max_tunnels: std::num::NonZeroUsize,
 
     /// The longest a WebSocket (or other upgraded) tunnel may move no byte either way
     /// before the proxy closes it (as nginx's proxy_read_timeout does)
@@ -222,7 +222,7 @@ impl ProxyArgs {
         settings.upstream_timeout = self.upstream_timeout;
         settings.client_body_timeout = self.client_body_timeout;
         settings.upstream_body_timeout = self.upstream_body_timeout;
-        settings.max_tunnels = self.max_tunnels;
+        settings.max_tunnels = self.max_tunnels.get();
         settings.tunnel_idle_timeout = self.tunnel_idle_timeout;
         settings.server.max_connections = self.max_connections;
         settings.listen = Some(self.listen);

@@ -46,7 +46,7 @@ pub struct ProxySettings {
     /// 30 s).
     pub upstream_body_timeout: Duration,
     /// The most protocol upgrades (WebSocket tunnels) open at once; past it an upgrade is
-    /// a `503` (default 1024). A tunnel leaves the listener's connection cap once
+    /// a `503` (default 1024; 0 is taken as 1). A tunnel leaves the listener's connection cap once
     /// upgraded: this is its cap.
     pub max_tunnels: usize,
     /// The longest a tunnel may move no byte either way before it is closed (default
