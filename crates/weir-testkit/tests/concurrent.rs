@@ -161,3 +161,74 @@ fn checks_racing_moves_admit_exactly(rule: &Rule, burst: u64) {
         );
     }
 }
+
+/// The lock-free table makes room for a new key by moving another key's record to its
+/// second bucket (copied, then the original vacated). Threads check thousands of
+/// eight-byte keys, most of them new on their first check so that full buckets make
+/// records move, while another thread inspects keys (which moves their records to the
+/// general path, racing the moves within the table), at a frozen instant. Every key admits
+/// exactly its burst: a move neither loses nor doubles an admission, and afterwards each
+/// key is held once.
+#[test]
+fn records_moved_to_make_room_admit_exactly_the_burst() {
+    const BURST: u64 = 3;
+    const KEYS: u64 = 3_900;
+    let rule = Rule::gcra(1, Duration::from_secs(3600), BURST).unwrap();
+    // 4096 records: 1280 buckets of four slots, three quarters full, never full enough to
+    // evict.
+    let store = MemoryStore::builder()
+        .capacity(4096)
+        .rule_share(100)
+        .build();
+    let now = T0_NS;
+    let barrier = Barrier::new(THREADS + 1);
+    let admitted: Vec<u64> = std::thread::scope(|scope| {
+        let checkers: Vec<_> = (0..THREADS as u64)
+            .map(|t| {
+                let (store, barrier, rule) = (&store, &barrier, &rule);
+                scope.spawn(move || {
+                    barrier.wait();
+                    let mut admitted = vec![0u64; usize::try_from(KEYS).unwrap()];
+                    for i in 0..KEYS * (BURST + 1) {
+                        // Each thread its own order (a stride prime to KEYS).
+                        let k = (i * (2 * t + 1) * 7 + t * 977) % KEYS;
+                        let check = Op::Check { cost: 1 };
+                        if allowed(store.apply_now(&Key::from(k), rule, check, now)) {
+                            admitted[usize::try_from(k).unwrap()] += 1;
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let inspector = {
+            let (store, barrier, rule) = (&store, &barrier, &rule);
+            scope.spawn(move || {
+                barrier.wait();
+                for i in 0..KEYS / 4 {
+                    let key = Key::from((i * 13) % KEYS);
+                    store.apply_now(&key, rule, Op::Inspect, now).unwrap();
+                }
+            })
+        };
+        inspector.join().unwrap();
+        let mut total = vec![0u64; usize::try_from(KEYS).unwrap()];
+        for h in checkers {
+            for (sum, n) in total.iter_mut().zip(h.join().unwrap()) {
+                *sum += n;
+            }
+        }
+        total
+    });
+    for (k, n) in admitted.iter().enumerate() {
+        assert_eq!(*n, BURST, "key {k} admitted {n}, its burst is {BURST}");
+    }
+    let stats = store.stats();
+    assert!(stats.lock_free_moves > 0, "records were moved: {stats:?}");
+    assert_eq!(stats.evictions, 0, "{stats:?}");
+    assert_eq!(
+        stats.len,
+        usize::try_from(KEYS).unwrap(),
+        "each key held once: {stats:?}"
+    );
+}

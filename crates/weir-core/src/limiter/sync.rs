@@ -184,8 +184,10 @@ impl<S: SyncStore, C: Clock> Limiter<S, C> {
     /// }
     /// // The 101st request waits about 10 ms for its turn.
     /// assert!(limiter.wait_blocking(&key, &rule, 1, Duration::from_secs(1))?.allowed);
-    /// // Nothing is freed within a nanosecond: the wait gives up at once.
-    /// let denied = limiter.wait_blocking(&key, &rule, 1, Duration::from_nanos(1))?;
+    /// // One an hour: the next turn is an hour away, past `max_wait`, so it gives up at once.
+    /// let hourly = Rule::gcra(1, Duration::from_secs(3600), 1)?;
+    /// assert!(limiter.check_now(&key, &hourly, 1)?.allowed);
+    /// let denied = limiter.wait_blocking(&key, &hourly, 1, Duration::from_secs(1))?;
     /// assert!(!denied.allowed);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

@@ -17,7 +17,7 @@
 //!
 //! Memory is bounded, whatever keys clients send: the general path holds at most
 //! `capacity` records, and each lock-free table a fixed number of slots (16 bytes × 1.25 per
-//! record of the rule's share, sized at the rule's first check and made a 4 KiB chunk at a
+//! record of the rule's share, sized at the rule's first check and made a 64 KiB chunk at a
 //! time as keys need them). Records expire when
 //! equivalent to fresh and are swept when a shard fills up (or by [`MemoryStore::sweep`]).
 //! When there is no room, a new key **evicts** a record that is not limited, least recently
@@ -47,7 +47,7 @@ pub(crate) use word::WordMeter;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::decision::Decision;
 use crate::error::CheckError;
@@ -112,11 +112,14 @@ pub struct MemoryStats {
     /// New keys refused with [`StoreError::Full`](crate::StoreError::Full): no record could be evicted.
     pub refusals: u64,
     /// Bytes the lock-free tables take: the chunks of buckets made so far (a table is made
-    /// a 4 KiB chunk at a time, as keys need them) and their index.
+    /// a 64 KiB chunk at a time, as keys need them) and their index.
     pub lock_free_bytes: usize,
     /// Records the lock-free tables are sized for (each table, at its rule's first check:
     /// the rule's share of the capacity).
     pub lock_free_records: usize,
+    /// Records a lock-free table moved from their key's first bucket to its second, to
+    /// make room in a full bucket for a new key (nothing is lost or evicted by a move).
+    pub lock_free_moves: u64,
 }
 
 /// One shard, on its own cache lines so two cores working on two shards do not contend.
@@ -225,9 +228,26 @@ impl Inner {
         if let Found::Decided(d) = table.check(hash, word, meter, cost, now_ns) {
             return Ok(Outcome::Decision(d));
         }
-        let mut shard = self.lock(self.shard_index(hash));
+        let held = self.shard_index(hash);
+        let mut shard = self.lock(held);
         if cost > 0 && shard.get(hash, scope, key).is_none() {
-            if let Claimed::Decided(d) = table.claim(hash, word, meter, cost, now_ns) {
+            // Making room moves another key's record within the table: that key's shard is
+            // held meanwhile (this one is already; another is only tried, never waited
+            // for, so two inserts never wait on each other).
+            let exclusive = |other: u64| {
+                let other_hash = self.hash_bytes(scope, &other.to_le_bytes());
+                let index = self.shard_index(other_hash);
+                if index == held {
+                    return Some((other_hash, None));
+                }
+                let guard = match self.shards.get(index)?.0.try_lock() {
+                    Ok(guard) => guard,
+                    Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                    Err(TryLockError::WouldBlock) => return None,
+                };
+                Some((other_hash, Some(guard)))
+            };
+            if let Claimed::Decided(d) = table.claim(hash, word, (meter, cost, now_ns), exclusive) {
                 return Ok(Outcome::Decision(d));
             }
         }
@@ -579,6 +599,7 @@ impl MemoryStore {
             refusals: self.inner.limits.refusals.load(Ordering::Relaxed),
             lock_free_bytes: self.inner.compact.bytes(),
             lock_free_records: self.inner.compact.sized_for(),
+            lock_free_moves: self.inner.compact.moves(),
         }
     }
 
@@ -644,7 +665,7 @@ mod tests {
         }
     }
 
-    /// A lock-free table is made by 4 KiB chunks as keys need them: one key makes at most
+    /// A lock-free table is made by 64 KiB chunks as keys need them: one key makes at most
     /// two (its two buckets'), where the whole table used to be made (and resident) at
     /// once; records in chunks made apart are all found, swept and counted.
     #[test]
@@ -657,9 +678,9 @@ mod tests {
             stats.lock_free_records, 524_288,
             "sized for the rule's share"
         );
-        let index = 655_360 / 4 / 64 * 16; // chunks × 16 B
+        let index = (655_360usize / 4).div_ceil(1024) * 24; // chunks × 24 B
         assert!(
-            stats.lock_free_bytes <= index + 2 * 4096,
+            stats.lock_free_bytes <= index + 2 * 65_536,
             "one key, at most two chunks: {} bytes",
             stats.lock_free_bytes
         );
