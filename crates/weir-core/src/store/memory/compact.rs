@@ -564,9 +564,17 @@ impl Tables {
     /// scope's table reads its words under another meter.
     #[inline(always)]
     pub(super) fn table(&self, scope: u64, meter: &WordMeter) -> Option<&Table> {
-        self.find(scope)
-            .or_else(|| self.make(scope, meter))
-            .filter(|t| t.meter.reads_alike(meter))
+        // Written out, not `Option::filter`, which the compiler left out of line: a call
+        // on every check.
+        let table = match self.find(scope) {
+            Some(table) => table,
+            None => self.make(scope, meter)?,
+        };
+        if table.meter.reads_alike(meter) {
+            Some(table)
+        } else {
+            None
+        }
     }
 
     #[cold]
