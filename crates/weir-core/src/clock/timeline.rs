@@ -48,12 +48,16 @@ pub(super) struct Timeline {
     counter: quanta::Clock,
     /// The raw counter when the time line started.
     counter_start: u64,
+    /// Counter ticks to slowed nanoseconds in one multiplication: `ticks × scale >>
+    /// SCALE_SHIFT` is `slow(quanta's nanoseconds for ticks)`, to about a nanosecond a
+    /// second (the slowing folded into quanta's calibration, so a reading scales once).
+    scale: u64,
     /// The reference: the monotonic clock and the wall clock when the time line started.
     start: Instant,
     start_unix_ns: u64,
     offset_ns: AtomicU64,
     ceiling_ns: AtomicU64,
-    /// Counter ns (since start) at the last anchoring.
+    /// Slowed counter ns (since start) at the last anchoring.
     anchored_at: AtomicU64,
 }
 
@@ -64,6 +68,10 @@ static TIMELINE: OnceLock<Timeline> = OnceLock::new();
 pub(super) fn timeline() -> &'static Timeline {
     TIMELINE.get_or_init(Timeline::start)
 }
+
+/// The fixed point of [`Timeline::scale`]: ticks are multiplied by `scale`, then shifted
+/// right by this.
+const SCALE_SHIFT: u32 = 32;
 
 /// Counter ns slowed by 1/1024: non-decreasing in `ns`.
 #[inline]
@@ -81,9 +89,13 @@ impl Timeline {
             .unwrap_or(0);
         let start = Instant::now();
         let counter_start = counter.raw();
+        // quanta's nanoseconds for 2^SCALE_SHIFT ticks, slowed: the slowed nanoseconds a
+        // tick, in fixed point (scaling a delta reads no clock).
+        let scale = slow(counter.delta_as_nanos(0, 1 << SCALE_SHIFT));
         Self {
             counter,
             counter_start,
+            scale,
             start,
             start_unix_ns,
             offset_ns: AtomicU64::new(start_unix_ns),
@@ -95,7 +107,7 @@ impl Timeline {
     /// Nanoseconds since the Unix epoch, never less than a reading that happened before.
     #[inline]
     pub(super) fn now_ns(&self) -> u64 {
-        let elapsed = self.counter_ns();
+        let elapsed = self.elapsed_ns();
         // Also due when the counter is behind the last anchoring (it jumped back).
         if elapsed.wrapping_sub(self.anchored_at.load(Relaxed)) >= ANCHOR_EVERY_NS {
             return self.anchor();
@@ -109,18 +121,24 @@ impl Timeline {
             .saturating_add(duration_ns(self.start.elapsed()))
     }
 
-    /// Counter nanoseconds since start (0 if the counter reads before its start).
+    /// Slowed counter nanoseconds since start (0 if the counter reads before its start):
+    /// one multiplication and a shift.
     #[inline]
-    fn counter_ns(&self) -> u64 {
-        self.counter
-            .delta_as_nanos(self.counter_start, self.counter.raw())
+    fn elapsed_ns(&self) -> u64 {
+        let ticks = self.counter.raw().saturating_sub(self.counter_start);
+        let ns = (u128::from(ticks) * u128::from(self.scale)) >> SCALE_SHIFT;
+        u64::try_from(ns).unwrap_or(u64::MAX)
     }
 
+    /// `min(offset + elapsed, ceiling)`, written so that the reading's chain after the
+    /// counter is a `min` and an add (the headroom is worked out from the two loads
+    /// meanwhile), and never overflows. When an anchoring is half seen (a new offset, the
+    /// old ceiling), the reading is the offset: still never backwards (each term only grows).
     #[inline]
     fn read(&self, elapsed: u64) -> u64 {
         let offset = self.offset_ns.load(Relaxed);
-        let ceiling = self.ceiling_ns.load(Relaxed);
-        offset.saturating_add(slow(elapsed)).min(ceiling)
+        let headroom = self.ceiling_ns.load(Relaxed).saturating_sub(offset);
+        offset + elapsed.min(headroom)
     }
 
     /// Moves the offset and the ceiling forward to the reference, then reads.
@@ -130,9 +148,9 @@ impl Timeline {
         // The reference first: the counter read after it maps to it, so the new offset errs
         // behind, never ahead.
         let reference = self.reference_ns();
-        let elapsed = self.counter_ns();
+        let elapsed = self.elapsed_ns();
         self.offset_ns
-            .fetch_max(reference.saturating_sub(slow(elapsed)), Relaxed);
+            .fetch_max(reference.saturating_sub(elapsed), Relaxed);
         self.ceiling_ns
             .fetch_max(reference.saturating_add(CEILING_NS), Relaxed);
         self.anchored_at.store(elapsed, Relaxed);
