@@ -296,10 +296,11 @@ impl Table {
 
     /// Places a key that is not here (the caller holds its stripe lock, and made sure the
     /// general table does not hold it) and decides its check. In order: a free slot of the
-    /// key's first bucket, then of its second; else a record of either bucket that sits in
-    /// its own first bucket moves to a free slot of its second ([`Self::relocate`]), making
-    /// room; else, once the table holds what it is sized for, the least recently used
-    /// record whose next check would pass is evicted.
+    /// key's first bucket, then of its second; else, while the table holds less than it is
+    /// sized for, a record of either bucket that sits in its own first bucket moves to a
+    /// free slot of its second ([`Self::relocate`]), making room; else, once the table
+    /// holds what it is sized for, the least recently used record whose next check would
+    /// pass is evicted (no move is looked for then).
     ///
     /// `exclusive(other)` computes another key's hash and takes what keeps that key's
     /// record from being moved to the general table meanwhile (its shard's lock), or says
@@ -335,7 +336,14 @@ impl Table {
             break;
         }
         let buckets = self.buckets_made(hash);
-        for bucket in buckets.into_iter().flatten() {
+        // Moves make room while the table holds less than it is sized for. Once it holds
+        // that much, a new key evicts instead: under a flood of new keys every bucket is
+        // full, and looking for a move (each candidate's own second bucket, a cache miss,
+        // and its shard's lock) would only cost each new key time before the eviction it
+        // ends in (BENCHMARKS.md, "Issue 11, one cache line a check": half the flood's
+        // throughput).
+        let room_to_move = self.held.load(Ordering::Relaxed) < self.records;
+        for bucket in buckets.into_iter().flatten().filter(|_| room_to_move) {
             if let Some((slot, seen)) = self.relocate(bucket, now_ns, &exclusive) {
                 if self.put(slot, seen, next) {
                     return Claimed::Decided(decision);
@@ -738,6 +746,39 @@ mod tests {
         assert_eq!(table.copy_then_vacate((&from, read), (&to, 0)), None);
         assert_eq!(from.load(Ordering::Acquire), read, "still the record");
         assert_eq!(to.load(Ordering::Acquire), pack(9, 8 * SEC));
+    }
+
+    /// Once the table holds what it is sized for, a new key whose buckets are full evicts
+    /// at once: no move is looked for (no other key's lock is asked for), as under a flood
+    /// of new keys every bucket is full and the search would only cost each key time.
+    #[test]
+    fn at_capacity_a_new_key_evicts_without_looking_for_moves() {
+        let table = table(1024);
+        let meter = table.meter;
+        let hasher = foldhash::quality::RandomState::default();
+        let hash = |k: u64| std::hash::BuildHasher::hash_one(&hasher, k);
+        let asked = std::cell::Cell::new(0u32);
+        let exclusive = |k: u64| {
+            asked.set(asked.get() + 1);
+            Some((hash(k), ()))
+        };
+        let mut k = 0u64;
+        while table.held.load(Ordering::Relaxed) < table.records {
+            table.claim(hash(k), k, (&meter, 1, 10 * SEC), exclusive);
+            k += 1;
+        }
+        assert!(asked.get() > 0, "moves were looked for on the way");
+        asked.set(0);
+        let moves = table.moves.load(Ordering::Relaxed);
+        for k in k..k + 4096 {
+            table.claim(hash(k), k, (&meter, 1, 10 * SEC), exclusive);
+        }
+        assert_eq!(asked.get(), 0, "no other key's lock was asked for");
+        assert_eq!(table.moves.load(Ordering::Relaxed), moves, "nothing moved");
+        assert!(
+            table.evictions.load(Ordering::Relaxed) > 0,
+            "new keys evicted"
+        );
     }
 
     /// Keys whose two buckets are full make room by moving a record that sits in its first
