@@ -24,10 +24,9 @@
 //!   vacated by a move to the general table (or never used), which no key reuses without
 //!   the insert path's checks.
 //! - Each key may sit in two buckets of four slots (one cache line each), and sits in its
-//!   first while that has room: a check reads the first bucket whole (four 16-byte
-//!   loads, the key picked out of them without a branch on each slot), and reads the
-//!   second only when the key is not in the first (about one key in six, at the table's
-//!   load). When both buckets are full, a record of one of them that sits in its key's
+//!   first while that has room: a check reads the first bucket's slots in order until
+//!   the key's (one cache line), and reads the second only when the key is not in the
+//!   first (about one key in six, at the table's load). When both buckets are full, a record of one of them that sits in its key's
 //!   first bucket moves to its key's second (copied, then the original vacated, under
 //!   that key's shard lock so it cannot also move to the general table meanwhile), which
 //!   leaves about one key in a thousand with no slot; such a key goes to the general
@@ -61,19 +60,19 @@ const SLOTS_PER_RECORD_DEN: usize = 4;
 struct Bucket([AtomicU128; SLOTS]);
 
 impl Bucket {
-    /// The slot holding `key`'s record (not vacated) and what it held. All four slots are
-    /// read, then the match is picked out of them: where a key sits in its bucket is
-    /// random, and a branch on each slot just loaded would be mispredicted on most checks.
+    /// The slot holding `key`'s record (not vacated) and what it held: the slots are read
+    /// in order until the key's. (Reading all four and picking the key out without a
+    /// branch was tried: no faster at a million keys, where the bucket's cache miss hides
+    /// the other loads, and 12 ns slower on a hot key, where nothing hides them; each
+    /// 16-byte load is a call into `portable-atomic`. BENCHMARKS.md, "Issue 11, one cache
+    /// line a check".)
     #[inline(always)]
     fn find(&self, key: u64) -> Option<(&AtomicU128, u128)> {
-        let seen: [u128; SLOTS] = std::array::from_fn(|i| self.0[i].load(Ordering::Acquire));
-        let mut matches = 0u32;
-        for (i, v) in seen.iter().enumerate() {
-            let (k, word) = unpack(*v);
-            matches |= u32::from(k == key && word != 0) << i;
-        }
-        let i = matches.trailing_zeros() as usize;
-        Some((self.0.get(i)?, *seen.get(i)?))
+        self.0.iter().find_map(|slot| {
+            let seen = slot.load(Ordering::Acquire);
+            let (k, word) = unpack(seen);
+            (k == key && word != 0).then_some((slot, seen))
+        })
     }
 }
 
