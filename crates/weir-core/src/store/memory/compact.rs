@@ -26,11 +26,12 @@
 //! - Each key may sit in two buckets of four slots (one cache line each), and sits in its
 //!   first while that has room: a check reads the first bucket's slots in order until
 //!   the key's (one cache line), and reads the second only when the key is not in the
-//!   first (about one key in six, at the table's load). When both buckets are full, a record of one of them that sits in its key's
-//!   first bucket moves to its key's second (copied, then the original vacated, under
-//!   that key's shard lock so it cannot also move to the general table meanwhile), which
-//!   leaves about one key in a thousand with no slot; such a key goes to the general
-//!   table. Once the table holds as many records as it is sized for, the least recently
+//!   first (about one key in six, at the table's load). When both buckets are full, a
+//!   record of one of them that sits in its key's first bucket moves to its key's
+//!   second (copied, then the original vacated, under that key's shard lock so it
+//!   cannot also move to the general table meanwhile), which leaves about one key in a
+//!   thousand with no slot; such a key goes to the general table. Moves are looked for
+//!   only while the table holds less than it is sized for. Once the table holds as many records as it is sized for, the least recently
 //!   used record that is not limited (its next check would pass) is evicted instead, and
 //!   if every one is limited the key goes to the general table, which has its own
 //!   capacity and refusal rules. ("Least recently used" is read from the word's expiry:
@@ -342,11 +343,12 @@ impl Table {
         // and its shard's lock) would only cost each new key time before the eviction it
         // ends in (BENCHMARKS.md, "Issue 11, one cache line a check": half the flood's
         // throughput).
-        let room_to_move = self.held.load(Ordering::Relaxed) < self.records;
-        for bucket in buckets.into_iter().flatten().filter(|_| room_to_move) {
-            if let Some((slot, seen)) = self.relocate(bucket, now_ns, &exclusive) {
-                if self.put(slot, seen, next) {
-                    return Claimed::Decided(decision);
+        if self.held.load(Ordering::Relaxed) < self.records {
+            for bucket in buckets.into_iter().flatten() {
+                if let Some((slot, seen)) = self.relocate(bucket, now_ns, &exclusive) {
+                    if self.put(slot, seen, next) {
+                        return Claimed::Decided(decision);
+                    }
                 }
             }
         }
