@@ -670,6 +670,12 @@ mod tests {
         Table::new(records, WordMeter::of(&rule).unwrap())
     }
 
+    /// A seeded hash of a key, as the store gives the table (a fresh seed each time).
+    fn key_hash() -> impl Fn(u64) -> u64 {
+        let hasher = foldhash::quality::RandomState::default();
+        move |k| std::hash::BuildHasher::hash_one(&hasher, k)
+    }
+
     fn check(table: &Table, hash: u64, key: u64, now_ns: u64) -> Found {
         let meter = table.meter;
         table.check(hash, key, &meter, 1, now_ns)
@@ -757,8 +763,7 @@ mod tests {
     fn at_capacity_a_new_key_evicts_without_looking_for_moves() {
         let table = table(1024);
         let meter = table.meter;
-        let hasher = foldhash::quality::RandomState::default();
-        let hash = |k: u64| std::hash::BuildHasher::hash_one(&hasher, k);
+        let hash = key_hash();
         let asked = std::cell::Cell::new(0u32);
         let exclusive = |k: u64| {
             asked.set(asked.get() + 1);
@@ -790,8 +795,7 @@ mod tests {
     fn full_buckets_make_room_by_moving_records() {
         let table = table(4096);
         let meter = table.meter;
-        let hasher = foldhash::quality::RandomState::default();
-        let hash = |k: u64| std::hash::BuildHasher::hash_one(&hasher, k);
+        let hash = key_hash();
         let exclusive = |k: u64| Some((hash(k), ()));
         let keys = 3900u64;
         let full = (0..keys)
