@@ -3,7 +3,7 @@
 //! whole and answering with the bytes `weir serve` sends for an allowed `/v1/check` (the
 //! same status line, the same headers, a body of the same length). What this server costs
 //! a request is what the exchange itself costs on this stack, below anything Weir can do;
-//! what `weir serve` costs above it is Weir's own work (issue 14, BENCHMARKS.md "Hot
+//! what `weir serve` costs above it is Weir's own work (issue 14, docs/benchmarks-history.md "Hot
 //! paths").
 //!
 //! ```text

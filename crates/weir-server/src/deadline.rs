@@ -3,7 +3,7 @@
 //! the timer only when the request does not complete on its first poll. A request whose
 //! body has arrived, decided on the memory store, completes at once, and inserting and
 //! removing a timer entry on every request was the dearest part of `tokio::time::timeout`
-//! there (BENCHMARKS.md, "Hot paths").
+//! there (docs/benchmarks-history.md, "Hot paths").
 
 use std::future::{poll_fn, Future};
 use std::pin::pin;

@@ -8,7 +8,7 @@
 //! when the body is still arriving, `503` otherwise), the body limit (`413`); then
 //! `check::answer` / `json::answer` do the rest, as the router's handlers do. What it saves is the
 //! router's and the middleware's work on every decision: the route lookup, the request's
-//! extensions, two boxed futures and a boxed response body (issue 14, BENCHMARKS.md "Hot
+//! extensions, two boxed futures and a boxed response body (issue 14, docs/benchmarks-history.md "Hot
 //! paths"). `weir serve` turns it on; a router served on its own (`serve_http`, `weir
 //! proxy`'s API listener) has none.
 

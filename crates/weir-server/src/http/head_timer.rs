@@ -4,7 +4,7 @@
 //! hyper starts the header-read clock each time a connection waits for a request head:
 //! with `TokioTimer`, a boxed tokio `Sleep` a request, registered in tokio's timer wheel
 //! while the connection waits and removed once the head has arrived (about 3 % of
-//! `weir serve`'s CPU on `/v1/check`: BENCHMARKS.md, "Hot paths"). Here the sleep hyper gets
+//! `weir serve`'s CPU on `/v1/check`: docs/benchmarks-history.md, "Hot paths"). Here the sleep hyper gets
 //! only records its deadline in the connection's own state; one watcher per connection
 //! ([`HeadTimer::watch`], run beside the connection by the accept loop's `drive`) sleeps
 //! until the deadline armed when it last looked, and wakes the connection if that same

@@ -65,7 +65,7 @@ impl Bucket {
     /// in order until the key's. (Reading all four and picking the key out without a
     /// branch was tried: no faster at a million keys, where the bucket's cache miss hides
     /// the other loads, and 12 ns slower on a hot key, where nothing hides them; each
-    /// 16-byte load is a call into `portable-atomic`. BENCHMARKS.md, "Issue 11, one cache
+    /// 16-byte load is a call into `portable-atomic`. docs/benchmarks-history.md, "Issue 11, one cache
     /// line a check".)
     #[inline(always)]
     fn find(&self, key: u64) -> Option<(&AtomicU128, u128)> {
@@ -341,7 +341,7 @@ impl Table {
         // that much, a new key evicts instead: under a flood of new keys every bucket is
         // full, and looking for a move (each candidate's own second bucket, a cache miss,
         // and its shard's lock) would only cost each new key time before the eviction it
-        // ends in (BENCHMARKS.md, "Issue 11, one cache line a check": half the flood's
+        // ends in (docs/benchmarks-history.md, "Issue 11, one cache line a check": half the flood's
         // throughput).
         if self.held.load(Ordering::Relaxed) < self.records {
             for bucket in buckets.into_iter().flatten() {
