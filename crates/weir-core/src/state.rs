@@ -59,7 +59,7 @@ impl State {
     }
 
     /// Whether this state belongs to `algorithm` (a rule change to another algorithm, or
-    /// adding or removing warm-up, starts the key fresh; see `ARCHITECTURE.md`).
+    /// adding or removing warm-up, starts the key fresh; see `docs/design-decisions.md`, "Rule changes").
     pub fn belongs_to(&self, algorithm: &Algorithm) -> bool {
         match (algorithm, self) {
             (Algorithm::Gcra(a), Self::Gcra(_)) => return a.warmup.is_none(),
