@@ -68,6 +68,7 @@ mod rls;
 mod serve;
 mod settings;
 mod tls;
+mod tls_validity;
 
 pub use accept::warn_if_files_run_short;
 pub use admin_token::{AdminToken, TokenError};
@@ -81,7 +82,7 @@ pub use health::HEALTH_SERVICES;
 pub use http::{
     header_limit, router, serve_http, serve_http_with, serve_service_with, HttpLimits, Peer,
 };
-pub use serve::{run, serve};
+pub use serve::{run, serve, serve_on, Listeners};
 pub use settings::Settings;
 pub use tls::{TlsError, TlsFiles};
 /// The engine every API decides through, and the types a front end's caller meets
