@@ -136,11 +136,14 @@ pub async fn serve_on(
     let lifecycle = Lifecycle::new();
     let background = app.engine().spawn_background();
 
-    let admin_addr = admin.as_ref().map(TcpListener::local_addr).transpose();
+    let admin_listener = match &admin {
+        Some(admin) => admin.local_addr().map_err(ServerError::Http)?.to_string(),
+        None => "the HTTP listener".to_string(),
+    };
     tracing::info!(
         http = %http.local_addr().map_err(ServerError::Http)?,
         grpc = %grpc.local_addr().map_err(ServerError::Http)?,
-        admin_listener = ?admin_addr.map_err(ServerError::Http)?,
+        admin_listener,
         store = %settings.engine.store,
         rules = %app.engine().config_status().source,
         shadow = settings.engine.shadow,

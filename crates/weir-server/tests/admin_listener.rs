@@ -101,8 +101,8 @@ async fn an_admin_listener_without_a_token_is_refused() {
         let (settings, _clock) = settings(None);
         let app = weir_server::App::new(settings).await.unwrap();
         let bind = || TcpListener::bind("127.0.0.1:0");
-        let listeners =
-            Listeners::new(bind().await.unwrap(), bind().await.unwrap()).with_admin(bind().await.unwrap());
+        let listeners = Listeners::new(bind().await.unwrap(), bind().await.unwrap())
+            .with_admin(bind().await.unwrap());
         let error = weir_server::serve_on(app, listeners, std::future::pending())
             .await
             .unwrap_err();

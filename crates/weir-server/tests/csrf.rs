@@ -48,7 +48,9 @@ async fn post_with(server: &TestServer, path: &str, headers: &[&str], body: &str
     stream.read_to_end(&mut answer).await.unwrap();
     let text = String::from_utf8_lossy(&answer).into_owned();
     let status = text.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = text.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string());
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_string());
     (status, body)
 }
 

@@ -196,9 +196,13 @@ async fn keys_with_control_and_bidi_characters_are_shown_escaped() {
         assert_eq!(server.post("/v1/check", &sneaky).await.status, 429);
         let now = data(&server).await;
         let key = now["top_denied"]["keys"][0]["key"].as_str().unwrap();
-        assert!(key.ends_with("\\u{202e}nimda\\u{200f}\\u{a}\\u{1b}[2J"), "{key:?}");
         assert!(
-            !key.chars().any(|c| c.is_control() || ('\u{200b}'..='\u{206f}').contains(&c)),
+            key.ends_with("\\u{202e}nimda\\u{200f}\\u{a}\\u{1b}[2J"),
+            "{key:?}"
+        );
+        assert!(
+            !key.chars()
+                .any(|c| c.is_control() || ('\u{200b}'..='\u{206f}').contains(&c)),
             "{key:?}"
         );
         server.stop().await.unwrap();
