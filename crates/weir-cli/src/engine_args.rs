@@ -72,7 +72,8 @@ pub(crate) struct EngineArgs {
 
     /// A file holding the admin API's bearer token (or set WEIR_ADMIN_TOKEN); without one
     /// the admin API is off. The same token opens the live dashboard, GET /dashboard on the
-    /// HTTP port (the page asks for it; 404 without a token)
+    /// HTTP port, or on weir serve --admin-listen (the page asks for it; 404 without a
+    /// token)
     #[arg(long, value_name = "PATH", env = "WEIR_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
 

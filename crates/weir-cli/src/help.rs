@@ -43,7 +43,9 @@ Endpoints:
   gRPC             envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit on --grpc,
                    and grpc.health.v1.Health (services \"ratelimit\" and \"\")
   GET  /healthz, /readyz, /healthcheck (200 OK or 500, as ratelimit), /metrics (Prometheus)
-  /admin/...       only with WEIR_ADMIN_TOKEN or --admin-token-file (Bearer token)
+  /admin/...       only with WEIR_ADMIN_TOKEN or --admin-token-file (Bearer token), and
+  /dashboard       on --http, or on --admin-listen only
+  A POST from a browser on another origin (Origin, Sec-Fetch-Site) is refused (403)
 
 envoyproxy/ratelimit's environment:
   REDIS_URL, REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_AUTH, REDIS_TLS*, BACKEND_TYPE,
@@ -71,6 +73,10 @@ Examples:
   # Keep the memory store's lockouts and blocks across restarts (written every 30s and at
   # shutdown; a corrupt file is reported and ignored)
   weir serve --config rules/ --state-file /var/lib/weir/state
+
+  # Decisions on every interface; the admin API and the dashboard on loopback only
+  weir serve --http 0.0.0.0:8080 --grpc 0.0.0.0:8081 --admin-listen 127.0.0.1:9090 \\
+    --admin-token-file /run/secrets/weir-admin
 
   # In place of envoyproxy/ratelimit, with its environment
   REDIS_SOCKET_TYPE=tcp REDIS_URL=redis:6379 RUNTIME_ROOT=/data RUNTIME_SUBDIRECTORY=ratelimit \\

@@ -43,10 +43,18 @@ pub(crate) enum EnvoyHeaders {
 #[derive(Debug, Args)]
 #[command(after_help = help::SERVE)]
 pub(crate) struct ServeArgs {
-    /// The HTTP API's address (/v1/check, /json, /healthz, /readyz, /healthcheck, /metrics,
-    /// /admin, /dashboard) [default: 127.0.0.1:8080, or ratelimit's HOST and PORT]
+    /// The HTTP API's address (/v1/check, /json, /healthz, /readyz, /healthcheck, /metrics;
+    /// /admin and /dashboard unless --admin-listen) [default: 127.0.0.1:8080, or ratelimit's
+    /// HOST and PORT]
     #[arg(long, value_name = "ADDR", env = "WEIR_HTTP")]
     http: Option<SocketAddr>,
+
+    /// Serve the admin API and the dashboard (and /healthz) on this address only, e.g. a
+    /// loopback or management network, instead of on --http, which then answers 404 for
+    /// them; the same admin token is required, and --http-tls-* apply here too. Needs an
+    /// admin token [default: on --http]
+    #[arg(long, value_name = "ADDR", env = "WEIR_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
 
     /// The Envoy rate limit gRPC API's address (and grpc.health.v1.Health)
     /// [default: 127.0.0.1:8081, or ratelimit's GRPC_HOST and GRPC_PORT]
@@ -364,10 +372,20 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     report(&rl);
     let settings = args.settings(&rl)?;
     let (http_addr, grpc_addr) = args.listeners(&rl)?;
-    let resp_addr = args.resp;
+    if args.admin_listen.is_some() && settings.admin_token.is_none() {
+        bail!(
+            "--admin-listen serves the admin API, which needs a token: set WEIR_ADMIN_TOKEN or \
+             --admin-token-file"
+        );
+    }
+    let (resp_addr, admin_addr) = (args.resp, args.admin_listen);
     run(async {
         let http = bind(http_addr, "HTTP").await?;
         let grpc = bind(grpc_addr, "gRPC").await?;
+        let mut listeners = weir_server::Listeners::new(http, grpc);
+        if let Some(addr) = admin_addr {
+            listeners = listeners.with_admin(bind(addr, "admin").await?);
+        }
         let resp = match resp_addr {
             Some(addr) => Some(bind(addr, "RESP").await?),
             None => None,
@@ -386,7 +404,7 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         });
         let engine = app.engine().clone();
         let signal = shutdown_signal();
-        let served = weir_server::serve(app, http, grpc, async move {
+        let served = weir_server::serve_on(app, listeners, async move {
             signal.await;
             let _ = stop.send(true);
         })

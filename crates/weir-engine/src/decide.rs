@@ -28,7 +28,10 @@
 //! that says the store is full, never a made-up denial with an invented `Retry-After`.
 //! Each refusal is counted (`store_errors{kind="full"}`), logged (one WARN per 10 s with a
 //! count) and turns `/readyz` degraded for 10 s. Any other store failure that the failover
-//! guard did not absorb is an error (`503` / `UNAVAILABLE`).
+//! guard did not absorb is an error (`503` / `UNAVAILABLE`). A denial the failover guard
+//! made because the store is down and the rule fails closed is marked
+//! ([`Status::failed_closed`]) and counted as `outcome="failed_closed"`, not `denied`: the
+//! APIs say so, and an operator can tell an outage from a limit.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -193,12 +196,16 @@ impl Engine {
             rate_limit: m.rate_limit,
             shadow: m.shadow,
         };
-        let (decision, never_allowed) = match m.limit {
+        let (decision, never_allowed, failed_closed) = match m.limit {
             Limit::Rule(rule) => {
                 self.check(&m.key, &rule, m.hits(request_hits), &m.rule_id)
                     .await?
             }
-            Limit::Deny { window } => (deny_all(window, self.limiter().clock().now_ns()), false),
+            Limit::Deny { window } => (
+                deny_all(window, self.limiter().clock().now_ns()),
+                false,
+                false,
+            ),
             // Unlimited (and any kind added later that checks nothing): allowed, no store.
             _ => {
                 return Ok(Status {
@@ -207,6 +214,7 @@ impl Engine {
                     decision: None,
                     shadow_denied: false,
                     never_allowed: false,
+                    failed_closed: false,
                 })
             }
         };
@@ -217,6 +225,7 @@ impl Engine {
                 decision: Some(decision),
                 shadow_denied: false,
                 never_allowed: false,
+                failed_closed: false,
             });
         }
         self.top_denied().record(&m.key, &m.rule_id);
@@ -224,6 +233,9 @@ impl Engine {
         let shadow_denied = !rule_enforces || self.global_shadow();
         if shadow_denied {
             tracing::debug!(domain, rule = %m.rule_id, "denial not enforced (shadow or roll-out)");
+        }
+        if failed_closed {
+            tracing::debug!(domain, rule = %m.rule_id, "denied: the store is unavailable and the rule fails closed");
         }
         Ok(Status {
             code: if rule_enforces {
@@ -235,21 +247,29 @@ impl Engine {
             decision: Some(decision),
             shadow_denied,
             never_allowed,
+            failed_closed,
         })
     }
 
-    /// One limiter check, timed, with the errors that are decisions turned into them; and
-    /// whether the hits are above the rule's capacity (never allowed).
+    /// One limiter check, timed, with the errors that are decisions turned into them;
+    /// whether the hits are above the rule's capacity (never allowed); and whether it is a
+    /// denial made because the store is unavailable and the rule fails closed (noted by
+    /// the failover guard: `weir_resilience::noting_failed_closed`).
     async fn check(
         &self,
         key: &Key,
         rule: &Rule,
         hits: u64,
         rule_id: &str,
-    ) -> Result<(Decision, bool), DecideError> {
+    ) -> Result<(Decision, bool, bool), DecideError> {
         let clock = self.limiter().clock();
         let start_ns = clock.now_ns();
-        let result = self.limiter().check(key, rule, hits).await;
+        let check = self.limiter().check(key, rule, hits);
+        let (result, failed_closed) = if self.store().is_guarded() {
+            weir_resilience::noting_failed_closed(check).await
+        } else {
+            (check.await, false)
+        };
         let took_ns = clock.now_ns().saturating_sub(start_ns);
         self.metrics().store_call(Duration::from_nanos(took_ns));
         let decision = match result {
@@ -274,7 +294,7 @@ impl Engine {
                     retry_after,
                     delay: Duration::ZERO,
                 };
-                return Ok((decision, true));
+                return Ok((decision, true, false));
             }
             Err(CheckError::Store(error)) => {
                 self.store_failed(error, rule.failure_policy(), rule_id)?;
@@ -302,7 +322,8 @@ impl Engine {
             }
             Err(other) => return Err(DecideError::Invalid(other.to_string())),
         };
-        Ok((decision, false))
+        let failed_closed = failed_closed && !decision.allowed;
+        Ok((decision, false, failed_closed))
     }
 }
 
@@ -358,6 +379,9 @@ impl Overall {
 
 /// The metrics outcome of a matched descriptor's status.
 fn outcome(status: &Status, near: NearLimit) -> DecisionOutcome {
+    if status.failed_closed && !status.shadow_denied {
+        return DecisionOutcome::FailedClosed;
+    }
     DecisionOutcome::with_near_limit(status.decision.as_ref(), status.shadow_denied, near)
 }
 

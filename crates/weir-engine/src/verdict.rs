@@ -72,6 +72,11 @@ pub struct Status {
     /// them pass (the HTTP API sends no `Retry-After` for it; Envoy's protocol cannot say
     /// it, so `OverLimit` with the decision's retry-after, never 0).
     pub never_allowed: bool,
+    /// Whether the denial was made without the store: it is unavailable and the rule fails
+    /// closed (`on_failure: fail_closed`). No limit was reached; the APIs say so (the
+    /// JSON body's `"reason": "store_unavailable"`, an `x-weir-reason: store-unavailable`
+    /// header or gRPC metadata) and the metrics count it as `failed_closed`.
+    pub failed_closed: bool,
 }
 
 impl Status {
@@ -83,6 +88,7 @@ impl Status {
             decision: None,
             shadow_denied: false,
             never_allowed: false,
+            failed_closed: false,
         }
     }
 
@@ -127,5 +133,13 @@ impl Verdict {
             }
         }
         best.map(|(m, d, _)| (m, d))
+    }
+
+    /// Whether an enforced denial of this verdict was made because the store is
+    /// unavailable and its rule fails closed (see [`Status::failed_closed`]).
+    pub fn failed_closed(&self) -> bool {
+        self.statuses
+            .iter()
+            .any(|s| s.failed_closed && s.code == Code::OverLimit)
     }
 }

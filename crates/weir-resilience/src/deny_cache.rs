@@ -25,7 +25,8 @@
 //! cannot see is another instance resetting, unblocking or rewarding the key: such a key
 //! stays denied here until its cached `retry_after` at most. Local `reward`, `unblock`,
 //! `reset` and `penalty` drop the cached denial. Concurrency leases are never cached (a
-//! release can free a slot before `retry_after`).
+//! release can free a slot before `retry_after`), nor is a fail-closed denial made while the
+//! store is down (`failed_closed.rs`: it costs no store call and is no limit).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -35,6 +36,8 @@ use std::time::Duration;
 
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
+
+use crate::failed_closed::{note_failed_closed, noting_failed_closed};
 use weir_core::{
     Algorithm, CheckError, Decision, Decisions, Key, Op, Outcome, Rule, Store, StoreError,
 };
@@ -205,9 +208,17 @@ impl<S: Store> OverLimitCache<S> {
                     }
                     lookup => lookup,
                 };
-                let outcome = self.inner.apply(key, rule, op, now_ns).await?;
+                let (outcome, failed_closed) =
+                    noting_failed_closed(self.inner.apply(key, rule, op, now_ns)).await;
+                if failed_closed {
+                    note_failed_closed();
+                }
+                let outcome = outcome?;
+                // A fail-closed denial is no limit: never cached (`failed_closed.rs`).
                 let denial = match &outcome {
-                    Outcome::Decision(d) => denial_after((rule, rule_id), d, cost, now_ns),
+                    Outcome::Decision(d) if !failed_closed => {
+                        denial_after((rule, rule_id), d, cost, now_ns)
+                    }
                     _ => None,
                 };
                 let allowed = matches!(&outcome, Outcome::Decision(d) if d.allowed);

@@ -2,7 +2,8 @@
 //! between the [`Limiter`](weir_core::Limiter) (or the over-limit cache) and a network store.
 //! Each call gets a timeout; consecutive failures open a circuit; while it is open each
 //! rule's [`FailurePolicy`] decides without touching the store; a background PING probe
-//! closes it again.
+//! closes it again. A fail-closed denial is marked for a caller that notes it
+//! (`failed_closed.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,6 +16,7 @@ use weir_core::{
 };
 
 use crate::breaker::{Breaker, Mode};
+use crate::failed_closed::note_failed_closed;
 
 /// How a [`FailoverStore`] guards its store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -254,6 +256,7 @@ impl<S: Store> FailoverStore<S> {
         let outcome = match rule.failure_policy() {
             FailurePolicy::FailOpen if is_decision => Outcome::Decision(open_decision(rule)),
             FailurePolicy::FailClosed if is_decision => {
+                note_failed_closed();
                 Outcome::Decision(closed_decision(rule, inner.config.probe_interval))
             }
             FailurePolicy::LocalFallback => {
@@ -397,6 +400,9 @@ impl<S: Store> FailoverStore<S> {
             .filter(|(_, r)| r.failure_policy() == FailurePolicy::LocalFallback)
             .map(|(k, r)| (k.clone(), r.share(inner.config.instances)))
             .collect();
+        if closed {
+            note_failed_closed();
+        }
         let local_cost = if closed { 0 } else { cost };
         let mut local_decisions = inner.local.check_all_now(&local, local_cost, now_ns)?;
         let mut local_each = local_decisions.each.drain(..);

@@ -44,11 +44,13 @@
 
 mod breaker;
 mod deny_cache;
+mod failed_closed;
 mod failover;
 mod lease;
 
 pub use breaker::Mode;
 pub use deny_cache::{OverLimitCache, OverLimitStats};
+pub use failed_closed::noting_failed_closed;
 pub use failover::{FailoverConfig, FailoverStats, FailoverStore};
 pub use lease::{LeaseConfig, LeaseStats, LeasedStore};
 

@@ -20,6 +20,9 @@ pub enum ServerError {
     /// The gRPC listener failed.
     #[error("grpc server: {0}")]
     Grpc(std::io::Error),
+    /// An admin listener was given without an admin token: it would serve nothing.
+    #[error("an admin listener needs an admin token (without one there is no admin API)")]
+    AdminWithoutToken,
     /// A listener's TLS cannot be set up (names the listener and the file).
     #[error("{listener} TLS: {error}")]
     Tls {

@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 use weir_core::Clock as _;
 
 use crate::app::App;
+use crate::headers::{REASON_HEADER, STORE_UNAVAILABLE};
 use crate::rls;
 use weir_engine::Code;
 use weir_engine::DecideError;
@@ -84,10 +85,17 @@ impl RateLimitService for RlsService {
                         Code::OverLimit => "over_limit",
                     },
                 );
-                Ok(Response::new(rls::response(
-                    &verdict,
-                    &self.app.settings().envoy_headers,
-                )))
+                let mut response =
+                    Response::new(rls::response(&verdict, &self.app.settings().envoy_headers));
+                // Envoy's protocol has no field for it: response metadata says a denial
+                // is an outage's (fail closed), not a limit's.
+                if verdict.overall == Code::OverLimit && verdict.failed_closed() {
+                    response.metadata_mut().insert(
+                        REASON_HEADER,
+                        tonic::metadata::MetadataValue::from_static(STORE_UNAVAILABLE),
+                    );
+                }
+                Ok(response)
             }
             Err(error) => {
                 metrics.request(

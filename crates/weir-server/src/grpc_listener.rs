@@ -28,7 +28,6 @@ use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tonic::service::Routes;
 use tower::ServiceExt as _;
 use weir_core::Clock as _;
@@ -48,7 +47,7 @@ pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 200;
 pub(crate) async fn serve_grpc(
     listener: TcpListener,
     app: App,
-    tls: Option<TlsAcceptor>,
+    tls: Option<crate::tls::Tls>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let settings = app.settings().clone();

@@ -16,6 +16,9 @@
 //!   the end client).
 //!
 //! Shadow denials are reported here too: shadow mode changes enforcement, not reporting.
+//! A denial made because the store is down and the rule fails closed adds
+//! [`REASON_HEADER`]`: `[`STORE_UNAVAILABLE`] (HTTP header or gRPC metadata), so that it
+//! cannot be taken for a limit.
 //! The IETF and `X-` rendering is `weir_names`', shared with the layer and the proxy.
 
 use std::sync::Arc;
@@ -24,6 +27,13 @@ pub use weir_names::{ceil_secs, HeaderStyle};
 use weir_names::{render_headers, Applied};
 
 use weir_engine::Verdict;
+
+/// The header (or gRPC metadata key) saying why a request was denied when no limit was
+/// reached: [`STORE_UNAVAILABLE`], a fail-closed rule during a store outage.
+pub(crate) const REASON_HEADER: &str = "x-weir-reason";
+
+/// [`REASON_HEADER`]'s value for a fail-closed denial during a store outage.
+pub(crate) const STORE_UNAVAILABLE: &str = "store-unavailable";
 
 /// envoyproxy/ratelimit's response header names (its `LIMIT_*_HEADER` settings).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +208,7 @@ mod tests {
             }),
             shadow_denied: false,
             never_allowed: false,
+            failed_closed: false,
         }
     }
 

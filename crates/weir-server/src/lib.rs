@@ -10,10 +10,13 @@
 //! - **`POST /json`**, envoyproxy/ratelimit's JSON endpoint.
 //!
 //! Around them: `/healthz`, `/readyz`, and as envoyproxy/ratelimit `/healthcheck` and
-//! `grpc.health.v1.Health` (`health.rs`); `/metrics`; an admin API (only with a token); hot
+//! `grpc.health.v1.Health` (`health.rs`); `/metrics`; an admin API and a dashboard (only
+//! with a token; on the HTTP listener, or on their own: [`Listeners`], [`serve_on`]); hot
 //! reload of the rule files (a bad file keeps the old rules; ratelimit's runtime directory
 //! in `runtime_dir.rs`); shadow mode and gradual roll-out; TLS and mutual TLS on either
-//! listener (`tls.rs`).
+//! listener (`tls.rs`). A browser's cross-site request that would change state is refused
+//! (`403`, `http/origin.rs`); a fail-closed denial during a store outage says so
+//! ([`Verdict`]'s `failed_closed`: a reason in each API's answer).
 //!
 //! The path of one decision: an API parses its request (`http/`, `grpc.rs` + `rls.rs`) into
 //! a [`CheckRequest`] → the engine decides it (`Engine::decide`: the rule snapshot in
@@ -68,6 +71,7 @@ mod rls;
 mod serve;
 mod settings;
 mod tls;
+mod tls_validity;
 
 pub use accept::warn_if_files_run_short;
 pub use admin_token::{AdminToken, TokenError};
@@ -81,7 +85,7 @@ pub use health::HEALTH_SERVICES;
 pub use http::{
     header_limit, router, serve_http, serve_http_with, serve_service_with, HttpLimits, Peer,
 };
-pub use serve::{run, serve};
+pub use serve::{run, serve, serve_on, Listeners};
 pub use settings::Settings;
 pub use tls::{TlsError, TlsFiles};
 /// The engine every API decides through, and the types a front end's caller meets

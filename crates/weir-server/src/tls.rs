@@ -8,10 +8,16 @@
 //! starts: a missing or unreadable file, a file without a certificate or key, or a key that
 //! does not match is an error naming the file, and the server does not start.
 //!
+//! A certificate that is expired, not yet valid or expires within 14 days is a WARN at
+//! start (`tls_validity.rs`); refused handshakes are counted and logged, one WARN per 10 s
+//! with the count ([`handshake`]).
+//!
 //! Not here: accepting connections (`accept.rs`) and what they speak; the handshake is done
 //! by each listener's connection task, bounded by [`HANDSHAKE_TIMEOUT`].
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -248,21 +254,96 @@ fn certificates(file: &Path, what: &'static str) -> Result<Vec<CertificateDer<'s
     Ok(certs)
 }
 
-/// The TLS stream of `stream`, or `None` (logged at debug) when the client does not finish
-/// a handshake in time or fails it (no certificate from the CA, among others).
+/// Logs a WARN at start when the leaf certificate of `files` (the `listener`'s) is expired,
+/// not yet valid or expires within 14 days at `now_ns` (`tls_validity.rs`). A file that
+/// cannot be read is left to [`acceptor`], which refuses it.
+pub(crate) fn warn_if_expiring(files: &TlsFiles, listener: &str, now_ns: u64) {
+    if let Ok(certs) = certificates(&files.cert, "certificate chain") {
+        if let Some(leaf) = certs.first() {
+            crate::tls_validity::warn_if_bad(leaf, listener, &files.cert, now_ns);
+        }
+    }
+}
+
+/// Refused handshakes are logged at most once per this span, with the count since the last
+/// WARN: a scanner or a client that distrusts the certificate must not flood the log.
+const REFUSED_LOG_EVERY_NS: u64 = 10_000_000_000;
+
+/// One listener's TLS: the acceptor, and the log of the handshakes it refused.
+#[derive(Clone)]
+pub(crate) struct Tls {
+    acceptor: TlsAcceptor,
+    refused: Arc<Refused>,
+}
+
+struct Refused {
+    listener: &'static str,
+    clock: weir_engine::SharedClock,
+    logged_ns: AtomicU64,
+    unlogged: AtomicU64,
+}
+
+impl Tls {
+    /// `acceptor` for `listener` (`HTTP`, `gRPC`, `admin`), its refusals timed by `clock`.
+    pub(crate) fn new(
+        acceptor: TlsAcceptor,
+        listener: &'static str,
+        clock: weir_engine::SharedClock,
+    ) -> Self {
+        Self {
+            acceptor,
+            refused: Arc::new(Refused {
+                listener,
+                clock,
+                logged_ns: AtomicU64::new(0),
+                unlogged: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl Refused {
+    /// Counts a refused handshake; a WARN with the count when the last was long enough ago.
+    fn note(&self, peer: std::net::SocketAddr, reason: &str) {
+        use weir_core::Clock as _;
+        let unlogged = self.unlogged.fetch_add(1, Relaxed).saturating_add(1);
+        let now = self.clock.now_ns().max(1);
+        let last = self.logged_ns.load(Relaxed);
+        let due = last == 0 || now.saturating_sub(last) >= REFUSED_LOG_EVERY_NS;
+        if due
+            && self
+                .logged_ns
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.unlogged.store(0, Relaxed);
+            tracing::warn!(
+                listener = self.listener,
+                refused = unlogged,
+                last_peer = %peer,
+                last_reason = reason,
+                "TLS handshakes refused (one line per 10 s at most)"
+            );
+        }
+    }
+}
+
+/// The TLS stream of `stream`, or `None` when the client does not finish a handshake in
+/// time or fails it (no certificate from the CA, a certificate it distrusts, no TLS at
+/// all): counted, and a WARN at most once per 10 s with the count.
 pub(crate) async fn handshake(
-    acceptor: &TlsAcceptor,
+    tls: &Tls,
     stream: TcpStream,
     peer: std::net::SocketAddr,
 ) -> Option<TlsStream<TcpStream>> {
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => Some(tls),
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => Some(stream),
         Ok(Err(error)) => {
-            tracing::debug!(%peer, %error, "TLS handshake failed");
+            tls.refused.note(peer, &error.to_string());
             None
         }
         Err(_) => {
-            tracing::debug!(%peer, "TLS handshake not finished in time");
+            tls.refused.note(peer, "not finished in time");
             None
         }
     }

@@ -165,3 +165,46 @@ async fn inspect_block_unblock_reset_and_top_denied() {
     })
     .await;
 }
+
+/// Issue 26: a block of 2^64 − 1 ms was answered `blocked_for_ms: 18446744073709551615`
+/// while the store clamped it silently. A block above the documented maximum (365 days) is
+/// refused and applies nothing; the maximum itself is applied and echoed as applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_above_the_maximum_is_refused_and_the_applied_duration_echoed() {
+    bounded(async {
+        let (server, _clock) = admin_server().await;
+        let check = check_body("internal", &[("azure", "tenant-9")]);
+        let block = |ms: u64| {
+            json!({"domain": "internal", "entries": [{"key": "azure", "value": "tenant-9"}], "duration_ms": ms})
+                .to_string()
+        };
+        let max: u64 = 365 * 24 * 3600 * 1000;
+        for ms in [u64::MAX, max + 1] {
+            let a = server
+                .send("POST", "/admin/keys/block", Some(&block(ms)), Some(TOKEN))
+                .await;
+            assert_eq!(a.status, 400, "{}", a.body);
+            let v: Value = serde_json::from_str(&a.body).unwrap();
+            assert_eq!(
+                v["error"],
+                format!("duration_ms: {ms} is above the maximum of {max} (365 days); nothing was blocked")
+            );
+            assert_eq!(server.post("/v1/check", &check).await.status, 200, "not blocked");
+        }
+        let a = server
+            .send("POST", "/admin/keys/block", Some(&block(max)), Some(TOKEN))
+            .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        let v: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(v["blocked_for_ms"], max);
+        let key = json!({"domain": "internal", "entries": [{"key": "azure", "value": "tenant-9"}]});
+        let inspect = server
+            .send("POST", "/admin/keys/inspect", Some(&key.to_string()), Some(TOKEN))
+            .await;
+        let v: Value = serde_json::from_str(&inspect.body).unwrap();
+        assert_eq!(v["blocked_for_ms"], max, "what the store holds is what was echoed");
+        assert_eq!(server.post("/v1/check", &check).await.status, 429);
+        server.stop().await.unwrap();
+    })
+    .await;
+}

@@ -179,3 +179,33 @@ async fn a_denial_is_in_the_data_at_once() {
     })
     .await;
 }
+
+/// Issue 26: a key holding U+202E (RIGHT-TO-LEFT OVERRIDE) reversed its own display and what
+/// followed it on the page. The data carries keys with control and bidirectional characters
+/// escaped (`\u{202e}`), so the page (which writes text, never markup) shows them as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_with_control_and_bidi_characters_are_shown_escaped() {
+    bounded(async {
+        let dir = Scratch::new("dashboard-bidi");
+        let rules = dir.write("rules.yaml", &simple_rules("d", "user", 1, "hour"));
+        let (mut settings, _clock) = settings(Some(&rules));
+        settings.admin_token = Some(AdminToken::new(TOKEN).unwrap());
+        let server = TestServer::start(settings).await;
+        let sneaky = check_body("d", &[("user", "\u{202e}nimda\u{200f}\n\u{1b}[2J")]);
+        assert_eq!(server.post("/v1/check", &sneaky).await.status, 200);
+        assert_eq!(server.post("/v1/check", &sneaky).await.status, 429);
+        let now = data(&server).await;
+        let key = now["top_denied"]["keys"][0]["key"].as_str().unwrap();
+        assert!(
+            key.ends_with("\\u{202e}nimda\\u{200f}\\u{a}\\u{1b}[2J"),
+            "{key:?}"
+        );
+        assert!(
+            !key.chars()
+                .any(|c| c.is_control() || ('\u{200b}'..='\u{206f}').contains(&c)),
+            "{key:?}"
+        );
+        server.stop().await.unwrap();
+    })
+    .await;
+}

@@ -32,6 +32,23 @@ pub struct Served {
     pub http: String,
     /// What it logged up to the address (start-up WARNs among it).
     pub logs: Vec<String>,
+    /// What it logs from then on, line by line.
+    later: Option<mpsc::Receiver<String>>,
+}
+
+impl Served {
+    /// The next log line (after the address) that contains `needle`, within 20 s.
+    pub fn wait_log(&mut self, needle: &str) -> String {
+        let later = self.later.as_ref().unwrap();
+        loop {
+            let line = later
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no log line with {needle:?} within 20 s"));
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
 }
 
 impl Drop for Served {
@@ -62,6 +79,7 @@ pub fn spawn_logged(args: &[&str], field: &str) -> Served {
         child,
         http: String::new(),
         logs: Vec::new(),
+        later: None,
     };
     let stderr = served.child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
@@ -81,7 +99,7 @@ pub fn spawn_logged(args: &[&str], field: &str) -> Served {
         }
         served.logs.push(line);
     }
-    std::thread::spawn(move || while rx.recv().is_ok() {});
+    served.later = Some(rx);
     served
 }
 

@@ -29,17 +29,21 @@ pub enum DecisionOutcome {
     ShadowDenied,
     /// Matched an `unlimited` rule.
     Unlimited,
+    /// Denied and enforced without the store: it is unavailable and the rule fails closed
+    /// (no limit was reached).
+    FailedClosed,
     /// Matched no rule (allowed).
     NoRule,
 }
 
 impl DecisionOutcome {
-    pub(crate) const RULE_OUTCOMES: [DecisionOutcome; 5] = [
+    pub(crate) const RULE_OUTCOMES: [DecisionOutcome; 6] = [
         DecisionOutcome::Allowed,
         DecisionOutcome::NearLimit,
         DecisionOutcome::Denied,
         DecisionOutcome::ShadowDenied,
         DecisionOutcome::Unlimited,
+        DecisionOutcome::FailedClosed,
     ];
 
     /// The outcome of one limit's decision: `None` for an unlimited rule (no decision),
@@ -74,6 +78,7 @@ impl DecisionOutcome {
             DecisionOutcome::Denied => "denied",
             DecisionOutcome::ShadowDenied => "shadow_denied",
             DecisionOutcome::Unlimited => "unlimited",
+            DecisionOutcome::FailedClosed => "failed_closed",
             DecisionOutcome::NoRule => "no_rule",
         }
     }
@@ -138,7 +143,7 @@ pub(crate) struct DecisionLabels {
 /// Decision counters for one rule snapshot: found by rule id without allocating.
 #[derive(Debug, Clone)]
 pub struct RuleCounters {
-    pub(crate) by_rule: HashMap<Arc<str>, [Counter; 5]>,
+    pub(crate) by_rule: HashMap<Arc<str>, [Counter; 6]>,
     pub(crate) no_rule: HashMap<Arc<str>, Counter>,
     pub(crate) unknown_domain: Counter,
     pub(crate) family: Family<DecisionLabels, Counter>,

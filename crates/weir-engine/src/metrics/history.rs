@@ -46,15 +46,17 @@ struct Totals {
 }
 
 impl Totals {
-    /// A rule's counters: `allowed` sums allowed, near-limit and unlimited decisions.
+    /// A rule's counters: `allowed` sums allowed, near-limit and unlimited decisions,
+    /// `denied` enforced denials by a limit and by a store outage (fail closed).
     fn of(counters: &RuleCounters, rule: &str) -> Option<Totals> {
-        let [allowed, near, denied, shadow_denied, unlimited] = counters.by_rule.get(rule)?;
+        let [allowed, near, denied, shadow_denied, unlimited, failed_closed] =
+            counters.by_rule.get(rule)?;
         Some(Totals {
             allowed: allowed
                 .get()
                 .saturating_add(near.get())
                 .saturating_add(unlimited.get()),
-            denied: denied.get(),
+            denied: denied.get().saturating_add(failed_closed.get()),
             shadow_denied: shadow_denied.get(),
         })
     }

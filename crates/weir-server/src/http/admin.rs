@@ -8,7 +8,7 @@
 //! | `GET /admin/config` | the config status (source, generation, last reload, last error) |
 //! | `POST /admin/reload` | read the rules again now (`422` and the error if invalid: old rules kept) |
 //! | `POST /admin/keys/inspect` | `{"domain", "entries"}` → the key's usage under the rule it matches; changes nothing |
-//! | `POST /admin/keys/block` | `{"domain", "entries", "duration_ms"}` → deny it for that long (replaces a shorter or longer block; usage and strikes kept) |
+//! | `POST /admin/keys/block` | `{"domain", "entries", "duration_ms"}` → deny it for that long, at most 365 days (31 536 000 000 ms; longer is a 400 and nothing is blocked); answers `blocked_for_ms`, the duration applied (replaces a shorter or longer block; usage and strikes kept) |
 //! | `POST /admin/keys/unblock` | let the key try again now: lift its block or lockout and forgive its lockout strikes; under a rule with a lockout, also clear the usage that engaged it (the next attempt is allowed, a later lockout starts at the base duration); under a rule without one, usage is kept |
 //! | `POST /admin/keys/reset` | forget everything about the key: usage, block and strikes (as if never seen) |
 //! | `GET /admin/top-denied?limit=N` | the most denied keys (a bounded Space-Saving sketch) |
@@ -194,6 +194,11 @@ async fn reload(State(app): State<App>) -> Response {
     }
 }
 
+/// The longest admin block: 365 days, in milliseconds. A longer `duration_ms` is refused
+/// (400, nothing applied), never clamped silently: the answer's `blocked_for_ms` is always
+/// the duration applied.
+const MAX_BLOCK_MS: u64 = 365 * 24 * 3600 * 1000;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct KeyBody<'a> {
@@ -269,6 +274,12 @@ async fn block(
     let duration_ms = duration_ms.filter(|&ms| ms > 0).ok_or_else(|| {
         ApiError::bad_request("duration_ms: a positive number of milliseconds is required")
     })?;
+    if duration_ms > MAX_BLOCK_MS {
+        return Err(ApiError::bad_request(format!(
+            "duration_ms: {duration_ms} is above the maximum of {MAX_BLOCK_MS} (365 days); \
+             nothing was blocked"
+        )));
+    }
     app.engine()
         .limiter()
         .block(&key, &rule, Duration::from_millis(duration_ms))

@@ -8,7 +8,9 @@
 //!
 //! answers `200` (or `429` when over the limit) with the overall code and each descriptor's
 //! decision, and the rate-limit headers (`RateLimit-Policy`, `RateLimit`, `Retry-After` on
-//! 429). Hits above a rule's capacity can never pass: that descriptor says
+//! 429). A denial made because the store is down and the rule fails closed says so: the
+//! descriptor's `"reason": "store_unavailable"` and an `x-weir-reason: store-unavailable`
+//! header. Hits above a rule's capacity can never pass: that descriptor says
 //! `"never_allowed": true` (no `retry_after_ms`) and the 429 has no `Retry-After`. Unknown fields, wrong types, negative or absurd hits are a 400 that names them.
 //! The body must be sent as `Content-Type: application/json` (`415` otherwise): a web page
 //! can POST `text/plain` or a form cross-site without asking, JSON it cannot.
@@ -27,7 +29,7 @@ use super::body::{parse, JsonType, RawBody};
 use super::error::ApiError;
 use super::json_out::{write_array, JsonObject};
 use crate::app::App;
-use crate::headers::{ceil_secs, verdict_headers};
+use crate::headers::{ceil_secs, verdict_headers, REASON_HEADER, STORE_UNAVAILABLE};
 use weir_engine::CheckRequest;
 use weir_engine::{Code, Status, Verdict};
 
@@ -121,7 +123,9 @@ fn millis(d: std::time::Duration) -> u64 {
 /// `null` when none matched), then only the fields that apply: `name`, `unlimited`,
 /// `limit`, `remaining`, `reset_after_ms`, `retry_after_ms` (absent when the hits can never
 /// pass), `delay_ms` (when above 0), `shadow_denied` (denied but not enforced: shadow mode
-/// or roll-out), `never_allowed` (the hits are above the rule's capacity). Written by hand,
+/// or roll-out), `never_allowed` (the hits are above the rule's capacity), `reason`
+/// (`"store_unavailable"`: denied without the store, which is down, under a rule that
+/// fails closed; no limit was reached). Written by hand,
 /// once per decision: it is on every request's path.
 fn write_answer(out: &mut Vec<u8>, verdict: &Verdict) {
     let mut answer = JsonObject::open(out);
@@ -161,6 +165,9 @@ fn write_status(out: &mut Vec<u8>, status: &Status) {
     if status.never_allowed {
         object.true_field("never_allowed");
     }
+    if status.failed_closed {
+        object.str_field("reason", "store_unavailable");
+    }
     object.close();
 }
 
@@ -188,6 +195,12 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response<Full<Bytes>> {
         if let Some((_, d)) = verdict.tightest() {
             headers.insert(RETRY_AFTER, HeaderValue::from(ceil_secs(d.retry_after)));
         }
+    }
+    if over && verdict.failed_closed() {
+        headers.insert(
+            HeaderName::from_static(REASON_HEADER),
+            HeaderValue::from_static(STORE_UNAVAILABLE),
+        );
     }
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.headers_mut() = headers;
@@ -266,6 +279,7 @@ mod tests {
             decision: Some(decision),
             shadow_denied: false,
             never_allowed: false,
+            failed_closed: false,
         }
     }
 

@@ -22,7 +22,10 @@
 //! The page, script and style are compiled into the binary (`include_str!`): no build
 //! step, no framework, no file to deploy. Every answer forbids caching; the page's
 //! Content-Security-Policy allows only its own script, style and data requests (no inline
-//! script, no framing), and the script writes server data as text, never as markup.
+//! script, no framing), and the script writes server data as text, never as markup. Keys
+//! (and their rules) come from clients: the data carries them with control and
+//! bidirectional characters escaped ([`shown`]: `\u{202e}`), so none can reverse or hide
+//! what the page shows.
 
 use axum::extract::State;
 use axum::http::header::{self, HeaderName};
@@ -90,6 +93,43 @@ async fn static_file(body: &'static str, content_type: &'static str) -> Response
     (guarded(content_type), body).into_response()
 }
 
+/// `text` as the page shows it: every control character (C0, DEL, C1) and every invisible
+/// formatting one (the bidirectional controls such as U+202E RIGHT-TO-LEFT OVERRIDE, which
+/// would reverse what follows on screen; zero-width characters, separators, tags) written
+/// as `\u{202e}`, and a backslash doubled so that no key can spell another's escape. Keys
+/// come from clients: one must not make itself look like another key, or hide.
+pub(crate) fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '\\' {
+            out.push_str("\\\\");
+        } else if hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Control and invisible formatting characters (Unicode `Cc`, and the `Cf` / `Zl` / `Zp`
+/// characters that change or hide what is displayed).
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{ad}'                       // soft hyphen
+            | '\u{61c}'                    // Arabic letter mark
+            | '\u{180e}'                   // Mongolian vowel separator
+            | '\u{200b}'..='\u{200f}'      // zero-width space … right-to-left mark
+            | '\u{2028}'..='\u{202e}'      // line / paragraph separators, embeddings, overrides
+            | '\u{2060}'..='\u{206f}'      // word joiner, invisible operators, isolates
+            | '\u{feff}'                   // zero-width no-break space (BOM)
+            | '\u{fff9}'..='\u{fffb}'      // interlinear annotations
+            | '\u{e0000}'..='\u{e007f}'    // tags
+        )
+}
+
 /// `GET /dashboard/data`: the rules in force and their files, the config status, the store
 /// and its mode, decisions per second per rule over the last five minutes, and the most
 /// denied keys.
@@ -99,7 +139,11 @@ async fn data(State(app): State<App>) -> Response {
     let all = snapshot.rules.rules();
     let rules: Vec<RuleView> = all.iter().take(MAX_RULES_SHOWN).map(rule_view).collect();
     let sketch = engine.top_denied();
-    let (keys, total) = sketch.top(TOP_KEYS.min(sketch.capacity()));
+    let (mut keys, total) = sketch.top(TOP_KEYS.min(sketch.capacity()));
+    for key in &mut keys {
+        key.key = shown(&key.key);
+        key.rule = shown(&key.rule);
+    }
     let body = json!({
         "now_unix_ms": engine.limiter().clock().now_ns() / 1_000_000,
         "config": engine.config_status(),
@@ -111,4 +155,35 @@ async fn data(State(app): State<App>) -> Response {
         "top_denied": { "total_denials": total, "keys": keys },
     });
     (guarded("application/json"), Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    #[test]
+    fn control_and_bidi_characters_are_shown_escaped() {
+        assert_eq!(shown("api:user=alice"), "api:user=alice");
+        assert_eq!(shown("user=\u{202e}nimda"), "user=\\u{202e}nimda");
+        assert_eq!(
+            shown("a\u{200f}b\u{2066}c\u{2069}"),
+            "a\\u{200f}b\\u{2066}c\\u{2069}"
+        );
+        assert_eq!(
+            shown("\0\n\r\t\u{1b}[31m\u{7f}\u{85}\u{9f}"),
+            "\\u{0}\\u{a}\\u{d}\\u{9}\\u{1b}[31m\\u{7f}\\u{85}\\u{9f}"
+        );
+        assert_eq!(
+            shown("\u{200b}\u{feff}\u{e0041}"),
+            "\\u{200b}\\u{feff}\\u{e0041}"
+        );
+        // A key cannot spell another's escape: its own backslash is doubled.
+        assert_eq!(shown("x\\u{202e}"), "x\\\\u{202e}");
+        assert_ne!(shown("x\\u{202e}"), shown("x\u{202e}"));
+        // Printable text of any script is kept as it is.
+        assert_eq!(
+            shown("ユーザー=名前 émoji 🦀 עברית"),
+            "ユーザー=名前 émoji 🦀 עברית"
+        );
+    }
 }

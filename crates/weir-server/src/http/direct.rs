@@ -4,7 +4,8 @@
 //!
 //! It applies what the router's `bounded` middleware and `RawBody` apply, with the same
 //! helpers and the same answers: the header limit (`431`), the in-flight gauge and the
-//! latency histogram (`api="http"`), the request timeout (`408` and the connection closed
+//! latency histogram (`api="http"`), the refusal of cross-site browser requests (`403`,
+//! `origin.rs`), the request timeout (`408` and the connection closed
 //! when the body is still arriving, `503` otherwise), the body limit (`413`); then
 //! `check::answer` / `json::answer` do the rest, as the router's handlers do. What it saves is the
 //! router's and the middleware's work on every decision: the route lookup, the request's
@@ -21,6 +22,7 @@ use hyper::body::Incoming;
 use weir_core::Clock as _;
 
 use super::body::{read_limited, require_json};
+use super::origin::refuse_cross_site;
 use super::router::{head_too_large, out_of_time};
 use super::{check, json};
 use crate::app::App;
@@ -67,6 +69,10 @@ pub(crate) async fn serve(
         return error.into_full();
     }
     let metrics = app.engine().metrics();
+    if let Some(error) = refuse_cross_site(request.method(), request.headers()) {
+        metrics.request(route.api(), "invalid");
+        return error.into_full();
+    }
     let _in_flight = metrics.http_request_started();
     let clock = app.engine().limiter().clock();
     let start_ns = clock.now_ns();

@@ -30,6 +30,7 @@ use super::body::{parse, RawBody};
 use super::error::ApiError;
 use super::json_out::{write_array, JsonObject};
 use crate::app::App;
+use crate::headers::{REASON_HEADER, STORE_UNAVAILABLE};
 use crate::rls;
 use weir_engine::Code;
 use weir_engine::DecideError;
@@ -304,7 +305,15 @@ pub(crate) async fn answer(app: &App, body: &[u8]) -> Response<Full<Bytes>> {
     };
     let mut body = Vec::with_capacity(128 + 160 * response.statuses.len());
     write_response(&mut body, &response);
-    plain(status, "application/json", body)
+    let mut answer = plain(status, "application/json", body);
+    // ratelimit's body has no field for it: a header says a denial is an outage's.
+    if over && verdict.failed_closed() {
+        answer.headers_mut().insert(
+            header::HeaderName::from_static(REASON_HEADER),
+            HeaderValue::from_static(STORE_UNAVAILABLE),
+        );
+    }
+    answer
 }
 
 /// `POST /json` through the router.

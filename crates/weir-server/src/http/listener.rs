@@ -35,7 +35,6 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tower::{Service, ServiceExt as _};
 
 use super::direct;
@@ -214,7 +213,7 @@ pub(crate) async fn serve_http_tls(
     direct: Option<App>,
     limits: HttpLimits,
     peer_info: Peer,
-    tls: Option<TlsAcceptor>,
+    tls: Option<crate::tls::Tls>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     serve_connections(listener, limits, tls, shutdown, move |peer| {
@@ -254,7 +253,7 @@ pub(crate) async fn serve_http_tls(
 async fn serve_connections<M, H, B>(
     listener: TcpListener,
     limits: HttpLimits,
-    tls: Option<TlsAcceptor>,
+    tls: Option<crate::tls::Tls>,
     shutdown: impl Future<Output = ()>,
     mut service_for: M,
 ) -> io::Result<()>

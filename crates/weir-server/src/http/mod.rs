@@ -20,6 +20,7 @@ mod json_out;
 mod lease;
 mod listener;
 mod ops;
+mod origin;
 mod router;
 
 pub(crate) use listener::serve_http_tls;
@@ -27,3 +28,4 @@ pub use listener::{
     header_limit, serve_http, serve_http_with, serve_service_with, HttpLimits, Peer,
 };
 pub use router::router;
+pub(crate) use router::{routes, Part};

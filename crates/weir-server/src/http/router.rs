@@ -1,8 +1,11 @@
 //! The HTTP routes and what every route shares: the header and body size limits (`431`,
-//! `413`), the request timeout (`408` for a body that does not arrive in time, `503` for an
-//! answer that does not), and JSON 404 and 405 answers. The admin routes are mounted only when a token is configured; without
-//! one, `/admin/...` is a plain 404. The decision routes only when `decision_api` is on
-//! (always for `weir serve`; for `weir proxy`'s API listener only when asked).
+//! `413`), the refusal of cross-site browser requests that would change state (`403`,
+//! `origin.rs`), the request timeout (`408` for a body that does not arrive in time, `503` for an
+//! answer that does not), and JSON 404 and 405 answers. The admin routes are mounted only
+//! when a token is configured; without one, `/admin/...` is a plain 404. The decision
+//! routes only when `decision_api` is on (always for `weir serve`; for `weir proxy`'s API
+//! listener only when asked). With an admin listener of its own, the admin API and the
+//! dashboard are served there and only there ([`Part`]).
 
 use std::time::Duration;
 
@@ -18,26 +21,47 @@ use weir_core::Clock as _;
 
 use super::body::BodyRead;
 use super::error::{method_not_allowed, ApiError};
+use super::origin::refuse_cross_site;
 use super::{admin, check, dashboard, json, lease, ops};
 use crate::app::App;
 
-/// The HTTP API of `app`, ready for `axum::serve` or `oneshot`.
+/// The HTTP API of `app`, ready for `axum::serve` or `oneshot`: every route on one
+/// listener (the admin API and the dashboard too, when a token is configured).
 pub fn router(app: App) -> Router {
+    routes(app, Part::All)
+}
+
+/// Which of the API's routes one listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// Every route (the default: one HTTP listener).
+    All,
+    /// All but the admin API and the dashboard (the decision port when they have their own
+    /// listener: `--admin-listen`).
+    Public,
+    /// The admin API and the dashboard (when a token is configured), and `/healthz`.
+    Admin,
+}
+
+/// The routes of `part` (see [`router`]).
+pub(crate) fn routes(app: App, part: Part) -> Router {
     let settings = app.settings();
     let mut router = Router::new();
-    if settings.decision_api {
+    if settings.decision_api && part != Part::Admin {
         router = router
             .route("/v1/check", post(check::handle))
             .route("/json", post(json::handle))
             .route("/v1/acquire", post(lease::acquire))
             .route("/v1/release", post(lease::release));
     }
-    let mut router = router
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/healthcheck", get(ops::healthcheck))
-        .route("/metrics", get(ops::metrics));
-    if settings.admin_token.is_some() {
+    router = router.route("/healthz", get(ops::healthz));
+    if part != Part::Admin {
+        router = router
+            .route("/readyz", get(ops::readyz))
+            .route("/healthcheck", get(ops::healthcheck))
+            .route("/metrics", get(ops::metrics));
+    }
+    if settings.admin_token.is_some() && part != Part::Public {
         router = router.nest("/admin", admin::routes(app.clone()));
         router = router.merge(dashboard::routes(app.clone()));
     }
@@ -59,6 +83,12 @@ async fn not_found() -> ApiError {
 /// (and the connection closes, its body half read); otherwise the server was: `503`.
 async fn bounded(State(app): State<App>, request: Request, next: Next) -> Response {
     if let Some(error) = head_too_large(&app, request.headers()) {
+        return error.into_response();
+    }
+    if let Some(error) = refuse_cross_site(request.method(), request.headers()) {
+        if let Some(api) = api_of(request.uri().path()) {
+            app.engine().metrics().request(api, "invalid");
+        }
         return error.into_response();
     }
     let _in_flight = app.engine().metrics().http_request_started();

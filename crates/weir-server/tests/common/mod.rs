@@ -61,12 +61,25 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(settings: Settings) -> TestServer {
+        Self::start_on(settings, None).await
+    }
+
+    /// A server whose admin API and dashboard are on `admin` (bound by the caller).
+    pub async fn start_with_admin(settings: Settings, admin: TcpListener) -> TestServer {
+        Self::start_on(settings, Some(admin)).await
+    }
+
+    async fn start_on(settings: Settings, admin: Option<TcpListener>) -> TestServer {
         let app = App::new(settings).await.expect("server starts");
         let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (http_addr, grpc_addr) = (http.local_addr().unwrap(), grpc.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(weir_server::serve(app.clone(), http, grpc, async move {
+        let mut listeners = weir_server::Listeners::new(http, grpc);
+        if let Some(admin) = admin {
+            listeners = listeners.with_admin(admin);
+        }
+        let task = tokio::spawn(weir_server::serve_on(app.clone(), listeners, async move {
             let _ = stopped.await;
         }));
         let server = TestServer {
