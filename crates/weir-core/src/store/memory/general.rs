@@ -4,12 +4,20 @@
 //!
 //! - **Identity.** A record is found by its (scope, key), compared in full: two keys whose
 //!   hashes collide never share a record.
-//! - **Bounded.** At most the shard's capacity; one rule at most its share of it. A full
-//!   shard sweeps expired records, then evicts one that is not limited (CLOCK, least
-//!   recently used first; a record used since the hand last passed gets a second chance),
-//!   taking room from the rules holding the most records first. Limited, blocked or
-//!   locked-out records, concurrency leases and queued delays are never evicted. When
-//!   nothing may go, the new key is refused with [`StoreError::Full`].
+//! - **Bounded.** At most the shard's capacity; one rule at most its share of it (a scope
+//!   given a share of its own, as the limit overrides are, at most that, whatever the
+//!   parameters of its rules). A full shard sweeps
+//!   expired records, then evicts one that is not limited (CLOCK, least recently used
+//!   first; a record used since the hand last passed gets a second chance), taking room
+//!   from the rules holding the most records first, and from every rule before it gives
+//!   up. Limited, blocked or locked-out records, concurrency leases and queued delays are
+//!   never evicted. When nothing may go, the new key is refused with [`StoreError::Full`].
+//! - **Never full while something may go.** A rule's CLOCK queue holds the records that
+//!   were evictable when last used (a record that turns limited leaves it when the hand
+//!   meets it, and comes back when a use makes it evictable again), and an eviction goes
+//!   round it until it finds one, giving a used record its second chance: it gives up only
+//!   when no record of the rule may go. The work is bounded in total, not per call: each
+//!   slot the hand passes was put there by an insert or a use, once.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
@@ -22,17 +30,15 @@ use crate::key::Key;
 use crate::state::{Record, State};
 use crate::step::Outcome;
 
-/// How many queue slots one eviction looks at before giving up (bounded work under a lock).
-const EVICTION_SCAN: usize = 256;
-/// How many rules a full shard tries to take a record from (the largest first).
-const EVICTION_RULES: usize = 4;
-
 /// What bounds a shard, and the store-wide counts of what was done to stay within it.
 #[derive(Debug)]
 pub(super) struct Limits {
     pub(super) per_shard_capacity: usize,
     /// The most records one rule may hold in one shard.
     pub(super) per_shard_rule_cap: usize,
+    /// Scopes given a share of their own
+    /// ([`MemoryStoreBuilder::scope_share`](super::MemoryStoreBuilder::scope_share)).
+    pub(super) scope_shares: Vec<ScopeShare>,
     /// The store's capacity (for the error).
     pub(super) capacity: usize,
     pub(super) evictions: AtomicU64,
@@ -40,6 +46,14 @@ pub(super) struct Limits {
 }
 
 impl Limits {
+    /// The most records the share `rule` may hold in one shard.
+    fn cap(&self, rule: u64) -> usize {
+        self.scope_shares
+            .iter()
+            .find(|s| s.key == rule)
+            .map_or(self.per_shard_rule_cap, |s| s.per_shard_cap)
+    }
+
     /// Counts a refused new key and says why.
     fn refused(&self) -> StoreError {
         self.refusals.fetch_add(1, Ordering::Relaxed);
@@ -49,6 +63,19 @@ impl Limits {
     }
 }
 
+/// A scope whose records, whatever their rules' parameters, count under one share of their
+/// own instead of one share per rule (the limit overrides': every request may name other
+/// parameters, and each set would otherwise take a rule's whole share).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ScopeShare {
+    /// The scope ([`Rule::scope`](crate::Rule::scope)).
+    pub(super) scope: u64,
+    /// Its share key (what [`Entry::rule`] holds for its records).
+    pub(super) key: u64,
+    /// The most records it may hold in one shard.
+    pub(super) per_shard_cap: usize,
+}
+
 /// One key's record and what eviction needs to know of it.
 #[derive(Debug)]
 pub(super) struct Entry {
@@ -56,12 +83,16 @@ pub(super) struct Entry {
     pub(super) scope: u64,
     pub(super) key: Key,
     pub(super) record: Record,
-    /// The hash of the rule that last used it.
+    /// The share of the rule that last used it: its parameters' hash, or its scope's share
+    /// key ([`ScopeShare`]).
     pub(super) rule: u64,
     /// Not limited, blocked or locked out: eviction would cost at most one fresh window.
     pub(super) evictable: bool,
     /// Used since the CLOCK hand last passed (a second chance).
     pub(super) referenced: bool,
+    /// In its rule's CLOCK queue: set when it enters the queue (new and evictable, or made
+    /// evictable again by a use), cleared when the hand finds it no longer evictable.
+    pub(super) queued: bool,
 }
 
 impl Entry {
@@ -74,9 +105,9 @@ impl Entry {
 #[derive(Debug, Default)]
 struct Share {
     held: usize,
-    /// The rule's records' hashes in the order they came; may hold hashes since removed
-    /// or moved to another rule (skipped when met, compacted when the queue grows past
-    /// twice `held`).
+    /// The CLOCK queue: the hashes of the rule's queued records, in the order they came
+    /// (or last had their second chance); may hold hashes since removed or moved to
+    /// another rule (skipped when met, compacted when the queue grows past twice `held`).
     queue: VecDeque<u64>,
 }
 
@@ -99,7 +130,8 @@ pub(super) struct Table {
     records: HashTable<Entry>,
     /// No record in the table expires before this instant, so a sweep before it is useless.
     next_expiry_ns: u64,
-    /// Per rule (its parameters' hash): how many records it holds, and its CLOCK queue.
+    /// Per share (a rule's parameters' hash, or a [`ScopeShare`]'s key): how many records
+    /// it holds, and its CLOCK queue.
     rules: HashMap<u64, Share, PreHashed>,
 }
 
@@ -123,16 +155,23 @@ impl Table {
         self.records.iter()
     }
 
-    /// Counts `hash` under `rule` (a new record, or one another rule used last).
-    fn enlist(&mut self, hash: u64, rule: u64) {
+    /// Counts a record under `rule` (a new record, or one another rule used last).
+    fn enlist(&mut self, rule: u64) {
+        self.rules.entry(rule).or_default().held += 1;
+    }
+
+    /// Puts the entry `hash` (of `rule`, just marked queued) at the back of its rule's CLOCK
+    /// queue, dropping the queue's stale slots when they outnumber the records.
+    fn enqueue(&mut self, hash: u64, rule: u64) {
         let share = self.rules.entry(rule).or_default();
-        share.held += 1;
         share.queue.push_back(hash);
         if share.queue.len() > 2 * share.held + 16 {
             let records = &self.records;
-            share
-                .queue
-                .retain(|&h| records.find(h, |e| e.hash == h && e.rule == rule).is_some());
+            share.queue.retain(|&h| {
+                records
+                    .find(h, |e| e.hash == h && e.rule == rule && e.queued)
+                    .is_some()
+            });
         }
     }
 
@@ -167,12 +206,33 @@ impl Table {
             return;
         };
         entry.evictable = evictable(&entry.record, outcome);
+        let expires_ns = entry.record.expires_ns;
+        self.refresh(hash, scope, key, rule);
+        self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
+    }
+
+    /// After a held entry was used under `rule` (its `evictable` already set): marks it
+    /// used, moves it to `rule`'s share if another rule used it last, and queues it if it
+    /// is evictable and not queued.
+    fn refresh(&mut self, hash: u64, scope: u64, key: &Key, rule: u64) {
+        let Some(entry) = self.get_mut(hash, scope, key) else {
+            return;
+        };
         entry.referenced = true;
         let before = entry.rule;
         if before != rule {
+            // Its slot in the old rule's queue is stale from now on (skipped when met).
             entry.rule = rule;
+            entry.queued = false;
+        }
+        let enqueue = entry.evictable && !entry.queued;
+        entry.queued |= enqueue;
+        if before != rule {
             self.delist(before);
-            self.enlist(hash, rule);
+            self.enlist(rule);
+        }
+        if enqueue {
+            self.enqueue(hash, rule);
         }
     }
 
@@ -194,16 +254,11 @@ impl Table {
         }
         if let Some(held) = self.get_mut(hash, scope, &entry.key) {
             // check_all writes back a key it read: keep its place and counts.
-            let rule = entry.rule;
+            let expires_ns = entry.record.expires_ns;
             held.record = entry.record;
             held.evictable = entry.evictable;
-            held.referenced = true;
-            let before = held.rule;
-            if before != rule {
-                held.rule = rule;
-                self.delist(before);
-                self.enlist(hash, rule);
-            }
+            self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
+            self.refresh(hash, scope, &entry.key, entry.rule);
             return Ok(());
         }
         let rule = entry.rule;
@@ -212,18 +267,28 @@ impl Table {
             self.make_room(rule, now_ns, limits)?;
         }
         self.next_expiry_ns = self.next_expiry_ns.min(entry.record.expires_ns);
-        self.records.insert_unique(hash, entry, |e| e.hash);
-        self.enlist(hash, rule);
+        let queued = entry.evictable;
+        self.records.insert_unique(
+            hash,
+            Entry { queued, ..entry },
+            |e| e.hash,
+        );
+        self.enlist(rule);
+        if queued {
+            self.enqueue(hash, rule);
+        }
         Ok(())
     }
 
     /// Room for one more record of `rule`: sweeps, then evicts (within the rule's share
-    /// when it is full, else from the largest rules); [`StoreError::Full`] if none may go.
+    /// when it is full, else from the largest rules first, every rule if need be);
+    /// [`StoreError::Full`] only if no record may go.
     fn make_room(&mut self, rule: u64, now_ns: u64, limits: &Limits) -> Result<(), StoreError> {
-        if self.rules.get(&rule).map_or(0, |s| s.held) >= limits.per_shard_rule_cap {
+        let cap = limits.cap(rule);
+        if self.rules.get(&rule).map_or(0, |s| s.held) >= cap {
             self.sweep(now_ns);
         }
-        if self.rules.get(&rule).map_or(0, |s| s.held) >= limits.per_shard_rule_cap {
+        if self.rules.get(&rule).map_or(0, |s| s.held) >= cap {
             // Over its share: the rule makes room among its own records only.
             if !self.evict_from(rule, limits) {
                 return Err(limits.refused());
@@ -231,13 +296,14 @@ impl Table {
         } else if self.records.len() >= limits.per_shard_capacity {
             self.sweep(now_ns);
             if self.records.len() >= limits.per_shard_capacity {
-                // Room comes from the rules holding the most records first.
+                // Room comes from the rules holding the most records first. A rule that
+                // gives none has emptied its queue doing so: asking it again costs nothing
+                // until one of its records is evictable again.
                 let mut by_size: Vec<(usize, u64)> =
                     self.rules.iter().map(|(r, s)| (s.held, *r)).collect();
                 by_size.sort_unstable_by(|a, b| b.cmp(a));
                 let freed = by_size
                     .into_iter()
-                    .take(EVICTION_RULES)
                     .any(|(_, victim)| self.evict_from(victim, limits));
                 if !freed {
                     return Err(limits.refused());
@@ -247,27 +313,30 @@ impl Table {
         Ok(())
     }
 
-    /// Evicts `rule`'s least recently used unlimited record (CLOCK), looking at no more
-    /// than [`EVICTION_SCAN`] queue slots; `false` if none may go.
+    /// Evicts `rule`'s least recently used unlimited record (CLOCK): the hand goes round the
+    /// rule's queue, dropping slots of records gone or no longer evictable and giving a
+    /// used record its second chance, until a record goes; `false` only when none may go
+    /// (the queue is then empty). Each record is passed at most twice in one call.
     fn evict_from(&mut self, rule: u64, limits: &Limits) -> bool {
         let Some(share) = self.rules.get_mut(&rule) else {
             return false;
         };
-        let slots = share.queue.len().min(EVICTION_SCAN);
-        for _ in 0..slots {
-            let Some(hash) = share.queue.pop_front() else {
-                break;
-            };
-            // The first record of this rule with that hash (hashes rarely collide; if
-            // they do, either record is as good a candidate).
+        while let Some(hash) = share.queue.pop_front() {
+            // A queued record of this rule with that hash (hashes rarely collide; if they
+            // do, each queued one has a slot of its own, and any is as good a candidate).
             let Ok(mut found) = self
                 .records
-                .find_entry(hash, |e| e.hash == hash && e.rule == rule)
+                .find_entry(hash, |e| e.hash == hash && e.rule == rule && e.queued)
             else {
                 continue; // stale: removed, or used by another rule since
             };
             let entry = found.get_mut();
-            if !entry.evictable || entry.referenced {
+            if !entry.evictable {
+                // Limited since it was queued: out of the queue until a use frees it.
+                entry.queued = false;
+                continue;
+            }
+            if entry.referenced {
                 entry.referenced = false;
                 share.queue.push_back(hash);
                 continue;

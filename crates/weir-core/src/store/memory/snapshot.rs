@@ -356,6 +356,7 @@ impl MemoryStore {
                 record: record.clone(),
                 rule: inner.rule_hash(&rule),
                 referenced: false,
+                queued: false,
             };
             match table.put(entry, now_ns, &inner.limits, false) {
                 Ok(()) => report.restored += 1,
