@@ -165,10 +165,22 @@ descriptors:
         )
         .unwrap();
     let configured = |i: usize| matched[i].as_ref().unwrap().configured.as_deref();
-    let plain = rules.matches("api", &[user("a")]).unwrap().remove(0).unwrap();
-    assert_eq!(configured(0), Some(&plain), "the rule, key and roll-out as matched");
+    let plain = rules
+        .matches("api", &[user("a")])
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    assert_eq!(
+        configured(0),
+        Some(&plain),
+        "the rule, key and roll-out as matched"
+    );
     assert!(matches!(configured(1).unwrap().limit, Limit::Deny { .. }));
-    assert_eq!(configured(2), None, "nothing configured: the override alone");
+    assert_eq!(
+        configured(2),
+        None,
+        "nothing configured: the override alone"
+    );
     assert_eq!(plain.configured, None);
     for m in matched.iter().flatten() {
         assert_eq!(

@@ -106,7 +106,11 @@ fn concurrent_identical_new_keys_at_capacity_never_see_a_false_full() {
     let rule = Rule::fixed_window(1_000, Duration::from_secs(3600)).unwrap();
     // Fill the rule's share first, so every new key below needs an eviction.
     for i in 0..4096 {
-        assert_eq!(check(&store, &key("fill", i), &rule, SEC), Ok(true), "fill {i}");
+        assert_eq!(
+            check(&store, &key("fill", i), &rule, SEC),
+            Ok(true),
+            "fill {i}"
+        );
     }
     let start = Arc::new(Barrier::new(THREADS));
     let threads: Vec<_> = (0..THREADS)
@@ -132,8 +136,7 @@ fn concurrent_identical_new_keys_at_capacity_never_see_a_false_full() {
     let full: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
     let stats = store.stats();
     assert_eq!(
-        full,
-        0,
+        full, 0,
         "{full} false 'full' answers with nothing limited ({stats:?})"
     );
     assert_eq!(stats.refusals, 0, "{stats:?}");

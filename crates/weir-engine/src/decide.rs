@@ -205,7 +205,8 @@ impl Engine {
     ) -> Result<Status, DecideError> {
         if let Some(configured) = &m.configured {
             if let Some(denied) = self.guard(configured).await? {
-                self.top_denied().record(&configured.key, &configured.rule_id);
+                self.top_denied()
+                    .record(&configured.key, &configured.rule_id);
                 return Ok(Status {
                     code: Code::OverLimit,
                     matched: Some(matched_rule(configured)),

@@ -90,7 +90,11 @@ async fn limit_overrides_cannot_reset_a_login_lockout() {
             codes.push(server.post("/v1/check", &failure).await.status);
             overridden.push(server.post("/v1/check", &with_override).await.status);
         }
-        assert_eq!(codes, [200, 200, 200, 429, 429, 429], "the lockout engaged and held");
+        assert_eq!(
+            codes,
+            [200, 200, 200, 429, 429, 429],
+            "the lockout engaged and held"
+        );
         assert_eq!(
             overridden,
             [200, 200, 200, 429, 429, 429],
@@ -298,7 +302,10 @@ async fn a_stream_of_overrides_for_new_keys_never_fills_the_store() {
             "the refusal says why: {}",
             why.body
         );
-        assert!(why.header("retry-after").is_none(), "no invented Retry-After");
+        assert!(
+            why.header("retry-after").is_none(),
+            "no invented Retry-After"
+        );
 
         // Fresh clients under configured rules are admitted; the server stays ready.
         for i in 0..50 {
@@ -326,10 +333,7 @@ async fn limit_overrides_deny_refuses_them_on_every_api() {
         settings.engine.limit_overrides = LimitOverrides::Deny;
         let server = TestServer::start(settings).await;
         let a = server
-            .post(
-                "/v1/check",
-                &override_body("user_id", "u1", 1000, "second"),
-            )
+            .post("/v1/check", &override_body("user_id", "u1", 1000, "second"))
             .await;
         assert_eq!(a.status, 400, "{}", a.body);
         assert!(a.body.contains("--limit-overrides deny"), "{}", a.body);

@@ -268,11 +268,8 @@ impl Table {
         }
         self.next_expiry_ns = self.next_expiry_ns.min(entry.record.expires_ns);
         let queued = entry.evictable;
-        self.records.insert_unique(
-            hash,
-            Entry { queued, ..entry },
-            |e| e.hash,
-        );
+        self.records
+            .insert_unique(hash, Entry { queued, ..entry }, |e| e.hash);
         self.enlist(rule);
         if queued {
             self.enqueue(hash, rule);

@@ -32,7 +32,11 @@
 //!   percent of the capacity (default 50 %); past it, its new keys evict only its own
 //!   records. A full store makes room from the rule holding the most records. So one
 //!   rule's flood cannot take another rule's capacity. A rule is told apart by its
-//!   parameters (two rules with identical parameters share one share).
+//!   parameters (two rules with identical parameters share one share), unless its scope
+//!   was given a share of its own ([`scope_share`](MemoryStoreBuilder::scope_share): one
+//!   share for every rule of that scope, whatever its parameters).
+//! - A new key is refused only when no record may go: an eviction looks at every
+//!   evictable record of a rule (the most recently used last) and at every rule.
 //! - When no record may be evicted, **new keys fail closed** with [`StoreError::Full`](crate::StoreError::Full)
 //!   (existing keys keep working) until some expire; [`MemoryStore::stats`] counts both
 //!   evictions and refusals.
