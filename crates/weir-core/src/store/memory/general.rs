@@ -93,11 +93,19 @@ pub(super) struct Entry {
     /// In its rule's CLOCK queue: set when it enters the queue (new and evictable, or made
     /// evictable again by a use), cleared when the hand finds it no longer evictable.
     pub(super) queued: bool,
+    /// The ticket of its slot in the queue (set when queued): a slot whose ticket is not
+    /// its entry's is stale (the record was removed, or left the queue, since).
+    pub(super) ticket: u32,
 }
 
 impl Entry {
     fn is(&self, hash: u64, scope: u64, key: &Key) -> bool {
         self.hash == hash && self.scope == scope && self.key == *key
+    }
+
+    /// Whether the queue slot (hash, ticket) of `rule` is this entry's live one.
+    fn slot_is(&self, hash: u64, ticket: u32, rule: u64) -> bool {
+        self.hash == hash && self.rule == rule && self.queued && self.ticket == ticket
     }
 }
 
@@ -105,10 +113,14 @@ impl Entry {
 #[derive(Debug, Default)]
 struct Share {
     held: usize,
-    /// The CLOCK queue: the hashes of the rule's queued records, in the order they came
-    /// (or last had their second chance); may hold hashes since removed or moved to
-    /// another rule (skipped when met, compacted when the queue grows past twice `held`).
-    queue: VecDeque<u64>,
+    /// The CLOCK queue: (hash, ticket) of the rule's queued records, in the order they came
+    /// (or last had their second chance). Each queued record has exactly one live slot, the
+    /// one with its ticket; the others are stale (a record removed, re-added, or moved to
+    /// another rule since), skipped when met and dropped when the queue grows past twice
+    /// `held`.
+    queue: VecDeque<(u64, u32)>,
+    /// The next slot's ticket.
+    next_ticket: u32,
 }
 
 /// Whether a record may be evicted after an operation that answered `outcome`: only a key
@@ -160,18 +172,37 @@ impl Table {
         self.rules.entry(rule).or_default().held += 1;
     }
 
-    /// Puts the entry `hash` (of `rule`, just marked queued) at the back of its rule's CLOCK
-    /// queue, dropping the queue's stale slots when they outnumber the records.
-    fn enqueue(&mut self, hash: u64, rule: u64) {
+    /// Queues the held entry (scope, key) of `rule` at the back of the rule's CLOCK queue
+    /// with a new ticket, dropping the queue's stale slots when they outnumber the records
+    /// (after which the queue holds one slot per queued record).
+    fn enqueue(&mut self, hash: u64, scope: u64, key: &Key, rule: u64) {
+        let ticket = self.ticket(rule);
+        let Some(entry) = self.records.find_mut(hash, |e| e.is(hash, scope, key)) else {
+            return;
+        };
+        entry.queued = true;
+        entry.ticket = ticket;
+        self.push_slot(hash, ticket, rule);
+    }
+
+    /// A new ticket of `rule`'s queue.
+    fn ticket(&mut self, rule: u64) -> u32 {
         let share = self.rules.entry(rule).or_default();
-        share.queue.push_back(hash);
+        let ticket = share.next_ticket;
+        share.next_ticket = ticket.wrapping_add(1);
+        ticket
+    }
+
+    /// Puts the slot (hash, ticket) at the back of `rule`'s queue (its entry already marked
+    /// queued with that ticket), dropping the stale slots when they outnumber the records.
+    fn push_slot(&mut self, hash: u64, ticket: u32, rule: u64) {
+        let share = self.rules.entry(rule).or_default();
+        share.queue.push_back((hash, ticket));
         if share.queue.len() > 2 * share.held + 16 {
             let records = &self.records;
-            share.queue.retain(|&h| {
-                records
-                    .find(h, |e| e.hash == h && e.rule == rule && e.queued)
-                    .is_some()
-            });
+            share
+                .queue
+                .retain(|&(h, t)| records.find(h, |e| e.slot_is(h, t, rule)).is_some());
         }
     }
 
@@ -226,13 +257,12 @@ impl Table {
             entry.queued = false;
         }
         let enqueue = entry.evictable && !entry.queued;
-        entry.queued |= enqueue;
         if before != rule {
             self.delist(before);
             self.enlist(rule);
         }
         if enqueue {
-            self.enqueue(hash, rule);
+            self.enqueue(hash, scope, key, rule);
         }
     }
 
@@ -267,12 +297,19 @@ impl Table {
             self.make_room(rule, now_ns, limits)?;
         }
         self.next_expiry_ns = self.next_expiry_ns.min(entry.record.expires_ns);
-        let queued = entry.evictable;
-        self.records
-            .insert_unique(hash, Entry { queued, ..entry }, |e| e.hash);
         self.enlist(rule);
-        if queued {
-            self.enqueue(hash, rule);
+        let ticket = entry.evictable.then(|| self.ticket(rule));
+        self.records.insert_unique(
+            hash,
+            Entry {
+                queued: ticket.is_some(),
+                ticket: ticket.unwrap_or(0),
+                ..entry
+            },
+            |e| e.hash,
+        );
+        if let Some(ticket) = ticket {
+            self.push_slot(hash, ticket, rule);
         }
         Ok(())
     }
@@ -318,14 +355,12 @@ impl Table {
         let Some(share) = self.rules.get_mut(&rule) else {
             return false;
         };
-        while let Some(hash) = share.queue.pop_front() {
-            // A queued record of this rule with that hash (hashes rarely collide; if they
-            // do, each queued one has a slot of its own, and any is as good a candidate).
+        while let Some((hash, ticket)) = share.queue.pop_front() {
             let Ok(mut found) = self
                 .records
-                .find_entry(hash, |e| e.hash == hash && e.rule == rule && e.queued)
+                .find_entry(hash, |e| e.slot_is(hash, ticket, rule))
             else {
-                continue; // stale: removed, or used by another rule since
+                continue; // stale: removed, re-queued, or used by another rule since
             };
             let entry = found.get_mut();
             if !entry.evictable {
@@ -335,7 +370,7 @@ impl Table {
             }
             if entry.referenced {
                 entry.referenced = false;
-                share.queue.push_back(hash);
+                share.queue.push_back((hash, ticket));
                 continue;
             }
             found.remove();
@@ -396,5 +431,81 @@ impl Hasher for PreHashedHasher {
     }
     fn write_u64(&mut self, n: u64) {
         self.0 = n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule::Rule;
+    use crate::step::{apply, Op};
+    use std::time::Duration;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn limits(capacity: usize) -> Limits {
+        Limits {
+            per_shard_capacity: capacity,
+            per_shard_rule_cap: capacity,
+            scope_shares: Vec::new(),
+            capacity,
+            evictions: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
+        }
+    }
+
+    /// An entry for `key` after one check under `rule` (`hash` forced, to make collisions).
+    fn checked(hash: u64, key: &str, rule: &Rule) -> Entry {
+        let mut record = Record::fresh(rule, SEC);
+        let outcome = apply(rule, &mut record, &Op::Check { cost: 1 }, SEC).unwrap();
+        Entry {
+            hash,
+            scope: 0,
+            key: Key::new(key).unwrap(),
+            evictable: evictable(&record, &outcome),
+            record,
+            rule: 7,
+            referenced: false,
+            queued: false,
+            ticket: 0,
+        }
+    }
+
+    /// A key that comes and goes (removed, then stored again) used to leave a slot per
+    /// coming that compaction could not tell from a live one: the queue grew without bound.
+    #[test]
+    fn a_key_that_comes_and_goes_leaves_one_slot() {
+        let rule = Rule::fixed_window(10, Duration::from_secs(60)).unwrap();
+        let limits = limits(100);
+        let mut table = Table::default();
+        for _ in 0..1000 {
+            table.put(checked(1, "k", &rule), SEC, &limits, false).unwrap();
+            table.remove(1, 0, &Key::new("k").unwrap());
+        }
+        table.put(checked(1, "k", &rule), SEC, &limits, false).unwrap();
+        let queue = table.rules.get(&7).map_or(0, |s| s.queue.len());
+        assert!(queue <= 2 + 16, "{queue} slots for one record");
+    }
+
+    /// Records whose hashes collide each keep a slot of their own: all may be evicted.
+    #[test]
+    fn colliding_records_are_each_evictable() {
+        let rule = Rule::fixed_window(10, Duration::from_secs(60)).unwrap();
+        let limits = limits(4);
+        let mut table = Table::default();
+        for i in 0..4 {
+            let entry = checked(0x5EED, &format!("old-{i}"), &rule);
+            table.put(entry, SEC, &limits, false).unwrap();
+        }
+        for i in 0..4 {
+            let entry = checked(0x5EED, &format!("new-{i}"), &rule);
+            table.put(entry, SEC, &limits, false).unwrap();
+        }
+        assert_eq!(table.len(), 4);
+        assert!(
+            (0..4).all(|i| table.get(0x5EED, 0, &Key::new(format!("new-{i}")).unwrap()).is_some()),
+            "every old record went"
+        );
+        assert_eq!(limits.evictions.load(Ordering::Relaxed), 4);
     }
 }

@@ -405,6 +405,7 @@ impl Inner {
             rule: rule_hash,
             referenced: false,
             queued: false,
+            ticket: 0,
         };
         table.put(entry, now_ns, &self.limits, held_live)?;
         Ok(outcome)
@@ -572,6 +573,7 @@ impl MemoryStore {
                         rule: inner.rule_hash(rule),
                         referenced: true,
                         queued: false,
+                        ticket: 0,
                     };
                     tables[t].1.put(entry, now_ns, &inner.limits, true)?;
                 }
@@ -618,6 +620,7 @@ impl MemoryStore {
                         evictable: entry_evictable,
                         referenced: true,
                         queued: false,
+                        ticket: 0,
                     };
                     tables[t].1.put(entry, now_ns, &inner.limits, false)?;
                 }
