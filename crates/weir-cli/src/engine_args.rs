@@ -13,7 +13,8 @@ use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use tokio::net::TcpListener;
 use weir_server::{
-    AdminToken, HeaderStyle, LeaseConfig, RuleSource, Settings, StoreClock, StoreSpec,
+    AdminToken, HeaderStyle, LeaseConfig, LimitOverrides, RuleSource, Settings, StoreClock,
+    StoreSpec,
 };
 
 use crate::duration::parse_duration;
@@ -49,6 +50,15 @@ pub(crate) enum ClockChoice {
     Process,
 }
 
+/// Whether requests may carry limit overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OverridePolicy {
+    /// Take them, as envoyproxy/ratelimit does
+    Allow,
+    /// Refuse a request carrying one (400 / INVALID_ARGUMENT)
+    Deny,
+}
+
 /// The decision engine's options.
 #[derive(Debug, Args)]
 pub(crate) struct EngineArgs {
@@ -69,6 +79,17 @@ pub(crate) struct EngineArgs {
     /// Global shadow mode: count and report every denial, enforce none
     #[arg(long, env = "WEIR_SHADOW")]
     shadow: bool,
+
+    /// Whether a request may name its own limit for a descriptor (Envoy's
+    /// RateLimitOverride; "limit" in /v1/check and /json). allow, as envoyproxy/ratelimit:
+    /// the request's limit replaces the configured one, counted apart, but the configured
+    /// rule's block, lockout or requests_per_unit: 0 still holds, and override records hold
+    /// at most 10 % of the memory store (past it, overrides for new keys get a 503). deny:
+    /// a request carrying one is refused (400 / INVALID_ARGUMENT), for clients that should
+    /// never choose their limits
+    #[arg(long, value_enum, value_name = "POLICY", env = "WEIR_LIMIT_OVERRIDES",
+          default_value_t = OverridePolicy::Allow)]
+    limit_overrides: OverridePolicy,
 
     /// A file holding the admin API's bearer token (or set WEIR_ADMIN_TOKEN); without one
     /// the admin API is off. The same token opens the live dashboard, GET /dashboard on the
@@ -232,6 +253,10 @@ impl EngineArgs {
         };
         settings.engine.shadow =
             self.shadow || (std::env::var_os("WEIR_SHADOW").is_none() && fallbacks.shadow);
+        settings.engine.limit_overrides = match self.limit_overrides {
+            OverridePolicy::Allow => LimitOverrides::Allow,
+            OverridePolicy::Deny => LimitOverrides::Deny,
+        };
         settings.admin_token = self.admin_token()?;
         settings.headers = match self.headers {
             Headers::Ietf => HeaderStyle {

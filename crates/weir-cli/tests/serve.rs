@@ -185,3 +185,45 @@ fn serve_answers_the_redis_protocol_with_resp() {
     let status = terminate(served);
     assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
 }
+
+/// Issue 26: `--limit-overrides deny` (or `WEIR_LIMIT_OVERRIDES=deny`) refuses a request
+/// that names its own limit, saying which option did; `--help` documents both.
+#[test]
+fn serve_refuses_limit_overrides_when_told() {
+    let help = weir(&["serve", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--limit-overrides <POLICY>"), "{help}");
+    assert!(help.contains("WEIR_LIMIT_OVERRIDES"), "{help}");
+    let served = serve(&[
+        "--config",
+        &repo("crates/weir-server/tests/fixtures/envoy-readme"),
+        "--limit-overrides",
+        "deny",
+    ]);
+    let post = |body: &str| {
+        use std::io::{Read as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(&served.http).unwrap();
+        write!(
+            stream,
+            "POST /v1/check HTTP/1.1\r\nhost: weir\r\ncontent-type: application/json\r\n\
+             connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let entries = r#"[{"key": "remote_address", "value": "10.0.0.1"}]"#;
+    let answer = post(&format!(
+        r#"{{"domain": "edge_proxy_per_ip", "descriptors": [{{"entries": {entries}, "limit": {{"requests_per_unit": 1000, "unit": "second"}}}}]}}"#
+    ));
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("--limit-overrides deny"), "{answer}");
+    let answer = post(&format!(
+        r#"{{"domain": "edge_proxy_per_ip", "descriptors": [{{"entries": {entries}}}]}}"#
+    ));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let status = terminate(served);
+    assert!(status.success(), "{status:?}");
+}

@@ -68,6 +68,7 @@ pub use bounds::bounded_value;
 pub use duration::{parse_duration, DurationError};
 pub use error::{ConfigError, MatchError};
 pub use info::{Format, RuleInfo};
+pub use request::{limit_override_scope, LIMIT_OVERRIDE_RULE};
 pub use request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
 pub use ruleset::RuleSet;
 pub use unit::Unit;

@@ -1,7 +1,9 @@
 //! [`RuleSet::matches`]: a request's `(domain, descriptors)` → one `Option<Matched>` per
 //! descriptor. Checks the request [limits](crate::bounds) first, then walks each descriptor
 //! down its domain's tree (`tree.rs`), applies `replaces` across the request, and builds each
-//! match's key (`key.rs`). Decides nothing about allowing: that is the limiter's job.
+//! match's key (`weir_names`). A limit override gets its own rule and key space, and
+//! carries the configured match it stands in for ([`Matched::configured`]), whose guard the
+//! server still honours. Decides nothing about allowing: that is the limiter's job.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,7 +13,9 @@ use crate::bounds::{
 };
 use crate::error::MatchError;
 use crate::info::RuleInfo;
-use crate::request::{Descriptor, Limit, LimitOverride, Matched, RateLimitSpec};
+use crate::request::{
+    Descriptor, Limit, LimitOverride, Matched, RateLimitSpec, LIMIT_OVERRIDE_RULE,
+};
 use crate::ruleset::RuleSet;
 
 impl RuleSet {
@@ -21,7 +25,10 @@ impl RuleSet {
     /// - The request [limits](crate::bounds) are checked first; then the domain must exist
     ///   ([`MatchError::UnknownDomain`] otherwise, which a server answers as ratelimit
     ///   does: `OK`, nothing limited; limit overrides are not applied either).
-    /// - A descriptor with a [limit override](Descriptor::limit) gets that limit.
+    /// - A descriptor with a [limit override](Descriptor::limit) gets that limit, counted in
+    ///   a key space of its own; the rule it matches without the override is carried in
+    ///   [`Matched::configured`] (its block, lockout or deny still holds; it takes no part
+    ///   in `replaces`, but is dropped when another descriptor's rule replaces it).
     /// - Otherwise its entries walk down the tree in order. At each level an exact
     ///   `key`+`value` node beats a prefix node (`value: foo*`, the first in file order),
     ///   which beats a key-only node. The rule applies only if the walk consumes every entry
@@ -65,28 +72,17 @@ impl RuleSet {
         let mut infos: Vec<Option<&RuleInfo>> = Vec::with_capacity(descriptors.len());
         let mut matched = Vec::with_capacity(descriptors.len());
         for descriptor in descriptors {
-            if let Some(limit) = descriptor.limit {
-                infos.push(None);
-                matched.push(Some(overridden(domain, descriptor, limit)));
-                continue;
-            }
             let info = tree
                 .lookup(&descriptor.entries)
                 .and_then(|index| rules.get(index));
+            if let Some(limit) = descriptor.limit {
+                infos.push(None);
+                let configured = info.map(|info| Box::new(configured(domain, descriptor, info)));
+                matched.push(Some(overridden(domain, descriptor, limit, configured)));
+                continue;
+            }
             infos.push(info);
-            matched.push(info.map(|info| Matched {
-                rule_id: Arc::clone(&info.id),
-                name: info.name.clone(),
-                limit: info.limit,
-                rate_limit: info.rate_limit,
-                key: weir_names::descriptor_key(domain, &descriptor.entries),
-                cost: info.cost,
-                hits_addend: descriptor.hits_addend,
-                shadow: info.shadow,
-                enforce_percent: info.enforce_percent,
-                detailed_metric: info.detailed_metric,
-                quota_mode: info.quota_mode,
-            }));
+            matched.push(info.map(|info| configured(domain, descriptor, info)));
         }
         let replaced: HashSet<&str> = infos
             .iter()
@@ -94,13 +90,18 @@ impl RuleSet {
             .flat_map(|info| info.replaces.iter().map(|name| name.as_ref()))
             .collect();
         if !replaced.is_empty() {
+            let is_replaced = |m: &Matched| {
+                m.name
+                    .as_deref()
+                    .is_some_and(|name| replaced.contains(name))
+            };
             for slot in &mut matched {
-                let is_replaced = slot
-                    .as_ref()
-                    .and_then(|m| m.name.as_deref())
-                    .is_some_and(|name| replaced.contains(name));
-                if is_replaced {
+                if slot.as_ref().is_some_and(is_replaced) {
                     *slot = None;
+                } else if let Some(m) = slot {
+                    if m.configured.as_deref().is_some_and(is_replaced) {
+                        m.configured = None;
+                    }
                 }
             }
         }
@@ -108,20 +109,42 @@ impl RuleSet {
     }
 }
 
+/// The configured rule `info` matched by `descriptor`.
+fn configured<S: AsRef<str>>(domain: &str, descriptor: &Descriptor<S>, info: &RuleInfo) -> Matched {
+    Matched {
+        rule_id: Arc::clone(&info.id),
+        name: info.name.clone(),
+        limit: info.limit,
+        rate_limit: info.rate_limit,
+        key: weir_names::descriptor_key(domain, &descriptor.entries),
+        cost: info.cost,
+        hits_addend: descriptor.hits_addend,
+        shadow: info.shadow,
+        enforce_percent: info.enforce_percent,
+        detailed_metric: info.detailed_metric,
+        configured: None,
+        quota_mode: info.quota_mode,
+    }
+}
+
 /// A caller's limit override: a fixed window of one unit (0 requests: deny), as ratelimit,
 /// counted in a key space of its own ([`weir_names::override_key`]): a request's override can
 /// never share, reset or switch the algorithm of a configured rule's record (alternating
-/// overrides with failed logins used to wipe the login lockout).
+/// overrides with failed logins used to wipe the login lockout). `configured` is what the
+/// descriptor matches without it, whose guard still holds (issue 26: an override used to
+/// answer `200` for a locked-out account or a blocked address).
 fn overridden<S: AsRef<str>>(
     domain: &str,
     descriptor: &Descriptor<S>,
     limit: LimitOverride,
+    configured: Option<Box<Matched>>,
 ) -> Matched {
     let window = limit.unit.times(1);
     // One name for every override: a request asking another limit on the same key is a
-    // rule change on one record (as ratelimit keys it), not a fresh bucket.
+    // rule change on one record (as ratelimit keys it), not a fresh bucket; and one scope,
+    // which a memory store bounds with a share of its own (`limit_override_scope`).
     let rule = weir_core::Rule::fixed_window(limit.requests_per_unit, window)
-        .map(|rule| rule.named("weir-config/limit_override"));
+        .map(|rule| rule.named(LIMIT_OVERRIDE_RULE));
     Matched {
         rule_id: Arc::from(format!("{domain}.limit_override")),
         name: None,
@@ -137,6 +160,7 @@ fn overridden<S: AsRef<str>>(
         shadow: false,
         enforce_percent: 100,
         detailed_metric: false,
+        configured,
         quota_mode: false,
     }
 }

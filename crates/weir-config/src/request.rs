@@ -179,6 +179,13 @@ pub struct Matched {
     /// ratelimit's `detailed_metric`: the server may add the request's values to this
     /// rule's metric name (unbounded cardinality; the operator opted in).
     pub detailed_metric: bool,
+    /// For a limit override: what the descriptor matches in the rule files without it (its
+    /// rule, key, shadow and roll-out), `None` when nothing does. The override replaces
+    /// the configured *limit*, as in envoyproxy/ratelimit, but never its guard: the
+    /// server still denies the descriptor while the configured rule denies everything
+    /// (`requests_per_unit: 0`) or its key is blocked or locked out under it, without
+    /// charging the configured rule. Always `None` on a configured match.
+    pub configured: Option<Box<Matched>>,
     /// ratelimit's `quota_mode` (on the rule's node; never on a limit override): the
     /// descriptor is still checked, charged and reported (`OVER_LIMIT` when denied), but the
     /// request as a whole is over the limit only if a descriptor *without* quota mode is,
@@ -187,6 +194,28 @@ pub struct Matched {
     ///
     /// [`RuleSet::matches`]: crate::RuleSet::matches
     pub quota_mode: bool,
+}
+
+/// The name every limit override's rule carries, whatever limit it names: one request
+/// asking another limit on the same key is a rule change on one record, not a fresh
+/// bucket. Its records' scope is [`Rule::named_scope`] of it
+/// ([`limit_override_scope`]).
+pub const LIMIT_OVERRIDE_RULE: &str = "weir-config/limit_override";
+
+/// The scope of every limit override's records, whatever limit a request names: a memory
+/// store gives it a small share of its own (`weir_core::MemoryStoreBuilder::scope_share`), so a
+/// stream of overrides can never fill the store.
+///
+/// ```
+/// use weir_config::{limit_override_scope, Descriptor, LimitOverride, RuleSet, Unit};
+/// let rules = RuleSet::parse("t.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n")?;
+/// let limit = LimitOverride { requests_per_unit: 1, unit: Unit::Year };
+/// let m = rules.matches("d", &[Descriptor::new([("k", "v")]).with_limit(limit)])?.remove(0).unwrap();
+/// assert_eq!(m.rule().unwrap().scope(), limit_override_scope());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn limit_override_scope() -> u64 {
+    Rule::named_scope(LIMIT_OVERRIDE_RULE)
 }
 
 impl Matched {

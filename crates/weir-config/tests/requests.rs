@@ -129,6 +129,75 @@ fn a_limit_override_replaces_the_configured_limit() {
     );
 }
 
+/// Issue 26: an override carries the configured match it stands in for, whose guard
+/// (block, lockout, deny) the server still honours; its rule is of the one override scope.
+#[test]
+fn a_limit_override_carries_the_configured_match_behind_it() {
+    let rules = RuleSet::parse(
+        "api.yaml",
+        "domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: route
+    rule: {algorithm: gcra, rate: 5, per: 1s, burst: 5, name: route}
+  - key: tier
+    rule: {algorithm: gcra, rate: 50, per: 1s, burst: 50, replaces: [{name: route}]}
+",
+    )
+    .unwrap();
+    let over = |d: Descriptor| {
+        d.with_limit(LimitOverride {
+            requests_per_unit: 1000,
+            unit: Unit::Second,
+        })
+    };
+    let matched = rules
+        .matches(
+            "api",
+            &[
+                over(user("a")),
+                over(Descriptor::new([("ip", "10.0.0.1")])),
+                over(Descriptor::new([("other", "x")])),
+            ],
+        )
+        .unwrap();
+    let configured = |i: usize| matched[i].as_ref().unwrap().configured.as_deref();
+    let plain = rules
+        .matches("api", &[user("a")])
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    assert_eq!(
+        configured(0),
+        Some(&plain),
+        "the rule, key and roll-out as matched"
+    );
+    assert!(matches!(configured(1).unwrap().limit, Limit::Deny { .. }));
+    assert_eq!(
+        configured(2),
+        None,
+        "nothing configured: the override alone"
+    );
+    assert_eq!(plain.configured, None);
+    for m in matched.iter().flatten() {
+        assert_eq!(
+            m.rule().unwrap().scope(),
+            weir_config::limit_override_scope()
+        );
+    }
+    // A configured rule another descriptor replaces guards nothing, as it limits nothing.
+    let route = over(Descriptor::new([("route", "/a")]));
+    let both = rules
+        .matches("api", &[route.clone(), Descriptor::new([("tier", "gold")])])
+        .unwrap();
+    assert_eq!(both[0].as_ref().unwrap().configured, None);
+    let alone = rules.matches("api", &[route]).unwrap();
+    assert!(alone[0].as_ref().unwrap().configured.is_some());
+}
+
 #[test]
 fn keys_are_namespaced_escaped_and_bounded() {
     let rules = rules();

@@ -495,8 +495,21 @@ impl Rule {
     /// # Ok::<(), weir_core::RuleError>(())
     /// ```
     pub fn named(mut self, name: &str) -> Self {
-        self.scope = Scope::Named(stable_hash("weir-rule-name", &name));
+        self.scope = Scope::Named(Self::named_scope(name));
         self
+    }
+
+    /// The [`scope`](Self::scope) of every rule [`named`](Self::named) `name`, whatever its
+    /// parameters (to give their records a share of their own in a memory store:
+    /// [`MemoryStoreBuilder::scope_share`](crate::MemoryStoreBuilder::scope_share)).
+    ///
+    /// ```
+    /// use weir_core::Rule;
+    /// assert_eq!(Rule::named_scope("api"), Rule::per_second(5)?.named("api").scope());
+    /// # Ok::<(), weir_core::RuleError>(())
+    /// ```
+    pub fn named_scope(name: &str) -> u64 {
+        stable_hash("weir-rule-name", &name)
     }
 
     /// What tells this rule's records apart from another rule's on the same key: a stable

@@ -13,6 +13,13 @@
 //! - hits above a rule's limit are `OVER_LIMIT` (they can never pass: the status says so,
 //!   `never_allowed`, and its retry-after is the key's reset, or the rule's window when the
 //!   key has nothing to reset, never 0);
+//! - a limit override (a descriptor's own `limit`) replaces the configured rule's limit,
+//!   counted in a key space of its own, but never its guard: while the rule the
+//!   descriptor matches without the override denies everything (`requests_per_unit: 0`)
+//!   or holds its key blocked or locked out, the descriptor is `OVER_LIMIT` under that
+//!   rule (its record is inspected, never charged; a shadow or rolled-out rule's guard is
+//!   not enforced, as its own denials are not). With `--limit-overrides deny` a request
+//!   carrying one is refused (`INVALID_ARGUMENT` / 400) instead;
 //! - a shadow rule's denial is reported `OK`; under the global shadow mode the descriptor
 //!   keeps `OVER_LIMIT` and only the overall code becomes `OK`;
 //! - `quota_mode`: a quota descriptor is checked, charged and reported like any other
@@ -42,6 +49,8 @@ use weir_core::{Algorithm, CheckError, Clock, Decision, FailurePolicy, Key, Rule
 use crate::engine::Engine;
 use crate::metrics::{DecisionOutcome, NearLimit};
 use crate::rollout::enforced;
+use crate::settings::LimitOverrides;
+use crate::store::LIMIT_OVERRIDE_SHARE_PERCENT;
 use crate::verdict::{Code, MatchedRule, Status, Verdict};
 
 /// A rate-limit request in the engine's terms, whatever API it came from. Its strings are
@@ -135,6 +144,14 @@ impl Engine {
                 "rate limit descriptor list must not be empty".into(),
             ));
         }
+        if self.settings().limit_overrides == LimitOverrides::Deny {
+            if let Some(i) = request.descriptors.iter().position(|d| d.limit.is_some()) {
+                return Err(DecideError::Invalid(format!(
+                    "descriptors[{i}].limit: limit overrides are refused by this server \
+                     (--limit-overrides deny); send the descriptor without one"
+                )));
+            }
+        }
         // The request's own addend (each descriptor's is checked by `matches`).
         weir_config::bounds::check_hits_addend(request.hits_addend)
             .map_err(|e| DecideError::Invalid(e.to_string()))?;
@@ -189,13 +206,21 @@ impl Engine {
         m: &Matched,
         request_hits: u64,
     ) -> Result<Status, DecideError> {
-        let matched = MatchedRule {
-            id: Arc::clone(&m.rule_id),
-            name: m.name.clone(),
-            limit: m.limit,
-            rate_limit: m.rate_limit,
-            shadow: m.shadow,
-        };
+        if let Some(configured) = &m.configured {
+            if let Some(denied) = self.guard(configured).await? {
+                self.top_denied()
+                    .record(&configured.key, &configured.rule_id);
+                return Ok(Status {
+                    code: Code::OverLimit,
+                    matched: Some(matched_rule(configured)),
+                    decision: Some(denied),
+                    shadow_denied: self.global_shadow(),
+                    never_allowed: false,
+                    failed_closed: false,
+                });
+            }
+        }
+        let matched = matched_rule(m);
         let (decision, never_allowed, failed_closed) = match m.limit {
             Limit::Rule(rule) => {
                 self.check(&m.key, &rule, m.hits(request_hits), &m.rule_id)
@@ -251,6 +276,59 @@ impl Engine {
         })
     }
 
+    /// The guard of the configured rule behind a limit override: a denial when that rule
+    /// denies everything, or its record of the key is blocked or locked out (inspected,
+    /// never charged, so the configured rule counts nothing the override asked); `None`
+    /// when the override may decide. A rule that would not enforce its own denial here
+    /// (shadow, roll-out) does not enforce its guard either. When the record cannot be
+    /// read, the rule's failure policy decides as for its own checks: fail open or local
+    /// fallback (a plain request would be decided without the store's record too) let the
+    /// override decide; fail closed is an error (503 / `UNAVAILABLE`), never "no guard".
+    async fn guard(&self, configured: &Matched) -> Result<Option<Decision>, DecideError> {
+        if configured.shadow || !enforced(&configured.key, configured.enforce_percent) {
+            return Ok(None);
+        }
+        let rule = match configured.limit {
+            Limit::Rule(rule) => rule,
+            Limit::Deny { window } => {
+                let now_ns = self.limiter().clock().now_ns();
+                return Ok(Some(deny_all(window, now_ns)));
+            }
+            // Unlimited (and any kind added later that holds no record): nothing to guard.
+            _ => return Ok(None),
+        };
+        let usage = match self.limiter().inspect(&configured.key, &rule).await {
+            Ok(usage) => usage,
+            Err(CheckError::Store(error)) => {
+                return match rule.failure_policy() {
+                    FailurePolicy::FailClosed => Err(DecideError::Unavailable(format!(
+                        "{error}; rule {} fails closed and its block or lockout could not \
+                         be read for a limit override",
+                        configured.rule_id
+                    ))),
+                    _ => Ok(None),
+                };
+            }
+            Err(other) => {
+                return Err(DecideError::Rule {
+                    rule: configured.rule_id.to_string(),
+                    reason: format!("its block or lockout could not be read: {other}"),
+                })
+            }
+        };
+        if usage.blocked_for.is_zero() {
+            return Ok(None);
+        }
+        Ok(Some(Decision {
+            allowed: false,
+            limit: rule.limit(),
+            remaining: 0,
+            reset_after: usage.reset_after.max(usage.blocked_for),
+            retry_after: usage.blocked_for,
+            delay: Duration::ZERO,
+        }))
+    }
+
     /// One limiter check, timed, with the errors that are decisions turned into them;
     /// whether the hits are above the rule's capacity (never allowed); and whether it is a
     /// denial made because the store is unavailable and the rule fails closed (noted by
@@ -296,6 +374,19 @@ impl Engine {
                 };
                 return Ok((decision, true, false));
             }
+            Err(CheckError::Store(error @ StoreError::Full { .. }))
+                if rule.scope() == weir_config::limit_override_scope() =>
+            {
+                // The limit overrides' own share is full of limited keys: their new keys
+                // are refused, and nothing else is (readiness stays: a stream of
+                // overrides must not take the server out of rotation).
+                self.metrics().store_error("full");
+                return Err(DecideError::Unavailable(format!(
+                    "{error}: the limit overrides' share of it ({LIMIT_OVERRIDE_SHARE_PERCENT} % \
+                     of the capacity) holds only limited keys; overrides for new keys are \
+                     refused until some expire (other keys are decided as usual)"
+                )));
+            }
             Err(CheckError::Store(error)) => {
                 self.store_failed(error, rule.failure_policy(), rule_id)?;
                 // A full memory store under fail open: allowed, nothing counted.
@@ -324,6 +415,17 @@ impl Engine {
         };
         let failed_closed = failed_closed && !decision.allowed;
         Ok((decision, false, failed_closed))
+    }
+}
+
+/// The rule of a match, as a status reports it.
+fn matched_rule(m: &Matched) -> MatchedRule {
+    MatchedRule {
+        id: Arc::clone(&m.rule_id),
+        name: m.name.clone(),
+        limit: m.limit,
+        rate_limit: m.rate_limit,
+        shadow: m.shadow,
     }
 }
 

@@ -68,6 +68,14 @@ impl Engine {
         descriptors: &[Descriptor<S>],
         cost: u64,
     ) -> Result<AllVerdict, DecideError> {
+        // An override names its own limit per descriptor; this mode charges the limits the
+        // rule files set, together (weir proxy builds no override): refused, never
+        // silently dropped or honoured without its configured rule's guard.
+        if let Some(i) = descriptors.iter().position(|d| d.limit.is_some()) {
+            return Err(DecideError::Invalid(format!(
+                "descriptors[{i}].limit: an all-or-nothing decision takes no limit override"
+            )));
+        }
         let snapshot = self.rules().snapshot();
         // Descriptors are bounded and domains checked when rules load; should matching
         // still fail, the request is refused: an error here must never mean "no limit".

@@ -77,10 +77,10 @@ pub use metrics::{HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RU
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;
 pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleCheck, RuleSource, Snapshot};
-pub use settings::EngineSettings;
+pub use settings::{EngineSettings, LimitOverrides};
 pub use shared_clock::SharedClock;
 pub use state_file::MIN_STATE_INTERVAL;
-pub use store::{AnyStore, Guarded, StoreClock, StoreOptions};
+pub use store::{AnyStore, Guarded, StoreClock, StoreOptions, LIMIT_OVERRIDE_SHARE_PERCENT};
 pub use store_url::{StoreSpec, StoreUrlError, SUPPORTED_STORES};
 pub use verdict::{Code, MatchedRule, Status, Verdict};
 /// How leased rules claim and age their slices ([`EngineSettings::lease`]).

@@ -14,6 +14,21 @@ use crate::shared_clock::SharedClock;
 use crate::store::{StoreClock, StoreOptions};
 use crate::store_url::StoreSpec;
 
+/// Whether a request may name its own limit for a descriptor (Envoy's
+/// `RateLimitOverride`; `limit` in `/v1/check` and `/json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LimitOverrides {
+    /// Taken, as envoyproxy/ratelimit takes them (the default): the descriptor is limited
+    /// by the request's limit instead of the configured one, counted in a key space of its
+    /// own; the configured rule's deny, block or lockout still holds.
+    #[default]
+    Allow,
+    /// Refused: a request carrying one is answered 400 / `INVALID_ARGUMENT`, naming the
+    /// option. For deployments whose clients should never choose their limits.
+    Deny,
+}
+
 /// Settings of one engine, with the documented defaults.
 ///
 /// ```
@@ -46,6 +61,9 @@ pub struct EngineSettings {
     pub store_clock: StoreClock,
     /// Global shadow mode: every denial is counted and reported, none enforced.
     pub shadow: bool,
+    /// Whether requests may carry limit overrides (default: allowed, as
+    /// envoyproxy/ratelimit).
+    pub limit_overrides: LimitOverrides,
     /// The share of a limit used past which an allowed decision counts as `near_limit`
     /// (default 0.8, envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`).
     pub near_limit_ratio: f64,
@@ -88,6 +106,7 @@ impl Default for EngineSettings {
             lease: LeaseConfig::default(),
             store_clock: StoreClock::default(),
             shadow: false,
+            limit_overrides: LimitOverrides::Allow,
             near_limit_ratio: 0.8,
             clock: SharedClock::default(),
             reload: ReloadSettings::default(),

@@ -18,6 +18,13 @@ use weir_resilience::{
 
 use crate::store_url::{StoreSpec, StoreUrlError};
 
+/// The share of the memory store's capacity the limit overrides' records may hold, in
+/// percent, whatever limits the requests name (one share for all of them: every override
+/// rule carries one name, `weir_config::LIMIT_OVERRIDE_RULE`). Past it their new keys
+/// evict their own unlimited records, or are refused (503) while every one is limited;
+/// the configured rules keep the rest of the capacity, and readiness is not affected.
+pub const LIMIT_OVERRIDE_SHARE_PERCENT: u8 = 10;
+
 /// A network store behind its guards.
 pub type Guarded<S> = LeasedStore<OverLimitCache<FailoverStore<S>>>;
 
@@ -97,7 +104,13 @@ impl AnyStore {
         let prefix = options.prefix.as_deref();
         match spec {
             StoreSpec::Memory { capacity } => Ok(AnyStore::Memory(
-                MemoryStore::builder().capacity(*capacity).build(),
+                MemoryStore::builder()
+                    .capacity(*capacity)
+                    .scope_share(
+                        weir_config::limit_override_scope(),
+                        LIMIT_OVERRIDE_SHARE_PERCENT,
+                    )
+                    .build(),
             )),
             StoreSpec::Network { scheme, url } if scheme.starts_with("redis") => {
                 let time = match clock {

@@ -91,8 +91,8 @@ pub use tls::{TlsError, TlsFiles};
 /// The engine every API decides through, and the types a front end's caller meets
 /// (re-exported so that one dependency suffices to configure and embed a server).
 pub use weir_engine::{
-    CheckRequest, Code, DecideError, Engine, EngineSettings, LeaseConfig, Readiness,
-    ReloadSettings, RuleSource, SharedClock, StoreClock, StoreSpec, Verdict,
+    CheckRequest, Code, DecideError, Engine, EngineSettings, LeaseConfig, LimitOverrides,
+    Readiness, ReloadSettings, RuleSource, SharedClock, StoreClock, StoreSpec, Verdict,
 };
 
 // The README's examples are compiled and run as doctests.

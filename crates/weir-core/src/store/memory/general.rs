@@ -4,12 +4,20 @@
 //!
 //! - **Identity.** A record is found by its (scope, key), compared in full: two keys whose
 //!   hashes collide never share a record.
-//! - **Bounded.** At most the shard's capacity; one rule at most its share of it. A full
-//!   shard sweeps expired records, then evicts one that is not limited (CLOCK, least
-//!   recently used first; a record used since the hand last passed gets a second chance),
-//!   taking room from the rules holding the most records first. Limited, blocked or
-//!   locked-out records, concurrency leases and queued delays are never evicted. When
-//!   nothing may go, the new key is refused with [`StoreError::Full`].
+//! - **Bounded.** At most the shard's capacity; one rule at most its share of it (a scope
+//!   given a share of its own, as the limit overrides are, at most that, whatever the
+//!   parameters of its rules). A full shard sweeps
+//!   expired records, then evicts one that is not limited (CLOCK, least recently used
+//!   first; a record used since the hand last passed gets a second chance), taking room
+//!   from the rules holding the most records first, and from every rule before it gives
+//!   up. Limited, blocked or locked-out records, concurrency leases and queued delays are
+//!   never evicted. When nothing may go, the new key is refused with [`StoreError::Full`].
+//! - **Never full while something may go.** A rule's CLOCK queue holds the records that
+//!   were evictable when last used (a record that turns limited leaves it when the hand
+//!   meets it, and comes back when a use makes it evictable again), and an eviction goes
+//!   round it until it finds one, giving a used record its second chance: it gives up only
+//!   when no record of the rule may go. The work is bounded in total, not per call: each
+//!   slot the hand passes was put there by an insert or a use, once.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
@@ -22,17 +30,15 @@ use crate::key::Key;
 use crate::state::{Record, State};
 use crate::step::Outcome;
 
-/// How many queue slots one eviction looks at before giving up (bounded work under a lock).
-const EVICTION_SCAN: usize = 256;
-/// How many rules a full shard tries to take a record from (the largest first).
-const EVICTION_RULES: usize = 4;
-
 /// What bounds a shard, and the store-wide counts of what was done to stay within it.
 #[derive(Debug)]
 pub(super) struct Limits {
     pub(super) per_shard_capacity: usize,
     /// The most records one rule may hold in one shard.
     pub(super) per_shard_rule_cap: usize,
+    /// Scopes given a share of their own
+    /// ([`MemoryStoreBuilder::scope_share`](super::MemoryStoreBuilder::scope_share)).
+    pub(super) scope_shares: Vec<ScopeShare>,
     /// The store's capacity (for the error).
     pub(super) capacity: usize,
     pub(super) evictions: AtomicU64,
@@ -40,6 +46,14 @@ pub(super) struct Limits {
 }
 
 impl Limits {
+    /// The most records the share `rule` may hold in one shard.
+    fn cap(&self, rule: u64) -> usize {
+        self.scope_shares
+            .iter()
+            .find(|s| s.key == rule)
+            .map_or(self.per_shard_rule_cap, |s| s.per_shard_cap)
+    }
+
     /// Counts a refused new key and says why.
     fn refused(&self) -> StoreError {
         self.refusals.fetch_add(1, Ordering::Relaxed);
@@ -49,6 +63,19 @@ impl Limits {
     }
 }
 
+/// A scope whose records, whatever their rules' parameters, count under one share of their
+/// own instead of one share per rule (the limit overrides': every request may name other
+/// parameters, and each set would otherwise take a rule's whole share).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ScopeShare {
+    /// The scope ([`Rule::scope`](crate::Rule::scope)).
+    pub(super) scope: u64,
+    /// Its share key (what [`Entry::rule`] holds for its records).
+    pub(super) key: u64,
+    /// The most records it may hold in one shard.
+    pub(super) per_shard_cap: usize,
+}
+
 /// One key's record and what eviction needs to know of it.
 #[derive(Debug)]
 pub(super) struct Entry {
@@ -56,17 +83,29 @@ pub(super) struct Entry {
     pub(super) scope: u64,
     pub(super) key: Key,
     pub(super) record: Record,
-    /// The hash of the rule that last used it.
+    /// The share of the rule that last used it: its parameters' hash, or its scope's share
+    /// key ([`ScopeShare`]).
     pub(super) rule: u64,
     /// Not limited, blocked or locked out: eviction would cost at most one fresh window.
     pub(super) evictable: bool,
     /// Used since the CLOCK hand last passed (a second chance).
     pub(super) referenced: bool,
+    /// In its rule's CLOCK queue: set when it enters the queue (new and evictable, or made
+    /// evictable again by a use), cleared when the hand finds it no longer evictable.
+    pub(super) queued: bool,
+    /// The ticket of its slot in the queue (set when queued): a slot whose ticket is not
+    /// its entry's is stale (the record was removed, or left the queue, since).
+    pub(super) ticket: u32,
 }
 
 impl Entry {
     fn is(&self, hash: u64, scope: u64, key: &Key) -> bool {
         self.hash == hash && self.scope == scope && self.key == *key
+    }
+
+    /// Whether the queue slot (hash, ticket) of `rule` is this entry's live one.
+    fn slot_is(&self, hash: u64, ticket: u32, rule: u64) -> bool {
+        self.hash == hash && self.rule == rule && self.queued && self.ticket == ticket
     }
 }
 
@@ -74,10 +113,14 @@ impl Entry {
 #[derive(Debug, Default)]
 struct Share {
     held: usize,
-    /// The rule's records' hashes in the order they came; may hold hashes since removed
-    /// or moved to another rule (skipped when met, compacted when the queue grows past
-    /// twice `held`).
-    queue: VecDeque<u64>,
+    /// The CLOCK queue: (hash, ticket) of the rule's queued records, in the order they came
+    /// (or last had their second chance). Each queued record has exactly one live slot, the
+    /// one with its ticket; the others are stale (a record removed, re-added, or moved to
+    /// another rule since), skipped when met and dropped when the queue grows past twice
+    /// `held`.
+    queue: VecDeque<(u64, u32)>,
+    /// The next slot's ticket.
+    next_ticket: u32,
 }
 
 /// Whether a record may be evicted after an operation that answered `outcome`: only a key
@@ -99,7 +142,8 @@ pub(super) struct Table {
     records: HashTable<Entry>,
     /// No record in the table expires before this instant, so a sweep before it is useless.
     next_expiry_ns: u64,
-    /// Per rule (its parameters' hash): how many records it holds, and its CLOCK queue.
+    /// Per share (a rule's parameters' hash, or a [`ScopeShare`]'s key): how many records
+    /// it holds, and its CLOCK queue.
     rules: HashMap<u64, Share, PreHashed>,
 }
 
@@ -123,16 +167,42 @@ impl Table {
         self.records.iter()
     }
 
-    /// Counts `hash` under `rule` (a new record, or one another rule used last).
-    fn enlist(&mut self, hash: u64, rule: u64) {
+    /// Counts a record under `rule` (a new record, or one another rule used last).
+    fn enlist(&mut self, rule: u64) {
+        self.rules.entry(rule).or_default().held += 1;
+    }
+
+    /// Queues the held entry (scope, key) of `rule` at the back of the rule's CLOCK queue
+    /// with a new ticket, dropping the queue's stale slots when they outnumber the records
+    /// (after which the queue holds one slot per queued record).
+    fn enqueue(&mut self, hash: u64, scope: u64, key: &Key, rule: u64) {
+        let ticket = self.ticket(rule);
+        let Some(entry) = self.records.find_mut(hash, |e| e.is(hash, scope, key)) else {
+            return;
+        };
+        entry.queued = true;
+        entry.ticket = ticket;
+        self.push_slot(hash, ticket, rule);
+    }
+
+    /// A new ticket of `rule`'s queue.
+    fn ticket(&mut self, rule: u64) -> u32 {
         let share = self.rules.entry(rule).or_default();
-        share.held += 1;
-        share.queue.push_back(hash);
+        let ticket = share.next_ticket;
+        share.next_ticket = ticket.wrapping_add(1);
+        ticket
+    }
+
+    /// Puts the slot (hash, ticket) at the back of `rule`'s queue (its entry already marked
+    /// queued with that ticket), dropping the stale slots when they outnumber the records.
+    fn push_slot(&mut self, hash: u64, ticket: u32, rule: u64) {
+        let share = self.rules.entry(rule).or_default();
+        share.queue.push_back((hash, ticket));
         if share.queue.len() > 2 * share.held + 16 {
             let records = &self.records;
             share
                 .queue
-                .retain(|&h| records.find(h, |e| e.hash == h && e.rule == rule).is_some());
+                .retain(|&(h, t)| records.find(h, |e| e.slot_is(h, t, rule)).is_some());
         }
     }
 
@@ -167,12 +237,32 @@ impl Table {
             return;
         };
         entry.evictable = evictable(&entry.record, outcome);
+        let expires_ns = entry.record.expires_ns;
+        self.refresh(hash, scope, key, rule);
+        self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
+    }
+
+    /// After a held entry was used under `rule` (its `evictable` already set): marks it
+    /// used, moves it to `rule`'s share if another rule used it last, and queues it if it
+    /// is evictable and not queued.
+    fn refresh(&mut self, hash: u64, scope: u64, key: &Key, rule: u64) {
+        let Some(entry) = self.get_mut(hash, scope, key) else {
+            return;
+        };
         entry.referenced = true;
         let before = entry.rule;
         if before != rule {
+            // Its slot in the old rule's queue is stale from now on (skipped when met).
             entry.rule = rule;
+            entry.queued = false;
+        }
+        let enqueue = entry.evictable && !entry.queued;
+        if before != rule {
             self.delist(before);
-            self.enlist(hash, rule);
+            self.enlist(rule);
+        }
+        if enqueue {
+            self.enqueue(hash, scope, key, rule);
         }
     }
 
@@ -194,16 +284,11 @@ impl Table {
         }
         if let Some(held) = self.get_mut(hash, scope, &entry.key) {
             // check_all writes back a key it read: keep its place and counts.
-            let rule = entry.rule;
+            let expires_ns = entry.record.expires_ns;
             held.record = entry.record;
             held.evictable = entry.evictable;
-            held.referenced = true;
-            let before = held.rule;
-            if before != rule {
-                held.rule = rule;
-                self.delist(before);
-                self.enlist(hash, rule);
-            }
+            self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
+            self.refresh(hash, scope, &entry.key, entry.rule);
             return Ok(());
         }
         let rule = entry.rule;
@@ -212,18 +297,32 @@ impl Table {
             self.make_room(rule, now_ns, limits)?;
         }
         self.next_expiry_ns = self.next_expiry_ns.min(entry.record.expires_ns);
-        self.records.insert_unique(hash, entry, |e| e.hash);
-        self.enlist(hash, rule);
+        self.enlist(rule);
+        let ticket = entry.evictable.then(|| self.ticket(rule));
+        self.records.insert_unique(
+            hash,
+            Entry {
+                queued: ticket.is_some(),
+                ticket: ticket.unwrap_or(0),
+                ..entry
+            },
+            |e| e.hash,
+        );
+        if let Some(ticket) = ticket {
+            self.push_slot(hash, ticket, rule);
+        }
         Ok(())
     }
 
     /// Room for one more record of `rule`: sweeps, then evicts (within the rule's share
-    /// when it is full, else from the largest rules); [`StoreError::Full`] if none may go.
+    /// when it is full, else from the largest rules first, every rule if need be);
+    /// [`StoreError::Full`] only if no record may go.
     fn make_room(&mut self, rule: u64, now_ns: u64, limits: &Limits) -> Result<(), StoreError> {
-        if self.rules.get(&rule).map_or(0, |s| s.held) >= limits.per_shard_rule_cap {
+        let cap = limits.cap(rule);
+        if self.rules.get(&rule).map_or(0, |s| s.held) >= cap {
             self.sweep(now_ns);
         }
-        if self.rules.get(&rule).map_or(0, |s| s.held) >= limits.per_shard_rule_cap {
+        if self.rules.get(&rule).map_or(0, |s| s.held) >= cap {
             // Over its share: the rule makes room among its own records only.
             if !self.evict_from(rule, limits) {
                 return Err(limits.refused());
@@ -231,13 +330,14 @@ impl Table {
         } else if self.records.len() >= limits.per_shard_capacity {
             self.sweep(now_ns);
             if self.records.len() >= limits.per_shard_capacity {
-                // Room comes from the rules holding the most records first.
+                // Room comes from the rules holding the most records first. A rule that
+                // gives none has emptied its queue doing so: asking it again costs nothing
+                // until one of its records is evictable again.
                 let mut by_size: Vec<(usize, u64)> =
                     self.rules.iter().map(|(r, s)| (s.held, *r)).collect();
                 by_size.sort_unstable_by(|a, b| b.cmp(a));
                 let freed = by_size
                     .into_iter()
-                    .take(EVICTION_RULES)
                     .any(|(_, victim)| self.evict_from(victim, limits));
                 if !freed {
                     return Err(limits.refused());
@@ -247,29 +347,30 @@ impl Table {
         Ok(())
     }
 
-    /// Evicts `rule`'s least recently used unlimited record (CLOCK), looking at no more
-    /// than [`EVICTION_SCAN`] queue slots; `false` if none may go.
+    /// Evicts `rule`'s least recently used unlimited record (CLOCK): the hand goes round the
+    /// rule's queue, dropping slots of records gone or no longer evictable and giving a
+    /// used record its second chance, until a record goes; `false` only when none may go
+    /// (the queue is then empty). Each record is passed at most twice in one call.
     fn evict_from(&mut self, rule: u64, limits: &Limits) -> bool {
         let Some(share) = self.rules.get_mut(&rule) else {
             return false;
         };
-        let slots = share.queue.len().min(EVICTION_SCAN);
-        for _ in 0..slots {
-            let Some(hash) = share.queue.pop_front() else {
-                break;
-            };
-            // The first record of this rule with that hash (hashes rarely collide; if
-            // they do, either record is as good a candidate).
+        while let Some((hash, ticket)) = share.queue.pop_front() {
             let Ok(mut found) = self
                 .records
-                .find_entry(hash, |e| e.hash == hash && e.rule == rule)
+                .find_entry(hash, |e| e.slot_is(hash, ticket, rule))
             else {
-                continue; // stale: removed, or used by another rule since
+                continue; // stale: removed, re-queued, or used by another rule since
             };
             let entry = found.get_mut();
-            if !entry.evictable || entry.referenced {
+            if !entry.evictable {
+                // Limited since it was queued: out of the queue until a use frees it.
+                entry.queued = false;
+                continue;
+            }
+            if entry.referenced {
                 entry.referenced = false;
-                share.queue.push_back(hash);
+                share.queue.push_back((hash, ticket));
                 continue;
             }
             found.remove();
@@ -330,5 +431,81 @@ impl Hasher for PreHashedHasher {
     }
     fn write_u64(&mut self, n: u64) {
         self.0 = n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule::Rule;
+    use crate::step::{apply, Op};
+    use std::time::Duration;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn limits(capacity: usize) -> Limits {
+        Limits {
+            per_shard_capacity: capacity,
+            per_shard_rule_cap: capacity,
+            scope_shares: Vec::new(),
+            capacity,
+            evictions: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
+        }
+    }
+
+    /// An entry for `key` after one check under `rule` (`hash` forced, to make collisions).
+    fn checked(hash: u64, key: &str, rule: &Rule) -> Entry {
+        let mut record = Record::fresh(rule, SEC);
+        let outcome = apply(rule, &mut record, &Op::Check { cost: 1 }, SEC).unwrap();
+        Entry {
+            hash,
+            scope: 0,
+            key: Key::new(key).unwrap(),
+            evictable: evictable(&record, &outcome),
+            record,
+            rule: 7,
+            referenced: false,
+            queued: false,
+            ticket: 0,
+        }
+    }
+
+    /// A key that comes and goes (removed, then stored again) used to leave a slot per
+    /// coming that compaction could not tell from a live one: the queue grew without bound.
+    #[test]
+    fn a_key_that_comes_and_goes_leaves_one_slot() {
+        let rule = Rule::fixed_window(10, Duration::from_secs(60)).unwrap();
+        let limits = limits(100);
+        let mut table = Table::default();
+        for _ in 0..1000 {
+            table.put(checked(1, "k", &rule), SEC, &limits, false).unwrap();
+            table.remove(1, 0, &Key::new("k").unwrap());
+        }
+        table.put(checked(1, "k", &rule), SEC, &limits, false).unwrap();
+        let queue = table.rules.get(&7).map_or(0, |s| s.queue.len());
+        assert!(queue <= 2 + 16, "{queue} slots for one record");
+    }
+
+    /// Records whose hashes collide each keep a slot of their own: all may be evicted.
+    #[test]
+    fn colliding_records_are_each_evictable() {
+        let rule = Rule::fixed_window(10, Duration::from_secs(60)).unwrap();
+        let limits = limits(4);
+        let mut table = Table::default();
+        for i in 0..4 {
+            let entry = checked(0x5EED, &format!("old-{i}"), &rule);
+            table.put(entry, SEC, &limits, false).unwrap();
+        }
+        for i in 0..4 {
+            let entry = checked(0x5EED, &format!("new-{i}"), &rule);
+            table.put(entry, SEC, &limits, false).unwrap();
+        }
+        assert_eq!(table.len(), 4);
+        assert!(
+            (0..4).all(|i| table.get(0x5EED, 0, &Key::new(format!("new-{i}")).unwrap()).is_some()),
+            "every old record went"
+        );
+        assert_eq!(limits.evictions.load(Ordering::Relaxed), 4);
     }
 }

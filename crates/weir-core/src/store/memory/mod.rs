@@ -32,7 +32,11 @@
 //!   percent of the capacity (default 50 %); past it, its new keys evict only its own
 //!   records. A full store makes room from the rule holding the most records. So one
 //!   rule's flood cannot take another rule's capacity. A rule is told apart by its
-//!   parameters (two rules with identical parameters share one share).
+//!   parameters (two rules with identical parameters share one share), unless its scope
+//!   was given a share of its own ([`scope_share`](MemoryStoreBuilder::scope_share): one
+//!   share for every rule of that scope, whatever its parameters).
+//! - A new key is refused only when no record may go: an eviction looks at every
+//!   evictable record of a rule (the most recently used last) and at every rule.
 //! - When no record may be evicted, **new keys fail closed** with [`StoreError::Full`](crate::StoreError::Full)
 //!   (existing keys keep working) until some expire; [`MemoryStore::stats`] counts both
 //!   evictions and refusals.
@@ -58,7 +62,7 @@ use crate::step::{apply, check_now, validate, Op, Outcome};
 
 use super::{Decisions, Store};
 use compact::{Claimed, Found, Tables};
-use general::{evictable, Entry, Limits, Table};
+use general::{evictable, Entry, Limits, ScopeShare, Table};
 
 /// The default capacity in keys.
 const DEFAULT_CAPACITY: usize = 1 << 20;
@@ -145,6 +149,8 @@ pub struct MemoryStoreBuilder {
     capacity: usize,
     shards: usize,
     rule_share: u8,
+    /// (scope, percent): scopes given a share of their own.
+    scope_shares: Vec<(u64, u8)>,
 }
 
 impl MemoryStoreBuilder {
@@ -168,6 +174,43 @@ impl MemoryStoreBuilder {
         self
     }
 
+    /// Gives the records of one scope (every rule named `name` shares it: see
+    /// [`Rule::scope`]) a share of their own, `percent` of the capacity (1 to 100), whatever
+    /// the parameters of the rules checking them. Without it, each set of parameters is a
+    /// rule of its own with the [`rule_share`](Self::rule_share): a scope whose callers pick
+    /// the parameters (the server's limit overrides, named alike whatever limit a request
+    /// names) could then take a whole rule's share once per set. Past its share, the
+    /// scope's new keys evict its own unlimited records or are refused, and nothing else's.
+    /// Bounds the general path (the keys the lock-free tables hold are 8 bytes long).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir_core::{Key, Limiter, ManualClock, MemoryStore, Rule};
+    /// let scope = Rule::per_second(1)?.named("overrides").scope();
+    /// let store = MemoryStore::builder().capacity(6400).scope_share(scope, 10).build();
+    /// let limiter = Limiter::new(store.clone(), ManualClock::default());
+    /// let mut refused = 0;
+    /// for i in 0..2000u64 {
+    ///     // Each request names its own limit (1 to 7 an hour), then goes over it.
+    ///     let rule = Rule::fixed_window(1 + i % 7, Duration::from_secs(3600))?.named("overrides");
+    ///     let key = Key::new(format!("override-{i}"))?;
+    ///     for _ in 0..8 {
+    ///         if limiter.check_now(&key, &rule, 1).is_err() {
+    ///             refused += 1; // StoreError::Full: its share holds only limited keys
+    ///             break;
+    ///         }
+    ///     }
+    /// }
+    /// assert!(store.len() <= 640, "one share of 10 %: {}", store.len());
+    /// assert!(refused > 1000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scope_share(mut self, scope: u64, percent: u8) -> Self {
+        self.scope_shares.retain(|(s, _)| *s != scope);
+        self.scope_shares.push((scope, percent.clamp(1, 100)));
+        self
+    }
+
     /// The store.
     pub fn build(self) -> MemoryStore {
         let most = (self.capacity / MIN_KEYS_PER_SHARD).max(1);
@@ -180,6 +223,18 @@ impl MemoryStoreBuilder {
             .div_ceil(100)
             .max(1);
         let rule_records = (self.capacity * usize::from(self.rule_share)).div_ceil(100);
+        let hasher = foldhash::quality::RandomState::default();
+        let scope_shares = self
+            .scope_shares
+            .iter()
+            .map(|&(scope, percent)| ScopeShare {
+                scope,
+                key: hasher.hash_one(("scope share", scope)),
+                per_shard_cap: (per_shard_capacity * usize::from(percent))
+                    .div_ceil(100)
+                    .max(1),
+            })
+            .collect();
         MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..shards).map(|_| Shard(Mutex::default())).collect(),
@@ -187,11 +242,12 @@ impl MemoryStoreBuilder {
                 limits: Limits {
                     per_shard_capacity,
                     per_shard_rule_cap,
+                    scope_shares,
                     capacity: self.capacity,
                     evictions: AtomicU64::new(0),
                     refusals: AtomicU64::new(0),
                 },
-                hasher: foldhash::quality::RandomState::default(),
+                hasher,
                 compact: Tables::new(rule_records),
                 #[cfg(test)]
                 collide: false,
@@ -272,10 +328,15 @@ impl Inner {
         self.hasher.hash_one((scope, key))
     }
 
-    /// Which share a rule's records count under (its parameters).
+    /// Which share a rule's records count under: its scope's own, if it was given one,
+    /// else its parameters'.
     #[inline]
     fn rule_hash(&self, rule: &Rule) -> u64 {
-        self.hasher.hash_one(rule)
+        let scope = rule.scope();
+        match self.limits.scope_shares.iter().find(|s| s.scope == scope) {
+            Some(share) => share.key,
+            None => self.hasher.hash_one(rule),
+        }
     }
 
     #[inline]
@@ -343,6 +404,8 @@ impl Inner {
             record,
             rule: rule_hash,
             referenced: false,
+            queued: false,
+            ticket: 0,
         };
         table.put(entry, now_ns, &self.limits, held_live)?;
         Ok(outcome)
@@ -356,6 +419,7 @@ impl MemoryStore {
             capacity: DEFAULT_CAPACITY,
             shards: DEFAULT_SHARDS,
             rule_share: DEFAULT_RULE_SHARE,
+            scope_shares: Vec::new(),
         }
     }
 
@@ -508,6 +572,8 @@ impl MemoryStore {
                         record,
                         rule: inner.rule_hash(rule),
                         referenced: true,
+                        queued: false,
+                        ticket: 0,
                     };
                     tables[t].1.put(entry, now_ns, &inner.limits, true)?;
                 }
@@ -553,6 +619,8 @@ impl MemoryStore {
                         rule: rule_hash,
                         evictable: entry_evictable,
                         referenced: true,
+                        queued: false,
+                        ticket: 0,
                     };
                     tables[t].1.put(entry, now_ns, &inner.limits, false)?;
                 }

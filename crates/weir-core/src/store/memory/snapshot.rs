@@ -356,6 +356,8 @@ impl MemoryStore {
                 record: record.clone(),
                 rule: inner.rule_hash(&rule),
                 referenced: false,
+                queued: false,
+                ticket: 0,
             };
             match table.put(entry, now_ns, &inner.limits, false) {
                 Ok(()) => report.restored += 1,
