@@ -113,7 +113,7 @@ pub use key_by::{HeaderNameError, KeyBy, UserFn};
 pub use layer::RateLimitLayer;
 pub use limits::{BoxFuture, Evaluation, LimitError, Limits, Policies};
 pub use net::{parse_ip_net, IpNetError};
-pub use path::normalise_path;
+pub use path::{normalise_path, PathMatch, PathRefusal};
 pub use policy::{HeaderPattern, KeyUnset, OnLimit, Policy, PolicyError};
 pub use refused::{RefusalFn, RefusalReason, Refused};
 pub use response::RefusalBody;
