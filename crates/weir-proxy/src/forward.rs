@@ -134,7 +134,8 @@ impl Forward {
     /// Forwards by `routes`, waiting at most `timeout` for an upstream's response head.
     /// `trust` says which peers are trusted proxies: only theirs `X-Forwarded-Proto`,
     /// `X-Forwarded-Host` and `X-Real-IP` are passed on; anyone else's are replaced by the
-    /// proxy's own (its scheme, the request's `Host`, the peer's address).
+    /// proxy's own (its scheme, the request's `Host`, the peer's address), and their
+    /// `X-Forwarded-Port` / `-Prefix`, `X-Original-URL` and `X-Rewrite-URL` removed.
     pub fn new(routes: Routes, timeout: Duration, trust: ClientIp) -> Self {
         Self {
             inner: Arc::new(Inner {

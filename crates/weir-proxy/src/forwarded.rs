@@ -7,6 +7,9 @@
 //! request's `Host` (kept as the client sent it; none for an HTTP/1.0 request without one)
 //! and the peer's address. A backend that builds links from `X-Forwarded-Host` (a password
 //! reset mail) or logs and limits by `X-Real-IP` would otherwise take them from anyone.
+//! `X-Forwarded-Port` and `X-Forwarded-Prefix` (links, in Spring) and `X-Original-URL` /
+//! `X-Rewrite-URL` (the path IIS-style backends route by, instead of the one the proxy
+//! limited) are removed, with nothing in their place.
 //! From a trusted proxy they are passed on as they came, and filled in where it sent none
 //! (`X-Real-IP` then is the client as the proxy resolved it, the address its limits key
 //! on). Then this hop is appended: `Forwarded: for=…;proto=http` and `X-Forwarded-For`
@@ -27,13 +30,24 @@ const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 /// `X-Real-IP`.
 const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+/// A client's claims passed on only from a trusted proxy; the first three are replaced by
+/// the proxy's own.
+const CLAIMS: [HeaderName; 7] = [
+    X_FORWARDED_PROTO,
+    X_FORWARDED_HOST,
+    X_REAL_IP,
+    HeaderName::from_static("x-forwarded-port"),
+    HeaderName::from_static("x-forwarded-prefix"),
+    HeaderName::from_static("x-original-url"),
+    HeaderName::from_static("x-rewrite-url"),
+];
 
 /// Rewrites the forwarding headers of a request from `peer` (see the module's header):
 /// an untrusted peer's claims replaced by the proxy's own, a trusted one's passed on, then
 /// this hop appended.
 pub(crate) fn rewrite(headers: &mut HeaderMap, peer: Option<IpAddr>, trust: &ClientIp) {
     if !peer.is_some_and(|p| trust.is_trusted(p)) {
-        for claim in [&X_FORWARDED_PROTO, &X_FORWARDED_HOST, &X_REAL_IP] {
+        for claim in &CLAIMS {
             headers.remove(claim);
         }
     }
@@ -98,6 +112,8 @@ mod tests {
         h.insert(&X_FORWARDED_HOST, HeaderValue::from_static("evil.example"));
         h.insert(&X_REAL_IP, HeaderValue::from_static("1.2.3.4"));
         h.insert(&X_FORWARDED_FOR, HeaderValue::from_static("5.6.7.8"));
+        h.insert("x-original-url", HeaderValue::from_static("/admin"));
+        h.insert("x-forwarded-prefix", HeaderValue::from_static("/evil"));
         h
     }
 
@@ -115,6 +131,7 @@ mod tests {
         assert_eq!(h[&X_REAL_IP], "192.0.2.7");
         assert_eq!(h[&X_FORWARDED_FOR], "5.6.7.8, 192.0.2.7");
         assert_eq!(h[HOST], "shop.example");
+        assert!(h.get("x-original-url").is_none() && h.get("x-forwarded-prefix").is_none());
         // No Host (HTTP/1.0): no X-Forwarded-Host at all, not the client's.
         let mut h = claims();
         h.remove(HOST);
@@ -132,6 +149,7 @@ mod tests {
         assert_eq!(h[&X_FORWARDED_HOST], "evil.example");
         assert_eq!(h[&X_REAL_IP], "1.2.3.4");
         assert_eq!(h[&X_FORWARDED_FOR], "5.6.7.8, 10.1.2.3");
+        assert_eq!(h["x-original-url"], "/admin");
         let mut h = HeaderMap::new();
         h.insert(HOST, HeaderValue::from_static("shop.example"));
         h.insert(&X_FORWARDED_FOR, HeaderValue::from_static("203.0.113.9"));

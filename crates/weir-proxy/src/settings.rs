@@ -30,7 +30,8 @@ pub struct ProxySettings {
     /// A class's own upstream.
     pub class_upstreams: HashMap<String, Upstream>,
     /// How the client address is found (trusted proxies, IPv6 grouping), and whose
-    /// forwarding headers (`X-Forwarded-Proto`, `-Host`, `X-Real-IP`) are passed on.
+    /// forwarding claims (`X-Forwarded-Proto`, `-Host`, `-Port`, `-Prefix`, `X-Real-IP`,
+    /// `X-Original-URL`, `X-Rewrite-URL`) are passed on.
     pub client_ip: ClientIp,
     /// How request paths are read for the `path` descriptor, and which spellings are
     /// refused (`400`): [`PathMatch::Normalized`] by default.

@@ -12,12 +12,16 @@ use std::time::Duration;
 use common::{backend, client, get, proxy, settings, upstream};
 use weir_tower::ClientIp;
 
-/// A client claiming TLS, another host and another address, and listing `Host` as
-/// hop-by-hop.
-const CLAIMS: [(&str, &str); 5] = [
+/// A client claiming TLS, another host, address, port, prefix and path, and listing
+/// `Host` as hop-by-hop.
+const CLAIMS: [(&str, &str); 9] = [
     ("x-forwarded-proto", "https"),
     ("x-forwarded-host", "evil.example"),
     ("x-real-ip", "1.2.3.4"),
+    ("x-forwarded-port", "8443"),
+    ("x-forwarded-prefix", "/evil"),
+    ("x-original-url", "/login"),
+    ("x-rewrite-url", "/login"),
     ("connection", "host"),
     ("host", "example.test"),
 ];
@@ -26,7 +30,8 @@ const CLAIMS: [(&str, &str); 5] = [
 /// proxy had seen TLS; `Connection: host` made the upstream see the proxy's address.
 /// Issue 26: its `X-Forwarded-Host` and `X-Real-IP` were forwarded unchanged (a backend
 /// building a password-reset link from `X-Forwarded-Host`, or logging `X-Real-IP`, took
-/// them from anyone).
+/// them from anyone), and so was `X-Original-URL` (a backend routing by it served
+/// `/login` to a request the proxy limited as `/`).
 #[tokio::test]
 async fn untrusted_forwarding_claims_are_replaced_and_host_is_kept() {
     let b = backend("app", Duration::ZERO).await;
@@ -40,6 +45,14 @@ async fn untrusted_forwarding_claims_are_replaced_and_host_is_kept() {
     assert_eq!(seen["x-real-ip"], "127.0.0.1", "the peer it saw");
     assert_eq!(seen.get_all("x-real-ip").iter().count(), 1);
     assert_eq!(seen.get_all("x-forwarded-host").iter().count(), 1);
+    for gone in [
+        "x-forwarded-port",
+        "x-forwarded-prefix",
+        "x-original-url",
+        "x-rewrite-url",
+    ] {
+        assert!(seen.get(gone).is_none(), "{gone} is not passed on");
+    }
 }
 
 /// Behind a trusted balancer the claims are the balancer's: passed on as they came, and
@@ -56,6 +69,7 @@ async fn a_trusted_proxys_forwarding_claims_are_passed_on() {
     assert_eq!(seen["x-forwarded-proto"], "https");
     assert_eq!(seen["x-forwarded-host"], "evil.example");
     assert_eq!(seen["x-real-ip"], "1.2.3.4");
+    assert_eq!(seen["x-original-url"], "/login");
     assert_eq!(seen["host"], "example.test");
 
     let behind = [("x-forwarded-for", "203.0.113.9"), ("host", "shop.example")];
