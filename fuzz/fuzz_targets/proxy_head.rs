@@ -4,7 +4,12 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Some(head) = weir_proxy::fuzzing::request_head(data) {
-        assert!(head.path.len() <= weir_config::bounds::MAX_VALUE_LEN);
-        assert!(head.path.starts_with('/'));
+        match &head.path {
+            Some(path) => {
+                assert!(path.len() <= weir_config::bounds::MAX_VALUE_LEN);
+                assert!(path.starts_with('/'));
+            }
+            None => assert!(head.refused),
+        }
     }
 });

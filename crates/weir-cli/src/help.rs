@@ -91,6 +91,25 @@ How a request is decided:
   of those are limited (see config/proxy.yaml, the default rules). A request goes on only if
   every limit that applies allows it; nothing is counted otherwise.
 
+Paths (--path-match):
+  normalized (default): the path descriptor is the path as common routers read it, so no
+    spelling they send to one handler gets a budget of its own: dot segments and `//`
+    resolved, escapes decoded, `;params` cut (Tomcat, Spring: /login;jsessionid=1 is
+    /login), no trailing slash (Express, Spring before 6: /login/ is /login), lower case
+    (Express, ASP.NET, IIS: /LOGIN is /login). Refused with 400, never forwarded: %2F %5C
+    (encoded slashes), a raw backslash, control bytes (%00-%1F, %7F), %25, %3B, a broken or
+    non-UTF-8 escape, and `;` after `.`, `..` or an empty segment (/login/..;/login). Rules
+    must name paths in that form (/login, not /Login/); other values are refused.
+  exact: only dot segments, `//` and unreserved escapes (%6C) are resolved; /LOGIN, /login/
+    and /login;a=1 are paths of their own. Only control bytes are refused.
+  Either way the upstream gets the path as the client spelt it.
+
+Forwarding headers:
+  The upstream gets Forwarded and X-Forwarded-For with this hop appended. X-Forwarded-Proto,
+  X-Forwarded-Host and X-Real-IP are passed on only from a --trusted-proxy; from anyone
+  else they are replaced by the proxy's own (http, the request's Host, the peer's address),
+  and X-Forwarded-Port, X-Forwarded-Prefix, X-Original-URL and X-Rewrite-URL are removed.
+
 Endpoints on --api (weir serve's HTTP API):
   GET /metrics, /healthz, /readyz; /admin/... with WEIR_ADMIN_TOKEN or --admin-token-file
 

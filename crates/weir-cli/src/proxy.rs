@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
-use weir_proxy::{Class, ProxySettings, Upstream};
+use weir_proxy::{Class, PathMatch, ProxySettings, Upstream};
 use weir_tower::{parse_ip_net, ClientIp, ForwardedHeader, InFlightLimit, IpNet, OnLimit};
 
 use crate::duration::parse_duration;
@@ -26,6 +26,16 @@ pub(crate) enum OnLimitChoice {
     Queue,
     /// Forward it to --fallback-upstream instead
     Degrade,
+}
+
+/// How request paths are read for the `path` descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PathMatchChoice {
+    /// Read as common routers do: `/LOGIN`, `/login/` and `/login;a=1` are `/login`; ambiguous
+    /// spellings (`%2F`, `%00`, `..;`) are refused with 400
+    Normalized,
+    /// Read as RFC 3986 alone: case, a trailing slash and `;params` make paths of their own
+    Exact,
 }
 
 /// Options of `weir proxy`.
@@ -110,7 +120,10 @@ pub(crate) struct ProxyArgs {
 
     /// A proxy or load balancer in front of Weir whose X-Forwarded-For / Forwarded is
     /// believed (an address or a network, e.g. 10.0.0.0/8); repeat for more. Without one,
-    /// the client is the TCP peer and those headers are ignored.
+    /// the client is the TCP peer and those headers are ignored. Only a trusted proxy's
+    /// X-Forwarded-Proto, X-Forwarded-Host and X-Real-IP reach the upstream; anyone else's
+    /// are replaced by the proxy's own (http, the request's Host, the peer's address), and
+    /// their X-Forwarded-Port / -Prefix, X-Original-URL and X-Rewrite-URL removed
     #[arg(
         long = "trusted-proxy",
         value_name = "CIDR",
@@ -130,6 +143,14 @@ pub(crate) struct ProxyArgs {
         default_value = "x-forwarded-for"
     )]
     forwarded_header: ForwardedHeader,
+
+    /// How request paths are read for the `path` descriptor (rules' path values must be in
+    /// that form, or the rules are refused): normalized (the default) gives /LOGIN,
+    /// /login/ and /login;a=1 the budget of /login and refuses ambiguous spellings with 400;
+    /// exact keeps them apart (for backends that do too). See "Paths" below
+    #[arg(long, value_enum, value_name = "MODE", env = "WEIR_PATH_MATCH",
+          default_value_t = PathMatchChoice::Normalized)]
+    path_match: PathMatchChoice,
 
     /// IPv6 clients are limited per network of this prefix (1..=128)
     #[arg(long, value_name = "BITS", env = "WEIR_IPV6_PREFIX", default_value_t = 64,
@@ -201,6 +222,10 @@ impl ProxyArgs {
             client_ip = client_ip.trust(*net);
         }
         settings.client_ip = client_ip;
+        settings.path_match = match self.path_match {
+            PathMatchChoice::Normalized => PathMatch::Normalized,
+            PathMatchChoice::Exact => PathMatch::Exact,
+        };
         settings.on_limit = match self.on_limit {
             OnLimitChoice::Reject => OnLimit::Reject,
             OnLimitChoice::Queue => OnLimit::Queue {

@@ -10,7 +10,7 @@ use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use common::{spawn_logged, terminate, weir};
+use common::{spawn_logged, spawn_logged_with_env, terminate, weir};
 
 /// A backend answering `200 backend` to every request, on a thread, until the test ends.
 fn backend() -> String {
@@ -43,13 +43,18 @@ fn backend() -> String {
 
 /// GET / through `addr` as `user_agent`: the status code and the body.
 fn get(addr: &str, user_agent: &str) -> (u16, String) {
+    get_path(addr, "/", user_agent)
+}
+
+/// GET `path` through `addr` as `user_agent`: the status code and the body.
+fn get_path(addr: &str, path: &str, user_agent: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     write!(
         stream,
-        "GET / HTTP/1.1\r\nhost: test\r\nuser-agent: {user_agent}\r\nconnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nhost: test\r\nuser-agent: {user_agent}\r\nconnection: close\r\n\r\n"
     )
     .unwrap();
     let mut text = String::new();
@@ -131,5 +136,59 @@ fn proxy_refuses_bad_options_with_a_clear_message() {
         assert!(!out.status.success(), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+/// Issue 26: `--path-match` (and `WEIR_PATH_MATCH`) through the binary. By default
+/// `/LOGIN/` spends `/login`'s budget and `/login%2f` is refused; `exact` keeps them apart;
+/// `--help` explains both.
+#[test]
+fn proxy_reads_paths_as_routers_do_unless_told_exact() {
+    let dir = std::env::temp_dir().join(format!("weir-cli-path-match-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("proxy.yaml");
+    std::fs::write(
+        &rules,
+        "domain: proxy\ndescriptors:\n  - key: class\n    value: reader\n    descriptors:\n      - key: path\n        value: /login\n        rule: {algorithm: fixed_window, limit: 1, window: 1h}\n",
+    )
+    .unwrap();
+    let upstream = format!("http://{}", backend());
+    let rules = rules.display().to_string();
+    let args = [
+        "proxy",
+        "--upstream",
+        &upstream,
+        "--config",
+        &rules,
+        "--listen",
+        "127.0.0.1:0",
+        "--api",
+        "127.0.0.1:0",
+    ];
+    let reader = "Mozilla/5.0 Firefox/128.0";
+    let proxy = spawn_logged(&args, "listen");
+    assert_eq!(get_path(&proxy.http, "/login", reader).0, 200);
+    assert_eq!(get_path(&proxy.http, "/LOGIN/", reader).0, 429);
+    let (status, body) = get_path(&proxy.http, "/login%2f", reader);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("encoded slash"), "{body}");
+    assert!(terminate(proxy).success());
+
+    let exact = spawn_logged_with_env(&args, "listen", &[("WEIR_PATH_MATCH", "exact")]);
+    assert_eq!(get_path(&exact.http, "/login", reader).0, 200);
+    assert_eq!(get_path(&exact.http, "/login", reader).0, 429);
+    assert_eq!(get_path(&exact.http, "/LOGIN/", reader).0, 200);
+    assert!(terminate(exact).success());
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let help = String::from_utf8(weir(&["proxy", "--help"]).stdout).unwrap();
+    for says in [
+        "--path-match <MODE>",
+        "[env: WEIR_PATH_MATCH=]",
+        "[default: normalized]",
+        "Paths (--path-match):",
+        "X-Real-IP",
+    ] {
+        assert!(help.contains(says), "--help says {says:?}: {help}");
     }
 }

@@ -1,7 +1,8 @@
 //! [`Forward`]: the last step of a request through the proxy, after the limits let it go.
 //! Picks the upstream (the fallback for a degraded request, the class's own upstream, else
 //! the default), rewrites only what a proxy must — hop-by-hop headers removed both ways,
-//! `Forwarded` and `X-Forwarded-For` / `-Proto` appended — and streams both bodies over
+//! the forwarding headers rewritten (`forwarded.rs`: an untrusted client's claims replaced,
+//! this hop appended) — and streams both bodies over
 //! pooled keep-alive connections, driven by the request's own task (see [`crate::pool`]).
 //!
 //! Whose fault a failure is decides the answer. The upstream's: unreachable or closed is a
@@ -31,6 +32,7 @@ use weir_tower::{peer_addr, BoxFuture, ClientIp, Degraded};
 use crate::answer::{ProxyBody, UpstreamBody};
 use crate::body::{ClientBody, ClientFault, ClientWatch, Outbound, Watched};
 use crate::classify::{classify_headers, Class};
+use crate::forwarded;
 use crate::pool::{exchange, ExchangeError, Pool, PooledBody};
 use crate::reply::{error, error_and_close};
 use crate::tunnel::{self, Tunnels};
@@ -51,11 +53,6 @@ const HOP_BY_HOP: [HeaderName; 9] = [
     TRAILER,
     UPGRADE,
 ];
-
-/// `X-Forwarded-For`.
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-/// `X-Forwarded-Proto`.
-const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// Where requests go.
 #[derive(Debug, Clone)]
@@ -135,8 +132,10 @@ pub const DEFAULT_TUNNEL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Forward {
     /// Forwards by `routes`, waiting at most `timeout` for an upstream's response head.
-    /// `trust` says which peers are trusted proxies: only theirs `X-Forwarded-Proto` is
-    /// passed on; anyone else's is replaced by the proxy's own scheme.
+    /// `trust` says which peers are trusted proxies: only theirs `X-Forwarded-Proto`,
+    /// `X-Forwarded-Host` and `X-Real-IP` are passed on; anyone else's are replaced by the
+    /// proxy's own (its scheme, the request's `Host`, the peer's address), and their
+    /// `X-Forwarded-Port` / `-Prefix`, `X-Original-URL` and `X-Rewrite-URL` removed.
     pub fn new(routes: Routes, timeout: Duration, trust: ClientIp) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -223,9 +222,7 @@ impl tower::Service<Request<Incoming>> for Forward {
                 this.client_body_timeout,
                 this.upstream_body_timeout,
             );
-            let trust = &this.trust;
             let peer = peer_addr(request.extensions()).map(|a| a.ip());
-            let trusted_peer = peer.is_some_and(|p| trust.is_trusted(p));
             let (mut parts, body) = request.into_parts();
             if let Err(e) = origin_form(&mut parts.uri) {
                 return Ok(error(
@@ -236,17 +233,14 @@ impl tower::Service<Request<Incoming>> for Forward {
             // HTTP/1.1 towards the upstream, whatever the client spoke.
             parts.version = http::Version::HTTP_11;
             strip_hop_by_hop(&mut parts.headers);
+            // Before a missing Host is filled in: `X-Forwarded-Host` is the client's.
+            forwarded::rewrite(&mut parts.headers, peer, &this.trust);
             if !parts.headers.contains_key(http::header::HOST) {
                 // HTTP/1.0 without one: the upstream's own name.
                 if let Ok(host) = HeaderValue::from_str(pool.upstream().authority().as_str()) {
                     parts.headers.insert(http::header::HOST, host);
                 }
             }
-            if !trusted_peer {
-                // A client's own claim about the scheme is not passed on as ours.
-                parts.headers.remove(&X_FORWARDED_PROTO);
-            }
-            append_forwarded(&mut parts.headers, peer);
             // A request without a body has nothing to watch: it goes without one.
             let (body, watch) = if hyper::body::Body::is_end_stream(&body) {
                 (Outbound::Empty, None)
@@ -443,43 +437,10 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Appends this hop: `Forwarded: for=…;proto=http`, `X-Forwarded-For` and
-/// `X-Forwarded-Proto` (existing values are kept: the upstream sees the whole chain; a
-/// `X-Forwarded-Proto` reaches here only from a trusted proxy).
-fn append_forwarded(headers: &mut HeaderMap, peer: Option<IpAddr>) {
-    use std::fmt::Write as _;
-    let Some(peer) = peer else { return };
-    // The address is written once: `for=` holds it, `X-Forwarded-For` copies it.
-    let mut forwarded = String::with_capacity(64);
-    forwarded.push_str("for=");
-    let _ = match peer {
-        IpAddr::V4(v4) => write!(forwarded, "{v4}"),
-        IpAddr::V6(v6) => write!(forwarded, "\"[{v6}]\""),
-    };
-    let address = match peer {
-        IpAddr::V4(_) => forwarded.get(4..),
-        IpAddr::V6(_) => forwarded.get(6..forwarded.len() - 2),
-    }
-    .unwrap_or_default();
-    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(existing) => format!("{existing}, {address}"),
-        None => address.to_owned(),
-    };
-    forwarded.push_str(";proto=http");
-    if let Ok(v) = HeaderValue::try_from(forwarded) {
-        headers.append(http::header::FORWARDED, v);
-    }
-    if let Ok(v) = HeaderValue::try_from(xff) {
-        headers.insert(X_FORWARDED_FOR, v);
-    }
-    if !headers.contains_key(&X_FORWARDED_PROTO) {
-        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forwarded::append_forwarded;
 
     #[test]
     fn hop_by_hop_headers_are_removed_and_forwarding_appended() {

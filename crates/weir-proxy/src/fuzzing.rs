@@ -4,14 +4,15 @@
 //!
 //! It reads arbitrary bytes as an HTTP/1 request head (as hyper would: `httparse`), then
 //! runs what the proxy does with a head before any limit: the refusals (`screen`: Host,
-//! CONNECT), whether it is an upgrade to tunnel (`tunnel::upgrade_of`), the path descriptor (normalised, bounded) and the client IP behind
-//! a trusted balancer (forwarding headers read right to left).
+//! CONNECT, ambiguous paths), whether it is an upgrade to tunnel (`tunnel::upgrade_of`),
+//! the path descriptor (under the default reading, normalised and bounded) and the client
+//! IP behind a trusted balancer (forwarding headers read right to left).
 
 use std::net::SocketAddr;
 
 use axum::body::Body;
 use http::{Method, Request, Version};
-use weir_tower::{ClientIp, KeyBy};
+use weir_tower::{ClientIp, KeyBy, PathMatch};
 
 use crate::screen::screen;
 
@@ -22,8 +23,9 @@ pub struct Head {
     pub refused: bool,
     /// A protocol upgrade the proxy would tunnel (WebSocket).
     pub upgrade: bool,
-    /// The path descriptor's value (normalised, bounded).
-    pub path: String,
+    /// The path descriptor's value (normalised, bounded); `None` when the path is refused
+    /// (and then so is the request).
+    pub path: Option<String>,
     /// The client IP key entries, when the forwarding headers gave one.
     pub client: Option<Vec<(String, String)>>,
 }
@@ -51,10 +53,12 @@ pub fn request_head(bytes: &[u8]) -> Option<Head> {
     request
         .extensions_mut()
         .insert(SocketAddr::from(([10, 0, 0, 1], 40_000)));
-    let refused = screen(&request).is_err();
+    let refused = screen(&request, PathMatch::default()).is_err();
     let upgrade = crate::tunnel::upgrade_of(&request).is_some();
-    let path =
-        weir_config::bounded_value(&weir_tower::normalise_path(request.uri().path())).into_owned();
+    let path = PathMatch::default()
+        .normalise(request.uri().path())
+        .ok()
+        .map(|path| weir_config::bounded_value(&path).into_owned());
     let (parts, _) = request.into_parts();
     let trusted = ClientIp::new().trust("10.0.0.0/8".parse().ok()?);
     let client = KeyBy::client_ip(trusted).entries(&parts);

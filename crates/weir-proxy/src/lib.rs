@@ -10,7 +10,8 @@
 //! to the proxy's service, no router between (the peer address recorded) → `weir serve`'s
 //! header limit (`431`) → the screen
 //! refuses what HTTP does not allow a proxy to pass on (a missing, doubled or invalid
-//! `Host`: `400`; `CONNECT`: `501`; an `h2c` offer is ignored) → `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
+//! `Host`: `400`; `CONNECT`: `501`; a path spelling backends read differently: `400`, see
+//! [`PathMatch`]; an `h2c` offer is ignored) → `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
 //! domain `proxy` → the limiter, all-or-nothing) → reject / queue / degrade, or an
 //! in-flight slot → [`Forward`] (upstream chosen, hop-by-hop headers stripped, `Forwarded`
 //! appended, bodies streamed, neither boxed: hyper's `Incoming` in, a [`ProxyBody`] out) →
@@ -39,6 +40,7 @@ mod answer;
 mod body;
 mod classify;
 mod forward;
+mod forwarded;
 #[doc(hidden)]
 pub mod fuzzing;
 mod limits;
@@ -59,6 +61,8 @@ pub use settings::ProxySettings;
 pub use upstream::{Upstream, UpstreamError};
 /// The path as backends resolve it (one copy, shared with the tower layer's path conditions).
 pub use weir_tower::normalise_path;
+/// How the proxy reads request paths for its `path` descriptor, and what it refuses.
+pub use weir_tower::{PathMatch, PathRefusal};
 
 /// The proxy's example rules (this crate's `proxy.yaml`, which `config/proxy.yaml` links
 /// to), run when no `--config` is given.

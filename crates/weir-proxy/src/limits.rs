@@ -11,12 +11,15 @@
 //! | `[class, path]` | each path of the class |
 //! | `[global]` (value `all`) | every request, whatever its class |
 //!
-//! The `path` value is the request path as a backend reads it ([`normalise_path`]: empty
-//! and `.` segments dropped, `..` resolved, `%2e` read as `.`), bounded to the matcher's
-//! value limit by [`weir_config::bounded_value`] (a long path keeps its head and a digest of
-//! the whole). So `/x/./././…` padding counts as `/x`, and no path, however long, is left
-//! unlimited. Should matching still fail, the request is refused (fail closed), never let
-//! through unlimited.
+//! The `path` value is the request path as backends read it ([`PathMatch::normalise`]:
+//! empty and `.` segments dropped, `..` resolved, `%2e` read as `.`; by default also
+//! `;params` cut, no trailing slash, lower case), bounded to the matcher's value limit by
+//! [`weir_config::bounded_value`] (a long path keeps its head and a digest of the whole).
+//! So `/x/./././…` padding counts as `/x`, `/LOGIN/` and `/login;a=1` count as `/login`, and
+//! no path, however long, is left unlimited. A rule whose `path` value is not in that form
+//! would never match: such rule files are refused at start and on reload. A path the
+//! reading refuses never gets here (the screen answers it `400`); should one, or should
+//! matching fail, the request is refused (fail closed), never let through unlimited.
 //!
 //! Unlike `weir serve` (Envoy's semantics: each descriptor on its own), the proxy checks a
 //! request's limits all-or-nothing: a denied or queued request consumes nothing, so waiting
@@ -33,7 +36,7 @@ use weir_config::{Descriptor, RuleSet};
 use weir_core::{Algorithm, Clock, FailurePolicy};
 use weir_engine::Engine;
 use weir_tower::{
-    normalise_path, Applied, BoxFuture, ClientIp, Evaluation, LimitError, Limits, OnLimit,
+    Applied, BoxFuture, ClientIp, Evaluation, LimitError, Limits, OnLimit, PathMatch, PathRefusal,
 };
 
 use crate::classify::{classify, Class};
@@ -48,6 +51,7 @@ pub struct ProxyLimits {
     classes: Arc<[Class]>,
     client_ip: ClientIp,
     on_limit: OnLimit,
+    path_match: PathMatch,
 }
 
 /// A rule the proxy cannot run, found when the rules are checked.
@@ -65,6 +69,18 @@ pub enum ProxyRuleError {
         "rule {0}: the proxy charges one unit per request; a cost other than 1 is not supported"
     )]
     Cost(String),
+    /// A `path` value no request's path descriptor can equal under the path reading.
+    #[error("rule {rule}: path value '{value}' never matches: under --path-match {mode} the proxy's path descriptor is {normal} (see weir proxy --help, \"Paths\")")]
+    PathValue {
+        /// The rule's id.
+        rule: String,
+        /// The value as written.
+        value: String,
+        /// The reading in force (`exact` or `normalized`).
+        mode: &'static str,
+        /// What to write instead, or why no request has this path.
+        normal: String,
+    },
 }
 
 impl ProxyLimits {
@@ -81,13 +97,21 @@ impl ProxyLimits {
             classes,
             client_ip,
             on_limit,
+            path_match: PathMatch::default(),
         }
     }
 
-    /// Checks that a rule set suits the proxy. The proxy's engine runs it at start-up and
-    /// on every reload, so rules it cannot run are refused like a bad file (the old rules
-    /// stay in force).
-    pub fn check_rules(rules: &RuleSet) -> Result<(), ProxyRuleError> {
+    /// How request paths are read for the `path` descriptor ([`PathMatch::Normalized`]
+    /// unless set).
+    pub fn path_match(mut self, path_match: PathMatch) -> Self {
+        self.path_match = path_match;
+        self
+    }
+
+    /// Checks that a rule set suits the proxy, whose paths are read by `path_match`. The
+    /// proxy's engine runs it at start-up and on every reload, so rules it cannot run are
+    /// refused like a bad file (the old rules stay in force).
+    pub fn check_rules(rules: &RuleSet, path_match: PathMatch) -> Result<(), ProxyRuleError> {
         if !rules.domains().any(|d| d == DOMAIN) {
             return Err(ProxyRuleError::NoDomain);
         }
@@ -101,20 +125,29 @@ impl ProxyLimits {
             if info.cost != 1 {
                 return Err(ProxyRuleError::Cost(info.id.to_string()));
             }
+            for (_, value) in info.path.iter().filter(|(key, _)| key == "path") {
+                if let Some(value) = value.as_deref().filter(|v| !path_match.can_match(v)) {
+                    return Err(path_value_error(&info.id, value, path_match));
+                }
+            }
         }
         Ok(())
     }
 
-    /// The descriptors of a request. Their strings borrow from the request and the classes
-    /// where they can (the class, an already normal path): only the client's address is
-    /// formatted into a string of its own.
-    pub fn descriptors<'a>(&'a self, parts: &'a Parts) -> Vec<Descriptor<Cow<'a, str>>> {
+    /// The descriptors of a request, or why its path has none (a spelling the path reading
+    /// refuses). Their strings borrow from the request and the classes where they can (the
+    /// class, an already normal path): only the client's address is formatted into a string
+    /// of its own.
+    pub fn descriptors<'a>(
+        &'a self,
+        parts: &'a Parts,
+    ) -> Result<Vec<Descriptor<Cow<'a, str>>>, PathRefusal> {
         let class = Cow::Borrowed(classify(&self.classes, parts));
         let ip = self
             .client_ip
             .of(parts)
             .map_or(Cow::Borrowed("unknown"), |ip| Cow::Owned(ip.to_string()));
-        let path = match normalise_path(parts.uri.path()) {
+        let path = match self.path_match.normalise(parts.uri.path())? {
             Cow::Borrowed(path) => weir_config::bounded_value(path),
             Cow::Owned(path) => Cow::Owned(weir_config::bounded_value(&path).into_owned()),
         };
@@ -123,7 +156,7 @@ impl ProxyLimits {
             ..Descriptor::default()
         };
         let name = |s: &'static str| Cow::Borrowed(s);
-        vec![
+        Ok(vec![
             descriptor(vec![(name("class"), class.clone())]),
             descriptor(vec![
                 (name("class"), class.clone()),
@@ -131,7 +164,7 @@ impl ProxyLimits {
             ]),
             descriptor(vec![(name("class"), class), (name("path"), path)]),
             descriptor(vec![(name("global"), name("all"))]),
-        ]
+        ])
     }
 
     /// Decides a request on the engine's one decide path, all-or-nothing
@@ -140,7 +173,13 @@ impl ProxyLimits {
     /// rule that does not fail open, a request that could not be matched) refuses the
     /// request: it never means "no limit".
     async fn decide(&self, parts: &Parts) -> Result<Evaluation, LimitError> {
-        let descriptors = self.descriptors(parts);
+        let descriptors = self.descriptors(parts).map_err(|refusal| {
+            tracing::warn!(%refusal, "proxy limits not decided (a path the screen let by): request refused");
+            LimitError {
+                reason: refusal.to_string(),
+                on_failure: FailurePolicy::FailClosed,
+            }
+        })?;
         let verdict = self
             .engine
             .decide_all(DOMAIN, &descriptors, 1)
@@ -175,6 +214,30 @@ impl ProxyLimits {
             },
             queue_key: if verdict.blocked { None } else { queue_key },
         })
+    }
+}
+
+/// Why a rule's `path` value never matches, and what to write instead.
+fn path_value_error(rule: &str, value: &str, path_match: PathMatch) -> ProxyRuleError {
+    let mode = match path_match {
+        PathMatch::Exact => "exact",
+        _ => "normalized",
+    };
+    // A prefix is read as the head of a path (`/API/*` as `/API/x`).
+    let (path, prefix) = match value.strip_suffix('*') {
+        Some(head) => (format!("{head}x"), true),
+        None => (value.to_string(), false),
+    };
+    let normal = match path_match.normalise(&path) {
+        Ok(normal) if prefix => format!("'{}*'", normal.strip_suffix('x').unwrap_or(&normal)),
+        Ok(normal) => format!("'{normal}'"),
+        Err(refusal) => format!("never this: such a path is refused ({refusal})"),
+    };
+    ProxyRuleError::PathValue {
+        rule: rule.to_string(),
+        value: value.to_string(),
+        mode,
+        normal,
     }
 }
 

@@ -9,6 +9,12 @@
 //! - `CONNECT` is a `501`: it asks for a tunnel to any host and port, which a reverse
 //!   proxy for one backend must not open (forwarded, it reached the backend as a
 //!   `CONNECT /`).
+//! - A path spelling routers read differently (`%2F`, `%00`, `/a/..;/b`, …: see
+//!   [`PathMatch`] for the list and why) is a `400` under `--path-match normalized`, the
+//!   default; under `exact`, only control bytes are. Refused here, not guessed at: what a
+//!   backend would make of `/login%2f` decides which budget it should spend, and no one
+//!   reading fits every backend. The limits then key on the path's normal form, which
+//!   therefore always exists.
 //! - A protocol upgrade (`Upgrade: websocket`) is not refused: it is tunnelled once the
 //!   limits let it go (`tunnel.rs` says which requests are upgrades and how).
 //!
@@ -18,6 +24,7 @@
 use http::header::HOST;
 use http::uri::Authority;
 use http::{HeaderMap, Method, Request, StatusCode, Version};
+use weir_tower::{PathMatch, PathRefusal};
 
 /// Why a request is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -37,23 +44,32 @@ pub(crate) enum Refusal {
         "CONNECT is not supported: weir proxy is a reverse proxy for its upstreams, not a tunnel"
     )]
     Connect,
+    /// A path spelling backends read differently.
+    #[error("ambiguous request path, refused: {0}")]
+    Path(PathRefusal),
 }
 
 impl Refusal {
     pub(crate) fn status(self) -> StatusCode {
         match self {
-            Self::NoHost | Self::HostTwice | Self::BadHost => StatusCode::BAD_REQUEST,
+            Self::NoHost | Self::HostTwice | Self::BadHost | Self::Path(_) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::Connect => StatusCode::NOT_IMPLEMENTED,
         }
     }
 }
 
-/// The request's refusal, if it has one.
-pub(crate) fn screen<B>(request: &Request<B>) -> Result<(), Refusal> {
+/// The request's refusal, if it has one; `path_match` says how its path is read.
+pub(crate) fn screen<B>(request: &Request<B>, path_match: PathMatch) -> Result<(), Refusal> {
     if request.method() == Method::CONNECT {
         return Err(Refusal::Connect);
     }
-    check_host(request.version(), request.headers())
+    check_host(request.version(), request.headers())?;
+    path_match
+        .normalise(request.uri().path())
+        .map(drop)
+        .map_err(Refusal::Path)
 }
 
 fn check_host(version: Version, headers: &HeaderMap) -> Result<(), Refusal> {
@@ -134,5 +150,34 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn ambiguous_paths_are_refused_and_exact_refuses_only_control_bytes() {
+        let get = |target: &str| {
+            Request::get(target)
+                .header(HOST, "a.example")
+                .body(())
+                .unwrap()
+        };
+        let refused = |why| Err::<(), _>(Refusal::Path(why));
+        assert_eq!(
+            screen(&get("/login%2f"), PathMatch::Normalized),
+            refused(PathRefusal::EncodedSeparator)
+        );
+        assert_eq!(
+            screen(&get("/login/..;/login"), PathMatch::Normalized),
+            refused(PathRefusal::ParamsOnDotSegment)
+        );
+        assert_eq!(screen(&get("/LOGIN;a=1/"), PathMatch::Normalized), Ok(()));
+        assert_eq!(screen(&get("/login%2f"), PathMatch::Exact), Ok(()));
+        assert_eq!(
+            screen(&get("/login%00"), PathMatch::Exact),
+            refused(PathRefusal::ControlByte)
+        );
+        assert_eq!(
+            Refusal::Path(PathRefusal::ControlByte).status(),
+            StatusCode::BAD_REQUEST
+        );
     }
 }

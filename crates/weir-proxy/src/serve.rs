@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tower::{Layer, Service};
 use weir_engine::{Engine, EngineError, InFlight, Lifecycle, Metrics};
 use weir_server::{header_limit, serve_http_with, serve_service_with, App, HttpLimits, Peer};
-use weir_tower::{OnLimit, RateLimitLayer};
+use weir_tower::{OnLimit, PathMatch, RateLimitLayer};
 
 use crate::answer::ProxyBody;
 use crate::forward::{Forward, Routes};
@@ -58,6 +58,8 @@ struct Counted<S> {
     inner: S,
     /// The server's settings (the header limit) and metrics.
     app: App,
+    /// How the screen reads paths (ambiguous spellings refused under `Normalized`).
+    path_match: PathMatch,
 }
 
 impl<S> Service<Request<Incoming>> for Counted<S>
@@ -80,7 +82,7 @@ where
             tracing::debug!("request refused: its headers are too large");
             Answer::Refused(Some(Box::new(answer.map(ProxyBody::own))))
         } else {
-            match screen::screen(&request) {
+            match screen::screen(&request, self.path_match) {
                 Ok(()) => Answer::Inner(self.inner.call(request)),
                 Err(refusal) => {
                     tracing::debug!(%refusal, "request refused");
@@ -156,8 +158,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ProxyError> {
     let mut server = settings.server.clone();
-    server.engine.validate =
-        Some(|rules| ProxyLimits::check_rules(rules).map_err(|e| e.to_string()));
+    // A rule function holds no state: one per path reading.
+    server.engine.validate = Some(match settings.path_match {
+        PathMatch::Exact => {
+            |rules: &_| ProxyLimits::check_rules(rules, PathMatch::Exact).map_err(|e| e.to_string())
+        }
+        _ => |rules: &_| {
+            ProxyLimits::check_rules(rules, PathMatch::Normalized).map_err(|e| e.to_string())
+        },
+    });
     let engine = Engine::open(server.engine.clone()).await?;
     // The API listener (metrics, health, admin) is weir serve's, over the same engine.
     let app = App::with_engine(engine.clone(), server);
@@ -170,7 +179,8 @@ pub async fn run(
         settings.classes.clone(),
         settings.client_ip.clone(),
         on_limit,
-    );
+    )
+    .path_match(settings.path_match);
     let mut layer = RateLimitLayer::with_limits(limits).headers(settings.server.headers);
     if let Some(in_flight) = settings.in_flight {
         layer = layer.max_in_flight(in_flight);
@@ -191,6 +201,7 @@ pub async fn run(
     let proxy = Counted {
         inner: layer.layer(forward.clone()),
         app: app.clone(),
+        path_match: settings.path_match,
     };
     let background = engine.spawn_background();
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_server::Settings;
-use weir_tower::{ClientIp, InFlightLimit, OnLimit};
+use weir_tower::{ClientIp, InFlightLimit, OnLimit, PathMatch};
 
 use crate::classify::Class;
 use crate::upstream::Upstream;
@@ -29,8 +29,13 @@ pub struct ProxySettings {
     pub classes: Arc<[Class]>,
     /// A class's own upstream.
     pub class_upstreams: HashMap<String, Upstream>,
-    /// How the client address is found (trusted proxies, IPv6 grouping).
+    /// How the client address is found (trusted proxies, IPv6 grouping), and whose
+    /// forwarding claims (`X-Forwarded-Proto`, `-Host`, `-Port`, `-Prefix`, `X-Real-IP`,
+    /// `X-Original-URL`, `X-Rewrite-URL`) are passed on.
     pub client_ip: ClientIp,
+    /// How request paths are read for the `path` descriptor, and which spellings are
+    /// refused (`400`): [`PathMatch::Normalized`] by default.
+    pub path_match: PathMatch,
     /// What a denial does: reject (default), queue, or degrade.
     pub on_limit: OnLimit,
     /// The backend's concurrency, if bounded.
@@ -60,7 +65,8 @@ pub struct ProxySettings {
 
 impl ProxySettings {
     /// Defaults around `upstream`: the example proxy rules (`config/proxy.yaml`), the
-    /// memory store, the `crawler` class, no trusted proxies, reject at the limit.
+    /// memory store, the `crawler` class, no trusted proxies, normalized paths, reject at
+    /// the limit.
     pub fn new(upstream: Upstream) -> Self {
         let mut server = Settings::default();
         // The API listener serves metrics, health and admin; the decision endpoints on the
@@ -77,6 +83,7 @@ impl ProxySettings {
             classes: Arc::from(vec![Class::known_crawlers()]),
             class_upstreams: HashMap::new(),
             client_ip: ClientIp::new(),
+            path_match: PathMatch::default(),
             on_limit: OnLimit::Reject,
             in_flight: None,
             upstream_timeout: Duration::from_secs(30),

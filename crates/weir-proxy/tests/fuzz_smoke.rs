@@ -2,14 +2,15 @@
 //! `fuzz/fuzz_targets/proxy_path.rs`; see TESTING.md): whatever path a client sends, the
 //! proxy's path descriptor is bounded and matches without error, so no request is left
 //! unlimited, and padding (`/./`, `//`, `%2e`) never makes two spellings of one path count
-//! apart.
+//! apart; under the default reading ([`PathMatch::Normalized`]) neither do case, a trailing
+//! slash or `;params`, and a path is either refused or read, never left unlimited.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
 use proptest::prelude::*;
 use weir_config::bounds::MAX_VALUE_LEN;
 use weir_config::{bounded_value, Descriptor, RuleSet};
-use weir_proxy::normalise_path;
+use weir_proxy::{normalise_path, PathMatch};
 
 fn rules() -> &'static RuleSet {
     static RULES: std::sync::OnceLock<RuleSet> = std::sync::OnceLock::new();
@@ -43,6 +44,37 @@ proptest! {
         let d = Descriptor::new([("class", "reader"), ("path", value.as_str())]);
         let matched = rules().matches("proxy", &[d]).unwrap();
         prop_assert!(matched[0].is_some(), "limited");
+        for mode in [PathMatch::Normalized, PathMatch::Exact] {
+            if let Ok(normal) = mode.normalise(&path) {
+                prop_assert_eq!(mode.normalise(&normal).unwrap(), normal.clone(), "idempotent");
+                let value = bounded_value(&normal).into_owned();
+                prop_assert!(value.len() <= MAX_VALUE_LEN);
+                prop_assert!(value.starts_with('/'));
+                let d = Descriptor::new([("class", "reader"), ("path", value.as_str())]);
+                prop_assert!(rules().matches("proxy", &[d]).unwrap()[0].is_some(), "limited");
+            }
+        }
+    }
+
+    #[test]
+    fn case_a_trailing_slash_and_params_never_make_a_new_path(
+        segments in proptest::collection::vec(segment(), 0..12),
+        upper in any::<bool>(),
+        params in "[a-z0-9=]{1,6}",
+    ) {
+        let path = format!("/{}", segments.join("/"));
+        let Ok(once) = PathMatch::Normalized.normalise(&path) else { return Ok(()) };
+        let spelt = if upper { path.to_ascii_uppercase() } else { path.clone() };
+        let last = spelt.rfind('/').unwrap_or(0);
+        let with_params = match spelt.get(last + 1..) {
+            Some(name) if !matches!(name, "" | "." | ".." | "%2e" | "%2E%2E") => {
+                format!("{spelt};{params}/")
+            }
+            _ => format!("{spelt}/"),
+        };
+        if let Ok(again) = PathMatch::Normalized.normalise(&with_params) {
+            prop_assert_eq!(again, once);
+        }
     }
 
     #[test]
@@ -92,8 +124,13 @@ proptest! {
     ) {
         let head = format!("{method} {path} HTTP/{version}\r\n{}\r\n\r\n", lines.join("\r\n"));
         if let Some(h) = weir_proxy::fuzzing::request_head(head.as_bytes()) {
-            prop_assert!(h.path.len() <= MAX_VALUE_LEN);
-            prop_assert!(h.path.starts_with('/'));
+            match &h.path {
+                Some(path) => {
+                    prop_assert!(path.len() <= MAX_VALUE_LEN);
+                    prop_assert!(path.starts_with('/'));
+                }
+                None => prop_assert!(h.refused, "a path without a descriptor is refused"),
+            }
             if method == "CONNECT" {
                 prop_assert!(h.refused);
             }

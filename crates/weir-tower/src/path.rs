@@ -2,12 +2,16 @@
 //! limit on it: the tower layer matches its path conditions and keys `KeyBy::path` on it,
 //! and `weir proxy` builds its path descriptor from it. Pure; no I/O.
 //!
-//! What it does, each a reading every common backend makes (RFC 3986 §6.2.2):
+//! [`normalise_path`] (and [`PathMatch::Exact`](crate::PathMatch::Exact)) reads a path as RFC 3986 §6.2.2 does, a
+//! reading every common backend makes:
 //! - percent-encoded **unreserved** characters (`A-Z a-z 0-9 - . _ ~`) are decoded
 //!   (`/%6Cogin` is `/login`); other escapes are kept, their hex digits in upper case
 //!   (`%2f` is `%2F`, never a `/`);
 //! - empty and `.` segments are dropped, `..` goes up one segment (never above the root);
 //! - a trailing slash is kept; the result always starts with `/`.
+//!
+//! [`PathMatch`](crate::PathMatch) (`path_match.rs`) is the proxy's choice of reading,
+//! built on this one's pieces (segment resolution, escapes).
 
 use std::borrow::Cow;
 
@@ -55,25 +59,46 @@ fn is_normal(path: &str) -> bool {
 /// The normal form of any path: escapes decoded, segments resolved.
 fn rebuild(path: &str) -> String {
     let decoded = decode_unreserved(path);
-    let mut segments: Vec<&str> = Vec::new();
-    for segment in decoded.split('/') {
+    let segments = resolve(decoded.split('/'));
+    let trailing = decoded.ends_with('/') && !segments.is_empty();
+    join(&segments, trailing, |out, segment| out.push_str(segment))
+}
+
+/// Segments with empty and `.` ones dropped and each `..` taking one off (never above the
+/// root): the one resolution both readings share.
+pub(crate) fn resolve<'a>(segments: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut resolved = Vec::new();
+    for segment in segments {
         match segment {
             "" | "." => {}
             ".." => {
-                segments.pop();
+                resolved.pop();
             }
-            _ => segments.push(segment),
+            _ => resolved.push(segment),
         }
     }
-    let mut out = String::with_capacity(decoded.len().max(1));
-    for segment in &segments {
+    resolved
+}
+
+/// `/a/b` from `[a, b]` (each written by `write`), `/` for none, with a trailing `/` if
+/// asked.
+pub(crate) fn join(segments: &[&str], trailing: bool, write: impl Fn(&mut String, &str)) -> String {
+    let mut out = String::with_capacity(segments.iter().map(|s| s.len() + 1).sum::<usize>() + 1);
+    for segment in segments {
         out.push('/');
-        out.push_str(segment);
+        write(&mut out, segment);
     }
-    if out.is_empty() || (decoded.ends_with('/') && !segments.is_empty()) {
+    if out.is_empty() || trailing {
         out.push('/');
     }
     out
+}
+
+/// The byte the escape at `bytes[i]` (a `%`) encodes, if two hex digits follow it.
+pub(crate) fn escape_at(bytes: &[u8], i: usize) -> Option<u8> {
+    let hi = hex(*bytes.get(i + 1)?)?;
+    let lo = hex(*bytes.get(i + 2)?)?;
+    Some(hi << 4 | lo)
 }
 
 /// `path` with escapes of unreserved characters decoded and the others' hex in upper case.
@@ -82,18 +107,16 @@ fn decode_unreserved(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
-        let escape = (b == b'%')
-            .then(|| Some((hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?)))
-            .flatten();
+        let escape = (b == b'%').then(|| escape_at(bytes, i)).flatten();
         match escape {
-            Some((hi, lo)) => {
-                let c = char::from(hi << 4 | lo);
+            Some(byte) => {
+                let c = char::from(byte);
                 if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~') {
                     out.push(c);
                 } else {
                     out.push('%');
-                    out.push(upper_hex(hi));
-                    out.push(upper_hex(lo));
+                    out.push(upper_hex(byte >> 4));
+                    out.push(upper_hex(byte & 0xf));
                 }
                 i += 3;
             }

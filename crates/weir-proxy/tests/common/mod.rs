@@ -40,6 +40,8 @@ pub struct Record {
     pub peak: AtomicUsize,
     pub arrivals_ns: Mutex<Vec<u64>>,
     pub last_headers: Mutex<Option<HeaderMap>>,
+    /// The request targets (path and query) in the order they arrived.
+    pub targets: Mutex<Vec<String>>,
 }
 
 impl Record {
@@ -118,6 +120,11 @@ async fn serve_backend(name: &'static str, delay: Duration, ending: Ending) -> B
         async move {
             record.arrivals_ns.lock().unwrap().push(clock.now_ns());
             *record.last_headers.lock().unwrap() = Some(request.headers().clone());
+            record
+                .targets
+                .lock()
+                .unwrap()
+                .push(request.uri().to_string());
             let now = record.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             record.peak.fetch_max(now, Ordering::SeqCst);
             let body = request
