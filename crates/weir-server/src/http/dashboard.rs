@@ -92,7 +92,7 @@ async fn static_file(body: &'static str, content_type: &'static str) -> Response
 
 /// `GET /dashboard/data`: the rules in force and their files, the config status, the store
 /// and its mode, decisions per second per rule over the last five minutes, and the most
-/// denied keys.
+/// denied keys (enforced denials; those not enforced, shadow and roll-out, apart).
 async fn data(State(app): State<App>) -> Response {
     let engine = app.engine();
     let snapshot = engine.rules().snapshot();
@@ -100,6 +100,9 @@ async fn data(State(app): State<App>) -> Response {
     let rules: Vec<RuleView> = all.iter().take(MAX_RULES_SHOWN).map(rule_view).collect();
     let sketch = engine.top_denied();
     let (keys, total) = sketch.top(TOP_KEYS.min(sketch.capacity()));
+    let (shadow_keys, shadow_total) = engine
+        .top_shadow_denied()
+        .top(TOP_KEYS.min(sketch.capacity()));
     let body = json!({
         "now_unix_ms": engine.limiter().clock().now_ns() / 1_000_000,
         "config": engine.config_status(),
@@ -109,6 +112,7 @@ async fn data(State(app): State<App>) -> Response {
         "store": engine.readiness().await,
         "history": engine.decision_history(HISTORY_SECONDS),
         "top_denied": { "total_denials": total, "keys": keys },
+        "top_shadow_denied": { "total_denials": shadow_total, "keys": shadow_keys },
     });
     (guarded("application/json"), Json(body)).into_response()
 }

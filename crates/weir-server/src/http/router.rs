@@ -18,7 +18,7 @@ use weir_core::Clock as _;
 
 use super::body::BodyRead;
 use super::error::{method_not_allowed, ApiError};
-use super::{admin, check, dashboard, json, lease, ops};
+use super::{admin, admin_keys, check, dashboard, json, lease, ops};
 use crate::app::App;
 
 /// The HTTP API of `app`, ready for `axum::serve` or `oneshot`.
@@ -38,7 +38,8 @@ pub fn router(app: App) -> Router {
         .route("/healthcheck", get(ops::healthcheck))
         .route("/metrics", get(ops::metrics));
     if settings.admin_token.is_some() {
-        router = router.nest("/admin", admin::routes(app.clone()));
+        let admin = admin::routes(app.clone()).merge(admin_keys::routes(app.clone()));
+        router = router.nest("/admin", admin);
         router = router.merge(dashboard::routes(app.clone()));
     }
     router
