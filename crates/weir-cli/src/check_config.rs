@@ -1,5 +1,8 @@
 //! `weir check-config PATH`: loads a rule file or directory exactly as `weir serve` would
 //! and prints what it holds, or the first error with its file, place and reason (exit 1).
+//! Each rule's line says everything that decides how it limits: the algorithm, its limit
+//! and window, warm-up, the mode (`exact` or `leased`), the lockout (and how far it
+//! escalates), the failure policy (`on_failure`), cost, shadow and roll-out share.
 //! Reads files; never starts a server.
 
 use std::path::PathBuf;
@@ -53,6 +56,22 @@ pub(crate) fn summary(path: &str, rules: &RuleSet) -> String {
                 warmup.cold_factor()
             ));
         }
+        if let Some(r) = rule.rule() {
+            line.push_str(&format!(", {}", r.mode().name()));
+            if let Some(lockout) = r.lockout() {
+                line.push_str(&format!(
+                    ", lockout {}",
+                    format_duration(nanos(lockout.duration()))
+                ));
+                if lockout.max_duration() > lockout.duration() {
+                    line.push_str(&format!(
+                        " escalating to {}",
+                        format_duration(nanos(lockout.max_duration()))
+                    ));
+                }
+            }
+            line.push_str(&format!(", on failure {}", r.failure_policy().name()));
+        }
         if rule.cost > 1 {
             line.push_str(&format!(", cost {}", rule.cost));
         }
@@ -86,17 +105,64 @@ mod tests {
         let rules = RuleSet::parse("api.yaml", yaml).unwrap_or_else(|e| unreachable!("{e}"));
         let text = summary("api.yaml", &rules);
         assert!(
-            text.contains("gcra 100 per 1s, warming up over 90s from 1/3 of the rate\n"),
+            text.contains("gcra 100 per 1s, warming up over 90s from 1/3 of the rate, exact"),
             "{text}"
         );
         assert!(
-            text.contains("token_bucket 10 per 1s, warming up over 30s from 1/5 of the rate\n"),
+            text.contains("token_bucket 10 per 1s, warming up over 30s from 1/5 of the rate, exact"),
             "{text}"
         );
         assert!(
             !text
                 .lines()
                 .any(|l| l.contains("plain") && l.contains("warming")),
+            "{text}"
+        );
+    }
+
+    /// Issue 29: the mode, the lockout and the failure policy change what a rule does
+    /// under attack and in an outage; the summary hid them.
+    #[test]
+    fn the_summary_shows_mode_lockout_and_failure_policy() {
+        let yaml = "domain: api
+descriptors:
+  - key: login
+    rule:
+      algorithm: fixed_window
+      limit: 5
+      window: 1m
+      lockout: {duration: 5m, max: 1h}
+      on_failure: fail_closed
+  - key: user
+    rule:
+      algorithm: gcra
+      rate: 100
+      per: 10s
+      burst: 100
+      mode: leased
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 5}
+";
+        let rules = RuleSet::parse("api.yaml", yaml).unwrap_or_else(|e| unreachable!("{e}"));
+        let text = summary("api.yaml", &rules);
+        let line = |id: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(id))
+                .unwrap_or_else(|| unreachable!("no line for {id}: {text}"))
+                .to_string()
+        };
+        assert!(
+            line("api.login").ends_with(
+                "fixed_window 5 per 60s, exact, lockout 300s escalating to 3600s, on failure fail_closed"
+            ),
+            "{text}"
+        );
+        assert!(
+            line("api.user").ends_with("gcra 100 per 10s, leased, on failure local_fallback"),
+            "{text}"
+        );
+        assert!(
+            line("api.ip").ends_with(", exact, on failure local_fallback"),
             "{text}"
         );
     }

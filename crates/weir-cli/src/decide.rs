@@ -16,6 +16,13 @@ use crate::help;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DescriptorSpec(Vec<(String, String)>);
 
+impl DescriptorSpec {
+    /// The `(key, value)` entries, in order.
+    pub(crate) fn entries(&self) -> &[(String, String)] {
+        &self.0
+    }
+}
+
 /// Parses `remote_address=10.0.0.1` or `plan=enterprise,user_id=42`.
 pub(crate) fn parse_descriptor(text: &str) -> Result<DescriptorSpec, String> {
     let entries = text

@@ -1,5 +1,5 @@
 //! The help texts that follow clap's option lists: examples for `weir`, `weir serve`,
-//! `weir check-config`, `weir decide` and `weir simulate`, and the rule-spec and traffic
+//! `weir check-config`, `weir decide`, `weir admin` and `weir simulate`, and the rule-spec and traffic
 //! reference of `weir simulate --help`. Text only; the options
 //! themselves are documented where they are declared (`main.rs`, `simulate_command.rs`). The tests run
 //! every example through the real parser so the help cannot drift from the options.
@@ -21,6 +21,10 @@ Examples:
 
   # Validate rules before deploying them
   weir check-config config/example.yaml
+
+  # Operate the running server: who is denied most, lift a lockout (token: WEIR_ADMIN_TOKEN)
+  weir admin top-denied
+  weir admin unblock --domain api -d login_failures=alice
 
   # Compare how four algorithms treat the same bursts, and draw it
   weir simulate --rule fixed_window:limit=10,window=1s --rule sliding_log:limit=10,window=1s \\
@@ -139,6 +143,42 @@ Examples:
 
   # Two descriptors, 5 units, the raw JSON answer
   weir decide --domain api -d plan=enterprise,user_id=42 -d user_id=42 --hits 5 --json";
+
+/// Shown after `weir admin --help`.
+pub(crate) const ADMIN: &str = "\
+Verbs (each also takes --server, --admin-token-file, --json and --timeout):
+  rules                           the rules in force: algorithm, limit, mode, lockout, on_failure
+  inspect | peek | unblock | reset  --domain D -d KEY=VALUE[,KEY=VALUE...]
+  block     --domain D -d ... --for DURATION
+  penalty | reward  --domain D -d ... [--units N]
+  blocked [--limit N]             keys blocked now (memory store; a network store refuses)
+  top-denied [--limit N]          enforced denials first, shadow / roll-out ones apart
+  reload                          read the rule files now (a bad file keeps the old rules)
+
+Exit status: 0 done, 1 an error (the server's reason is printed), 2 a usage error.
+
+Examples:
+  # The token the server was started with, from a file only you can read
+  export WEIR_ADMIN_TOKEN_FILE=/etc/weir/admin-token
+
+  # What is in force, and who is denied most
+  weir admin rules
+  weir admin top-denied --limit 10
+
+  # Why is alice refused? Let her try again now
+  weir admin inspect --domain api -d login_failures=alice
+  weir admin unblock --domain api -d login_failures=alice
+
+  # Block an abusive IP for an hour, then list every blocked key
+  weir admin block --domain api -d remote_address=203.0.113.7 --for 1h
+  weir admin blocked --limit 50
+
+  # A request turned out expensive: charge 5 units more; would the next one pass?
+  weir admin penalty --domain api -d user_id=42 --units 5
+  weir admin peek --domain api -d user_id=42
+
+  # Another server, JSON out (for jq)
+  weir admin --server http://10.0.0.5:8080 --json top-denied";
 
 /// The examples closing both `weir simulate -h` and `--help` (a macro so `concat!` can use it).
 macro_rules! examples {
@@ -279,5 +319,6 @@ mod tests {
         assert_examples_parse(SERVE);
         assert_examples_parse(CHECK_CONFIG);
         assert_examples_parse(DECIDE);
+        assert_examples_parse(ADMIN);
     }
 }

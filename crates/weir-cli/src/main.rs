@@ -3,8 +3,11 @@
 //! `simulate` (options and glue in `simulate_command.rs`; the work in `traffic.rs`, `simulate.rs`,
 //! `render.rs` and `svg.rs`, rule specs in `spec.rs`), `serve` (`serve.rs`, over the
 //! `weir-server` crate), `proxy` (`proxy.rs`, over the `weir-proxy` crate; the options it
-//! shares with `serve` are in `engine_args.rs`), `check-config` (`check_config.rs`) and `decide` (`decide.rs`).
+//! shares with `serve` are in `engine_args.rs`), `check-config` (`check_config.rs`), `decide`
+//! (`decide.rs`) and `admin` (`admin.rs`, its output in `admin_render.rs`).
 
+mod admin;
+mod admin_render;
 mod check_config;
 mod decide;
 mod duration;
@@ -85,6 +88,18 @@ enum Command {
 
     /// Ask a running `weir serve` for one decision (exit 0 allowed, 2 over the limit)
     Decide(decide::DecideArgs),
+
+    /// Operate a running server: rules, inspect, peek, block, unblock, reset, penalty,
+    /// reward, blocked, top-denied, reload
+    #[command(
+        long_about = "Operate a running weir serve or weir proxy through its admin API.\n\n\
+            Reads the admin token from WEIR_ADMIN_TOKEN or --admin-token-file (never from a \
+            flag's value: `ps` shows those). A key is named as a decision names it: a domain \
+            and one descriptor (--domain api -d user=alice); the verb applies under the rule \
+            that descriptor matches. Exit status: 0 done, 1 an error (no server, refused, no \
+            rule matches: the server's reason is printed), 2 a usage error."
+    )]
+    Admin(admin::AdminArgs),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +109,7 @@ fn main() -> ExitCode {
         Command::Proxy(args) => proxy::proxy(&args).map(|()| ExitCode::SUCCESS),
         Command::CheckConfig(args) => check_config::check_config(&args).map(|()| ExitCode::SUCCESS),
         Command::Decide(args) => decide::decide(&args),
+        Command::Admin(args) => admin::admin(&args),
     };
     match result {
         Ok(code) => code,

@@ -226,6 +226,7 @@ pub use limiter::{DirectLimiter, KeyedLimiter, Limiter, SyncStore};
 pub use rule::{Algorithm, FailurePolicy, Lockout, Mode, Rule, MAX_SPAN};
 pub use state::{Guard, Record, State};
 pub use step::{Op, Outcome};
+pub use store::{BlockedKey, BlockedKeys};
 pub use store::{Decisions, MemoryStats, MemoryStore, MemoryStoreBuilder, Store};
 pub use store::{ImportReport, SavedRecord, SnapshotError, StateSnapshot, MAX_SNAPSHOT_BYTES};
 

@@ -113,6 +113,22 @@ impl Lockout {
         self
     }
 
+    /// The first lockout's length.
+    pub fn duration(&self) -> Duration {
+        Duration::from_nanos(self.base_ns)
+    }
+
+    /// The longest a lockout escalates to (equal to [`duration`](Self::duration) when it
+    /// does not escalate).
+    pub fn max_duration(&self) -> Duration {
+        Duration::from_nanos(self.max_ns)
+    }
+
+    /// How long after the last lockout ends its strikes are forgotten.
+    pub fn forgiven_after(&self) -> Duration {
+        Duration::from_nanos(self.forgive_ns)
+    }
+
     /// The lockout for a key that has served `strikes` lockouts already.
     pub(crate) fn duration_ns(&self, strikes: u32) -> u64 {
         let factor = 1u64.checked_shl(strikes.min(63)).unwrap_or(u64::MAX);
@@ -136,6 +152,20 @@ pub enum FailurePolicy {
 }
 
 impl FailurePolicy {
+    /// The policy's name in configuration (`on_failure:`): `local_fallback`, `fail_open`
+    /// or `fail_closed`.
+    ///
+    /// ```
+    /// assert_eq!(weir_core::FailurePolicy::FailClosed.name(), "fail_closed");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::LocalFallback => "local_fallback",
+            Self::FailOpen => "fail_open",
+            Self::FailClosed => "fail_closed",
+        }
+    }
+
     /// The policy for a request several rules limit together, when the store fails: fail
     /// closed if any rule fails closed (one rule that must not fail open keeps the request
     /// out), fail open only if every rule fails open, else the local fallback.

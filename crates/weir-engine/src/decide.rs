@@ -253,9 +253,9 @@ impl Engine {
                 failed_closed: false,
             });
         }
-        self.top_denied().record(&m.key, &m.rule_id);
         let rule_enforces = !m.shadow && enforced(&m.key, m.enforce_percent);
         let shadow_denied = !rule_enforces || self.global_shadow();
+        self.record_denial(&m.key, &m.rule_id, shadow_denied);
         if shadow_denied {
             tracing::debug!(domain, rule = %m.rule_id, "denial not enforced (shadow or roll-out)");
         }

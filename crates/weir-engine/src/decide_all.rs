@@ -157,7 +157,7 @@ impl Engine {
             counters.matched(domain, &m.rule_id, outcome);
             counters.hits(domain, &m.rule_id, d, cost, shadow_denied, self.near());
             if !d.allowed {
-                self.top_denied().record(&m.key, &m.rule_id);
+                self.record_denial(&m.key, &m.rule_id, shadow_denied);
             }
         }
         let limits = checked

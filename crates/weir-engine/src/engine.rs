@@ -37,6 +37,8 @@ struct Inner {
     rules: Arc<RuleBook>,
     metrics: Arc<Metrics>,
     top_denied: TopDenied,
+    /// Denials not enforced (shadow mode, roll-out): apart, so they never rank as denied.
+    top_shadow_denied: TopDenied,
     history: History,
     near: NearLimit,
     capacity: CapacityWatch,
@@ -92,6 +94,7 @@ impl Engine {
                 rules: Arc::new(rules),
                 metrics,
                 top_denied: TopDenied::new(settings.top_denied_capacity),
+                top_shadow_denied: TopDenied::new(settings.top_denied_capacity),
                 history: History::new(),
                 near: NearLimit::new(settings.near_limit_ratio),
                 capacity: CapacityWatch::default(),
@@ -142,9 +145,30 @@ impl Engine {
         self.inner.metrics.render(self.store())
     }
 
-    /// The top denied keys.
+    /// The keys denied most, counting enforced denials only.
     pub fn top_denied(&self) -> &TopDenied {
         &self.inner.top_denied
+    }
+
+    /// The keys whose denials were not enforced most often (a shadow rule, the global
+    /// shadow mode, or outside a rule's `enforce_percent`): what enforcing would deny.
+    pub fn top_shadow_denied(&self) -> &TopDenied {
+        &self.inner.top_shadow_denied
+    }
+
+    /// Counts a denial of `key` under `rule_id` in the sketch it belongs to: enforced, or
+    /// not (`shadow_denied`).
+    pub(crate) fn record_denial(
+        &self,
+        key: &weir_core::Key,
+        rule_id: &Arc<str>,
+        shadow_denied: bool,
+    ) {
+        if shadow_denied {
+            self.inner.top_shadow_denied.record(key, rule_id);
+        } else {
+            self.inner.top_denied.record(key, rule_id);
+        }
     }
 
     /// Decisions per second, allowed and denied, per rule over the last `seconds` (at most

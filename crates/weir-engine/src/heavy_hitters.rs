@@ -1,6 +1,8 @@
 //! The "top denied keys" of the admin API: a Space-Saving sketch (Metwally, Agrawal and El
-//! Abbadi, 2005) of fixed capacity. Fed on the denial path only (real and shadow denials);
-//! never read by a decision. Memory is bounded whatever the traffic: at most `capacity`
+//! Abbadi, 2005) of fixed capacity. Fed on the denial path only, never read by a decision.
+//! The engine keeps two: enforced denials (`Engine::top_denied`) and denials not enforced
+//! (shadow mode, roll-out: `Engine::top_shadow_denied`), so a shadow key never ranks among
+//! the most denied and the totals match the `denied` / `shadow_denied` outcomes. Memory is bounded whatever the traffic: at most `capacity`
 //! keys are held, and a new key evicts the one with the smallest count.
 //!
 //! Guarantee: any key denied more than `total / capacity` times is in the sketch, and each

@@ -46,6 +46,7 @@
 //! A program also runs [`Engine::spawn_background`] (rule watch, memory sweep, decision
 //! history) and ends with [`Lifecycle::run`], the one shutdown sequence of every front end.
 
+mod blocked;
 mod capacity;
 mod decide;
 mod decide_all;
@@ -66,6 +67,7 @@ mod store;
 mod store_url;
 mod verdict;
 
+pub use blocked::{BlockedEntry, BlockedList};
 pub use decide::{deny_all, CheckRequest, DecideError};
 pub use decide_all::{AllVerdict, LimitDecision};
 pub use engine::{Engine, EngineLimiter, Readiness};

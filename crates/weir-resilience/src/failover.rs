@@ -243,9 +243,18 @@ impl<S: Store> FailoverStore<S> {
     ) -> Result<Outcome, CheckError> {
         let inner = &self.inner;
         let is_decision = matches!(op, Op::Check { .. } | Op::Acquire { .. });
-        // An operator's block, unblock, reset or inspect is never applied to (or read from)
-        // the local fallback: it would answer 200 and be lost when the store returns.
-        let operator = matches!(op, Op::Block { .. } | Op::Unblock | Op::Reset | Op::Inspect);
+        // An operator's block, unblock, reset, inspect, penalty or reward is never applied
+        // to (or read from) the local fallback: it would answer 200 and be lost when the
+        // store returns (issue 29: the admin API's penalty and reward).
+        let operator = matches!(
+            op,
+            Op::Block { .. }
+                | Op::Unblock
+                | Op::Reset
+                | Op::Inspect
+                | Op::Penalty { .. }
+                | Op::Reward { .. }
+        );
         if operator {
             return Err(CheckError::Store(StoreError::Unavailable(format!(
                 "{cause}; {} was not applied: operator operations never fall back to the \

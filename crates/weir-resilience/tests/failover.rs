@@ -143,6 +143,10 @@ async fn operator_operations_never_fall_back() {
         Op::Unblock,
         Op::Reset,
         Op::Inspect,
+        // Issue 29: the admin API's penalty and reward answered 200 from the local
+        // fallback and were lost when the store returned.
+        Op::Penalty { n: 3 },
+        Op::Reward { n: 3 },
     ] {
         let err = store.apply(&key, &rule, op, now).await.unwrap_err();
         let text = err.to_string();

@@ -7,6 +7,7 @@ mod memory;
 use std::future::Future;
 
 pub(crate) use memory::WordMeter;
+pub use memory::{BlockedKey, BlockedKeys};
 pub use memory::{ImportReport, SavedRecord, SnapshotError, StateSnapshot, MAX_SNAPSHOT_BYTES};
 pub use memory::{MemoryStats, MemoryStore, MemoryStoreBuilder};
 

@@ -11,7 +11,8 @@
 //! | `POST /admin/keys/block` | `{"domain", "entries", "duration_ms"}` → deny it for that long, at most 365 days (31 536 000 000 ms; longer is a 400 and nothing is blocked); answers `blocked_for_ms`, the duration applied (replaces a shorter or longer block; usage and strikes kept) |
 //! | `POST /admin/keys/unblock` | let the key try again now: lift its block or lockout and forgive its lockout strikes; under a rule with a lockout, also clear the usage that engaged it (the next attempt is allowed, a later lockout starts at the base duration); under a rule without one, usage is kept |
 //! | `POST /admin/keys/reset` | forget everything about the key: usage, block and strikes (as if never seen) |
-//! | `GET /admin/top-denied?limit=N` | the most denied keys (a bounded Space-Saving sketch) |
+//! | `GET /admin/top-denied?limit=N` | the most denied keys (a bounded Space-Saving sketch), enforced denials only; denials not enforced (shadow mode, roll-out) apart under `shadow_denied` |
+//! | `POST /admin/keys/peek`, `/penalty`, `/reward`, `GET /admin/keys/blocked` | `admin_keys.rs` (merged beside these routes by `router.rs`, behind the same token check) |
 
 use std::time::Duration;
 
@@ -130,6 +131,19 @@ pub(super) struct RuleView {
     on_failure: Option<String>,
     /// GCRA's and the token bucket's warm-up, when the rule has one.
     warmup: Option<WarmUpView>,
+    /// `exact` or `leased`; `None` without a rule to check (unlimited, deny).
+    mode: Option<&'static str>,
+    /// The rule's lockout, when it has one.
+    lockout: Option<LockoutView>,
+}
+
+/// A rule's lockout: the first lasts `duration_ms`, each repeat doubles it up to `max_ms`;
+/// strikes are forgotten `forgive_after_ms` after the last one ends.
+#[derive(Debug, Serialize)]
+pub(super) struct LockoutView {
+    duration_ms: u64,
+    max_ms: u64,
+    forgive_after_ms: u64,
 }
 
 /// A rule's warm-up: a cold key gets `1 / cold_factor` of the rate, ramping to the full
@@ -140,7 +154,7 @@ pub(super) struct WarmUpView {
     cold_factor: u64,
 }
 
-fn millis(d: Duration) -> u64 {
+pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -163,6 +177,12 @@ pub(super) fn rule_view(info: &RuleInfo) -> RuleView {
         warmup: info.rule().and_then(|r| r.warmup()).map(|w| WarmUpView {
             period_ms: w.period_ns() / 1_000_000,
             cold_factor: w.cold_factor(),
+        }),
+        mode: info.rule().map(|r| r.mode().name()),
+        lockout: info.rule().and_then(|r| r.lockout()).map(|l| LockoutView {
+            duration_ms: millis(l.duration()),
+            max_ms: millis(l.max_duration()),
+            forgive_after_ms: millis(l.forgiven_after()),
         }),
     }
 }
@@ -201,16 +221,22 @@ const MAX_BLOCK_MS: u64 = 365 * 24 * 3600 * 1000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct KeyBody<'a> {
+pub(super) struct KeyBody<'a> {
     domain: String,
     #[serde(borrow)]
     entries: Vec<EntryBody<'a>>,
     #[serde(default)]
-    duration_ms: Option<u64>,
+    pub(super) duration_ms: Option<u64>,
+    /// Units of a penalty or a reward (`admin_keys.rs`).
+    #[serde(default)]
+    pub(super) units: Option<u64>,
 }
 
 /// The key and rule a `(domain, entries)` pair is counted under.
-fn resolve(app: &App, body: KeyBody<'_>) -> Result<(Key, Rule, String, Option<u64>), ApiError> {
+pub(super) fn resolve(
+    app: &App,
+    body: KeyBody<'_>,
+) -> Result<(Key, Rule, String, Option<u64>), ApiError> {
     let descriptor = Descriptor::new(body.entries.into_iter().map(|e| (e.key, e.value)));
     let snapshot = app.engine().rules().snapshot();
     let matched = snapshot
@@ -338,10 +364,15 @@ async fn top_denied(
         ApiError::bad_request(format!("invalid query string: {reason}"))
     })?;
     let sketch = app.engine().top_denied();
-    let (keys, total) = sketch.top(query.limit.unwrap_or(20).min(sketch.capacity()));
-    Ok(Json(
-        json!({ "total_denials": total, "capacity": sketch.capacity(), "keys": keys }),
-    ))
+    let n = query.limit.unwrap_or(20).min(sketch.capacity());
+    let (keys, total) = sketch.top(n);
+    let (shadow_keys, shadow_total) = app.engine().top_shadow_denied().top(n);
+    Ok(Json(json!({
+        "total_denials": total,
+        "capacity": sketch.capacity(),
+        "keys": keys,
+        "shadow_denied": { "total_denials": shadow_total, "keys": shadow_keys },
+    })))
 }
 
 #[cfg(test)]

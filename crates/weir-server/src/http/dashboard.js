@@ -132,7 +132,9 @@
     const byRule = new Map(history.series.map((s) => [s.rule, s]));
     renderRates(history);
     renderCharts(history);
-    renderTop(data.top_denied);
+    renderTop(data.top_denied, 'top', 'top-total', 'enforced denial', 'enforced denials', 'No key denied yet.');
+    renderTop(data.top_shadow_denied, 'top-shadow', 'top-shadow-total', 'denial not enforced',
+      'denials not enforced', 'No denial left unenforced.');
     renderRules(data.rules, data.rules_total, byRule);
   }
 
@@ -169,15 +171,18 @@
     let allowedNow = 0;
     let deniedNow = 0;
     let deniedMinute = 0;
+    let shadowMinute = 0;
     const last = history.seconds - 1;
     for (const s of history.series) {
       allowedNow += s.allowed[last] || 0;
       deniedNow += s.denied[last] || 0;
       deniedMinute += sum(s.denied, history.seconds - 60);
+      shadowMinute += sum(s.shadow_denied, history.seconds - 60);
     }
     $('rate-allowed').textContent = allowedNow;
     $('rate-denied').textContent = deniedNow;
     $('minute-denied').textContent = deniedMinute;
+    $('minute-shadow').textContent = shadowMinute;
   }
 
   function renderCharts(history) {
@@ -256,8 +261,10 @@
     return box;
   }
 
-  function renderTop(top) {
-    $('top-total').textContent = count(top.total_denials, 'denial', 'denials') + ' counted since start';
+  // The enforced denials and, apart, those not enforced (shadow, roll-out): a shadow key
+  // never ranks among the most denied, and each total matches its own chart line.
+  function renderTop(top, table, total, one, many, none) {
+    $(total).textContent = count(top.total_denials, one, many) + ' counted since start';
     const rows = top.keys.map((k) => {
       const row = el('tr');
       row.append(el('td', 'key', k.key), el('td', 'mono', k.rule),
@@ -266,12 +273,12 @@
     });
     if (rows.length === 0) {
       const row = el('tr');
-      const cell = el('td', 'hint', 'No key denied yet.');
+      const cell = el('td', 'hint', none);
       cell.colSpan = 3;
       row.append(cell);
       rows.push(row);
     }
-    $('top').tBodies[0].replaceChildren(...rows);
+    $(table).tBodies[0].replaceChildren(...rows);
   }
 
   function renderRules(rules, total, byRule) {
@@ -288,9 +295,14 @@
       if (r.name) name.title = r.name;
       let enforced = r.shadow ? 'shadow' : (r.enforce_percent < 100 ? r.enforce_percent + ' %' : 'yes');
       if (r.on_failure) enforced += ' · on failure: ' + r.on_failure;
-      const algorithm = r.warmup
+      let algorithm = r.warmup
         ? r.algorithm + ', warming up over ' + duration(r.warmup.period_ms) + ' from 1/' + r.warmup.cold_factor
         : r.algorithm;
+      if (r.mode === 'leased') algorithm += ', leased';
+      if (r.lockout) {
+        algorithm += ', lockout ' + duration(r.lockout.duration_ms) +
+          (r.lockout.max_ms > r.lockout.duration_ms ? ' up to ' + duration(r.lockout.max_ms) : '');
+      }
       row.append(name, el('td', null, algorithm),
         el('td', 'num', r.limit === null ? '∞' : r.limit), el('td', null, duration(r.window_ms)),
         el('td', null, enforced), el('td', 'mono', r.file),

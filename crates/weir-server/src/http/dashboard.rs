@@ -132,7 +132,7 @@ fn hidden(c: char) -> bool {
 
 /// `GET /dashboard/data`: the rules in force and their files, the config status, the store
 /// and its mode, decisions per second per rule over the last five minutes, and the most
-/// denied keys.
+/// denied keys (enforced denials; those not enforced, shadow and roll-out, apart).
 async fn data(State(app): State<App>) -> Response {
     let engine = app.engine();
     let snapshot = engine.rules().snapshot();
@@ -140,7 +140,10 @@ async fn data(State(app): State<App>) -> Response {
     let rules: Vec<RuleView> = all.iter().take(MAX_RULES_SHOWN).map(rule_view).collect();
     let sketch = engine.top_denied();
     let (mut keys, total) = sketch.top(TOP_KEYS.min(sketch.capacity()));
-    for key in &mut keys {
+    let (mut shadow_keys, shadow_total) = engine
+        .top_shadow_denied()
+        .top(TOP_KEYS.min(sketch.capacity()));
+    for key in keys.iter_mut().chain(shadow_keys.iter_mut()) {
         key.key = shown(&key.key);
         key.rule = shown(&key.rule);
     }
@@ -153,6 +156,7 @@ async fn data(State(app): State<App>) -> Response {
         "store": engine.readiness().await,
         "history": engine.decision_history(HISTORY_SECONDS),
         "top_denied": { "total_denials": total, "keys": keys },
+        "top_shadow_denied": { "total_denials": shadow_total, "keys": shadow_keys },
     });
     (guarded("application/json"), Json(body)).into_response()
 }

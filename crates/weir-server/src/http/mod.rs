@@ -9,6 +9,7 @@
 //! any tower service without the router (`serve_service_with`, `weir proxy`'s listener).
 
 mod admin;
+mod admin_keys;
 pub(crate) mod body;
 pub(crate) mod check;
 mod dashboard;

@@ -22,7 +22,7 @@ use weir_core::Clock as _;
 use super::body::BodyRead;
 use super::error::{method_not_allowed, ApiError};
 use super::origin::refuse_cross_site;
-use super::{admin, check, dashboard, json, lease, ops};
+use super::{admin, admin_keys, check, dashboard, json, lease, ops};
 use crate::app::App;
 
 /// The HTTP API of `app`, ready for `axum::serve` or `oneshot`: every route on one
@@ -62,7 +62,8 @@ pub(crate) fn routes(app: App, part: Part) -> Router {
             .route("/metrics", get(ops::metrics));
     }
     if settings.admin_token.is_some() && part != Part::Public {
-        router = router.nest("/admin", admin::routes(app.clone()));
+        let admin = admin::routes(app.clone()).merge(admin_keys::routes(app.clone()));
+        router = router.nest("/admin", admin);
         router = router.merge(dashboard::routes(app.clone()));
     }
     router

@@ -41,11 +41,13 @@
 //!   (existing keys keep working) until some expire; [`MemoryStore::stats`] counts both
 //!   evictions and refusals.
 
+mod blocked;
 mod compact;
 mod general;
 mod snapshot;
 mod word;
 
+pub use blocked::{BlockedKey, BlockedKeys};
 pub use snapshot::{ImportReport, SavedRecord, SnapshotError, StateSnapshot, MAX_SNAPSHOT_BYTES};
 pub(crate) use word::WordMeter;
 
