@@ -46,6 +46,7 @@
 //! A program also runs [`Engine::spawn_background`] (rule watch, memory sweep, decision
 //! history) and ends with [`Lifecycle::run`], the one shutdown sequence of every front end.
 
+mod block;
 mod capacity;
 mod decide;
 mod decide_all;
@@ -62,10 +63,12 @@ mod settings;
 mod shared_clock;
 mod stamp;
 mod state_file;
+mod state_io;
 mod store;
 mod store_url;
 mod verdict;
 
+pub use block::MAX_BLOCK;
 pub use decide::{deny_all, CheckRequest, DecideError};
 pub use decide_all::{AllVerdict, LimitDecision};
 pub use engine::{Engine, EngineLimiter, Readiness};

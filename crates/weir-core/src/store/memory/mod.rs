@@ -39,6 +39,7 @@
 
 mod compact;
 mod general;
+mod restore;
 mod snapshot;
 mod word;
 
