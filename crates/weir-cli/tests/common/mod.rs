@@ -50,10 +50,16 @@ pub fn serve(args: &[&str]) -> Served {
 
 /// `weir ARGS --log-format json`, once it has logged `field` (an address).
 pub fn spawn_logged(args: &[&str], field: &str) -> Served {
+    spawn_logged_env(args, field, &[])
+}
+
+/// [`spawn_logged`] with environment variables set.
+pub fn spawn_logged_env(args: &[&str], field: &str, env: &[(&str, &str)]) -> Served {
     let child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(args)
         .args(["--log-format", "json"])
         .env_remove("WEIR_ADMIN_TOKEN")
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
