@@ -143,7 +143,8 @@ fn describe(kind: std::fs::FileType) -> &'static str {
     }
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
+#[cfg(unix)]
 mod tests {
     use super::*;
     use std::path::PathBuf;

@@ -194,7 +194,8 @@ pub(crate) fn remove_leftovers(path: &Path) {
     }
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
+#[cfg(unix)]
 mod tests {
     use super::*;
 
