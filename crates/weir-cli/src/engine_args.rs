@@ -12,12 +12,16 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use tokio::net::TcpListener;
+use weir_config::file::{read_regular, Links};
 use weir_server::{
     AdminToken, HeaderStyle, LeaseConfig, LimitOverrides, RuleSource, Settings, StoreClock,
     StoreSpec,
 };
 
 use crate::duration::parse_duration;
+
+/// The largest admin token file read: a token is a line, not a document.
+const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
 
 /// Which rate-limit headers to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -155,9 +159,20 @@ pub(crate) struct EngineArgs {
     /// restarts in this file: read at start, written every --state-interval and at shutdown
     /// (atomically: a temporary file, then a rename). A corrupt, truncated, foreign or newer
     /// file is reported (WARN) and ignored: Weir starts fresh and the next save replaces it.
-    /// Memory store only; its directory must exist
+    /// Memory store only; its directory must exist and be writable by Weir's user alone
+    /// (see --state-file-allow-shared-dir). A record claiming more than its rule allows is
+    /// clamped: a lockout to the rule's lockout max, an admin block to 30 days
     #[arg(long, value_name = "PATH", env = "WEIR_STATE_FILE")]
     state_file: Option<PathBuf>,
+
+    /// Accept a --state-file directory that other users may write (group- or
+    /// world-writable, even with the sticky bit, or owned by another user than Weir's or
+    /// root). Refused at start without it: whoever can write there can plant files or
+    /// replace the state file (forging lockouts and blocks, though none longer than its
+    /// rule's lockout max or 30 days). The temporary file is created exclusively, never
+    /// through a link, either way
+    #[arg(long, env = "WEIR_STATE_FILE_ALLOW_SHARED_DIR")]
+    state_file_allow_shared_dir: bool,
 
     /// How often --state-file is written (besides at shutdown); a kill loses at most this
     /// much
@@ -278,6 +293,7 @@ impl EngineArgs {
         };
         settings.engine.state_file = self.state_file.clone();
         settings.engine.state_interval = self.state_interval;
+        settings.engine.state_file_allow_shared_dir = self.state_file_allow_shared_dir;
         settings.engine.reload.poll = self.reload_poll;
         settings.engine.reload.watch = !self.no_watch;
         settings.header_read_timeout = self.header_read_timeout;
@@ -294,7 +310,9 @@ impl EngineArgs {
             (Some(_), Some(_)) => {
                 bail!("give the admin token once: --admin-token-file or WEIR_ADMIN_TOKEN, not both")
             }
-            (Some(path), None) => std::fs::read_to_string(path)
+            (Some(path), None) => read_regular(path, MAX_TOKEN_FILE_BYTES, Links::Follow)
+                .map_err(anyhow::Error::from)
+                .and_then(|bytes| Ok(String::from_utf8(bytes)?))
                 .with_context(|| format!("reading the admin token from {}", path.display()))?,
             (None, Some(token)) => token,
             (None, None) => return Ok(None),

@@ -75,7 +75,9 @@ Examples:
     --redis-batch-size 64 --instances 4 --reconcile
 
   # Keep the memory store's lockouts and blocks across restarts (written every 30s and at
-  # shutdown; a corrupt file is reported and ignored)
+  # shutdown; a corrupt file is reported and ignored). The directory must be writable by
+  # Weir's user alone (else refused, unless --state-file-allow-shared-dir)
+  install -d -m 0700 /var/lib/weir
   weir serve --config rules/ --state-file /var/lib/weir/state
 
   # Decisions on every interface; the admin API and the dashboard on loopback only

@@ -14,7 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{serve, spawn_logged, terminate, weir, Served};
+use common::{serve, spawn_logged, spawn_logged_with_env, terminate, weir, Served};
 use weir_core::StateSnapshot;
 
 const RULES: &str = "\
@@ -282,4 +282,85 @@ fn a_sigterm_right_after_start_still_saves() {
         assert!(status.success(), "{status:?}");
         assert_eq!(wait_for_records(&dir.0.join("state"), 0), 0);
     }
+}
+
+/// Issue 26: a state file in a directory every local user may write was used without a
+/// word (one of them made a root `weir serve` overwrite a root-owned file through it).
+/// Now refused at start, naming the directory and the way out; accepted with
+/// `--state-file-allow-shared-dir` or its variable.
+#[test]
+fn a_directory_others_may_write_is_refused_unless_allowed() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Dir::new("shared");
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let state = dir.path("state");
+    let out = weir(&[
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--grpc",
+        "127.0.0.1:0",
+        "--state-file",
+        &state,
+    ]);
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("may be written by everyone"), "{stderr}");
+    assert!(stderr.contains(&dir.0.display().to_string()), "{stderr}");
+    assert!(stderr.contains("--state-file-allow-shared-dir"), "{stderr}");
+
+    let allowed = serve(&["--state-file", &state, "--state-file-allow-shared-dir"]);
+    assert!(terminate(allowed).success());
+    // The variable, as every option has one.
+    let allowed = spawn_logged_with_env(
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--state-file",
+            &state,
+        ],
+        "http",
+        &[("WEIR_STATE_FILE_ALLOW_SHARED_DIR", "true")],
+    );
+    assert!(terminate(allowed).success());
+}
+
+/// Issue 26: a forged state file was believed up to 20 years ahead. A 19-year lockout of
+/// a rule whose lockout lasts an hour comes back as the hour, with a WARN counting it.
+#[test]
+fn a_forged_lockout_comes_back_as_the_rules_lockout_at_most() {
+    let dir = Dir::new("forged");
+    let file = dir.0.join("state");
+    let first = dir.serve("1h");
+    assert_eq!(decide(&first, "alice"), "OK");
+    assert_eq!(decide(&first, "alice"), "OK");
+    assert_eq!(decide(&first, "alice"), "OVER_LIMIT");
+    assert!(terminate(first).success());
+
+    let mut snapshot = StateSnapshot::decode(&std::fs::read(&file).unwrap()).unwrap();
+    let record = &mut snapshot.records[0].record;
+    let guard = record.guard.as_deref_mut().unwrap();
+    let year_ns = 365 * 24 * 3_600_000_000_000u64;
+    guard.blocked_until_ns += 19 * year_ns;
+    guard.strikes_expire_ns += 19 * year_ns;
+    record.expires_ns = guard.strikes_expire_ns;
+    std::fs::write(&file, snapshot.encode().unwrap()).unwrap();
+
+    let second = dir.serve("1h");
+    let usage = admin(&second, "/admin/keys/inspect", "alice", "");
+    let blocked_ms = usage["blocked_for_ms"].as_u64().unwrap();
+    assert!(
+        (50 * 60 * 1000..=60 * 60 * 1000).contains(&blocked_ms),
+        "{usage}"
+    );
+    let warned = second
+        .logs
+        .iter()
+        .find(|line| line.contains("clamped to it"))
+        .unwrap_or_else(|| panic!("no WARN about the clamp: {:#?}", second.logs));
+    assert!(warned.contains("\"clamped\":1"), "{warned}");
+    assert!(terminate(second).success());
 }

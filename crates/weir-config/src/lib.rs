@@ -1,7 +1,8 @@
 //! # weir-config
 //!
 //! Rule files in, a validated and immutable [`RuleSet`] out, and the matching of a request's
-//! descriptors against it. Pure apart from reading files in [`RuleSet::load`]: no clock, no
+//! descriptors against it. Pure apart from reading files ([`RuleSet::load`], through
+//! [`file::read_regular`], the one safe reader every operator file goes through): no clock, no
 //! store, no network. The server (`weir serve`) holds one `RuleSet` snapshot at a time and
 //! swaps it whole on reload.
 //!
@@ -53,6 +54,7 @@ pub mod bounds;
 mod compile;
 mod duration;
 mod error;
+pub mod file;
 mod info;
 mod matcher;
 pub mod params;

@@ -1,11 +1,12 @@
 //! [`RuleSet`]: the validated, immutable snapshot of every domain's rule tree (its rules are
 //! [`RuleInfo`]s, in `info.rs`). Built by [`RuleSet::load`] (a file or a directory) or
-//! [`RuleSet::parse`]; queried by [`RuleSet::matches`] (in `matcher.rs`). Reading files
-//! happens here and nowhere else in the crate.
+//! [`RuleSet::parse`]; queried by [`RuleSet::matches`] (in `matcher.rs`). Rule files are
+//! read here, through `file.rs`'s one safe reader, and nowhere else in the crate.
 
 use crate::bounds::{MAX_FILES, MAX_FILE_BYTES};
 use crate::compile;
 use crate::error::ConfigError;
+use crate::file::{read_regular, FileError, Links};
 use crate::info::RuleInfo;
 use crate::tree::Tree;
 use std::collections::BTreeMap;
@@ -42,28 +43,6 @@ pub(crate) struct Domain {
     pub(crate) first_rule: usize,
 }
 
-/// What a file that is not regular is, for errors.
-fn describe(kind: std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if kind.is_fifo() {
-            return "a FIFO";
-        }
-        if kind.is_char_device() || kind.is_block_device() {
-            return "a device";
-        }
-        if kind.is_socket() {
-            return "a socket";
-        }
-    }
-    if kind.is_dir() {
-        "a directory"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// The embedded example rules: this crate's `example.yaml` (inside the package, so it
 /// publishes), which `config/example.yaml` links to.
 const EXAMPLE: &str = include_str!("../example.yaml");
@@ -73,7 +52,8 @@ impl RuleSet {
     /// hidden files skipped, in name order). Each file holds one domain, as in
     /// envoyproxy/ratelimit; a domain defined in two files is an error naming both.
     ///
-    /// Each file is opened once and read up to [`MAX_FILE_BYTES`]. Symbolic links are
+    /// Each file is read by [`read_regular`](crate::file::read_regular), up to
+    /// [`MAX_FILE_BYTES`]. Symbolic links are
     /// followed (Kubernetes mounts ConfigMaps through them), but a rule file must end at a
     /// regular file: a dangling or looping link, a FIFO, a device or a directory named like a
     /// rule file is an error naming it (a reload then keeps the old rules), never skipped
@@ -116,53 +96,30 @@ impl RuleSet {
     }
 
     fn parse_file(file: &Path) -> Result<RuleSet, ConfigError> {
-        let io = |source| ConfigError::Io {
-            file: file.to_path_buf(),
-            source,
-        };
-        let not_regular = |what: &str| ConfigError::Invalid {
-            file: file.to_path_buf(),
-            line: None,
-            path: String::new(),
-            reason: format!("not a regular file ({what}): rule files must be regular files"),
-        };
-        // Follows links; a dangling or looping one is an error here, naming the file.
-        let kind = std::fs::metadata(file).map_err(io)?.file_type();
-        if !kind.is_file() {
-            return Err(not_regular(describe(kind)));
-        }
-        let mut options = std::fs::OpenOptions::new();
-        options.read(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            // Were the file swapped for a FIFO since, opening it must not wait for a writer.
-            options.custom_flags(libc::O_NONBLOCK);
-        }
-        let handle = options.open(file).map_err(io)?;
-        let opened = handle.metadata().map_err(io)?;
-        if !opened.is_file() {
-            return Err(not_regular(describe(opened.file_type())));
-        }
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(handle, MAX_FILE_BYTES + 1),
-            &mut bytes,
-        )
-        .map_err(io)?;
-        let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-        if len > MAX_FILE_BYTES {
-            return Err(ConfigError::FileTooLarge {
+        let bytes = read_regular(file, MAX_FILE_BYTES, Links::Follow).map_err(|e| match e {
+            FileError::TooLarge { len, max } => ConfigError::FileTooLarge {
                 file: file.to_path_buf(),
                 len,
-                max: MAX_FILE_BYTES,
-            });
-        }
-        let text = String::from_utf8(bytes).map_err(|_| {
-            io(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "not UTF-8 text",
-            ))
+                max,
+            },
+            FileError::NotRegular(what) => ConfigError::Invalid {
+                file: file.to_path_buf(),
+                line: None,
+                path: String::new(),
+                reason: format!("not a regular file ({what}): rule files must be regular files"),
+            },
+            FileError::Io(source) => ConfigError::Io {
+                file: file.to_path_buf(),
+                source,
+            },
+            other => ConfigError::Io {
+                file: file.to_path_buf(),
+                source: std::io::Error::other(other.to_string()),
+            },
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| ConfigError::Io {
+            file: file.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
         })?;
         Self::parse_path(file, &text)
     }

@@ -332,7 +332,9 @@ fn inspect(rule: &Rule, record: &Record, now_ns: u64) -> Usage {
     }
 }
 
-fn expiry(rule: &Rule, record: &Record) -> u64 {
+/// When `record` becomes equivalent to a fresh one under `rule`: the later of its state's
+/// and its guard's ends (`Record::expires_ns` after every step; `restore.rs` bounds it).
+pub(crate) fn expiry(rule: &Rule, record: &Record) -> u64 {
     let state_ns = match (&rule.algorithm, &record.state) {
         (Algorithm::Concurrency(c), State::Concurrency(s)) => c.fresh_at_ns(s),
         (alg, state) => on_meter!(alg, state, fresh_at_ns()).unwrap_or(0),

@@ -11,6 +11,8 @@ use weir_core::{Clock, Key, Limiter, Lockout, ManualClock, MemoryStore, Rule, St
 
 const T0: u64 = 1_700_000_000_000_000_000;
 const SEC: Duration = Duration::from_secs(1);
+/// The admin API's longest block (`weir_engine::MAX_BLOCK`).
+const MAX_BLOCK: Duration = Duration::from_secs(365 * 24 * 3600);
 
 struct Rules(Vec<Rule>);
 
@@ -41,7 +43,9 @@ fn restart(
     let clock = ManualClock::new(now);
     clock.advance(later);
     let store = MemoryStore::default();
-    let report = store.import(&snapshot, clock.now_ns(), rules.of());
+    let report = store.import(&snapshot, clock.now_ns(), MAX_BLOCK, rules.of());
+    // What Weir wrote itself is never clamped: it is within what its rules allow.
+    assert_eq!(report.clamped, 0, "{report:?}");
     (Limiter::new(store, clock), report, saved)
 }
 
@@ -175,7 +179,7 @@ fn records_of_rules_no_longer_in_force_are_dropped() {
         .export_limited(T0, Rules(vec![kept, gone]).of());
     assert_eq!(snapshot.records.len(), 2);
     let store = MemoryStore::default();
-    let report = store.import(&snapshot, T0, Rules(vec![kept]).of());
+    let report = store.import(&snapshot, T0, MAX_BLOCK, Rules(vec![kept]).of());
     assert_eq!((report.restored, report.no_rule), (1, 1), "{report:?}");
     // Nor is a record written whose rule is not in force at export.
     let only = limiter.store().export_limited(T0, Rules(vec![gone]).of());
@@ -206,4 +210,57 @@ fn a_lockout_under_a_warm_up_rule_survives_with_its_ramp() {
         restored.check_now(&key, &rule, 1).unwrap(),
         limiter.check_now(&key, &rule, 1).unwrap()
     );
+}
+
+/// Issue 26: a forged state file was believed up to 20 years ahead (a 19-year lockout on a
+/// rule whose lockout lasts at most an hour), and a block of 2^64 - 1 ms, past that
+/// horizon, was dropped on restart. Now a lockout is clamped to its rule's max and any
+/// other block to the admin API's maximum, both from the restart; neither is dropped.
+#[test]
+fn a_forged_lockout_and_an_endless_block_are_clamped_to_what_the_rule_allows() {
+    let clock = ManualClock::new(T0);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let lockout = Lockout::new(Duration::from_secs(60))
+        .unwrap()
+        .escalating(Duration::from_secs(3600))
+        .unwrap();
+    let login = Rule::sliding_log(1, Duration::from_secs(60))
+        .unwrap()
+        .with_lockout(lockout)
+        .named("login");
+    let mallory = Key::new("mallory").unwrap();
+    let alice = Key::new("alice").unwrap();
+    limiter.check_now(&mallory, &login, 1).unwrap();
+    assert!(!limiter.check_now(&mallory, &login, 1).unwrap().allowed);
+    limiter
+        .block_now(&alice, &login, Duration::from_millis(u64::MAX))
+        .unwrap();
+    let rules = Rules(vec![login]);
+    let mut snapshot = limiter.store().export_limited(T0, rules.of());
+    // Forge Mallory's lockout: 19 years, strikes forgotten a day after it ends.
+    let year = 365 * 24 * 3600 * 1_000_000_000u64;
+    for saved in &mut snapshot.records {
+        if saved.key == mallory {
+            let guard = saved.record.guard.as_deref_mut().unwrap();
+            guard.blocked_until_ns = T0 + 19 * year;
+            guard.strikes_expire_ns = guard.blocked_until_ns + 24 * 3600 * 1_000_000_000;
+            saved.record.expires_ns = guard.strikes_expire_ns;
+        }
+    }
+    let snapshot = StateSnapshot::decode(&snapshot.encode().unwrap()).unwrap();
+    let store = MemoryStore::default();
+    let report = store.import(&snapshot, T0, MAX_BLOCK, rules.of());
+    assert_eq!((report.restored, report.clamped), (2, 2), "{report:?}");
+    assert!(report.first_clamped.is_some(), "{report:?}");
+    let restored = Limiter::new(store, clock.clone());
+    let locked = restored.inspect_now(&mallory, &login).unwrap();
+    assert_eq!(locked.blocked_for, Duration::from_secs(3600), "{locked:?}");
+    let blocked = restored.inspect_now(&alice, &login).unwrap();
+    assert_eq!(blocked.blocked_for, MAX_BLOCK, "{blocked:?}");
+    // Both end when the clamp says, not before.
+    clock.advance(Duration::from_secs(3600) - Duration::from_nanos(1));
+    assert!(!restored.check_now(&mallory, &login, 1).unwrap().allowed);
+    clock.advance(Duration::from_nanos(1));
+    assert!(restored.check_now(&mallory, &login, 1).unwrap().allowed);
+    assert!(!restored.check_now(&alice, &login, 1).unwrap().allowed);
 }

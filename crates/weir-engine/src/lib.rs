@@ -47,6 +47,7 @@
 //! history) and ends with [`Lifecycle::run`], the one shutdown sequence of every front end.
 
 mod blocked;
+mod block;
 mod capacity;
 mod decide;
 mod decide_all;
@@ -63,11 +64,13 @@ mod settings;
 mod shared_clock;
 mod stamp;
 mod state_file;
+mod state_io;
 mod store;
 mod store_url;
 mod verdict;
 
 pub use blocked::{BlockedEntry, BlockedList};
+pub use block::MAX_BLOCK;
 pub use decide::{deny_all, CheckRequest, DecideError};
 pub use decide_all::{AllVerdict, LimitDecision};
 pub use engine::{Engine, EngineLimiter, Readiness};

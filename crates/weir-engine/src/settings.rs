@@ -90,6 +90,11 @@ pub struct EngineSettings {
     pub state_file: Option<PathBuf>,
     /// How often the state file is written (default 30 s).
     pub state_interval: Duration,
+    /// Use a state file in a directory that other users may write (group- or
+    /// world-writable, or another user's). Off by default: such a directory is refused at
+    /// start, since whoever can write there can replace the state file or plant files
+    /// beside it.
+    pub state_file_allow_shared_dir: bool,
 }
 
 impl Default for EngineSettings {
@@ -116,6 +121,7 @@ impl Default for EngineSettings {
             validate: None,
             state_file: None,
             state_interval: Duration::from_secs(30),
+            state_file_allow_shared_dir: false,
         }
     }
 }

@@ -1,9 +1,15 @@
 //! The fingerprint of the rule files ([`stamp`]): what the reload watch and poll compare
 //! (`reload.rs`), and what `RuleBook::reload` records of what it read (`rules.rs`). A leaf:
-//! it reads the file system and nothing of the crate.
+//! it reads the file system and nothing of the crate. Files are read as the loader reads
+//! them (`weir_config::file::read_regular`): a FIFO, a device or an oversized file named
+//! like a rule file stamps as its error, never hangs a poll and never costs more than the
+//! loader's bound.
 
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
+
+use weir_config::bounds::MAX_FILE_BYTES;
+use weir_config::file::{read_regular, Links};
 
 /// A fingerprint of the rule files: for the path and each rule file in it, the resolved
 /// target's identity (device, inode), size, modification time and a hash of the content.
@@ -28,7 +34,11 @@ pub(crate) fn stamp_files(files: Vec<PathBuf>) -> u64 {
         if let Ok(meta) = std::fs::metadata(&file) {
             write_identity(&mut hasher, &meta);
         }
-        match std::fs::read(&file) {
+        // Through the loader's own safe reader: a FIFO or a device is never opened for
+        // reading nor waited on, a file over the loader's bound is refused by its size
+        // unread, and what is hashed is at most that bound (the size and mtime alone could
+        // miss a same-size rewrite within the file system's time granularity).
+        match read_regular(&file, MAX_FILE_BYTES, Links::Follow) {
             Ok(bytes) => hasher.write(&bytes),
             Err(e) => hasher.write(e.to_string().as_bytes()),
         }

@@ -9,31 +9,38 @@
 //! - **What**: `MemoryStore::export_limited` under the rules in force (weir-core's
 //!   `store/memory/snapshot.rs` says what "limited" is and the format).
 //! - **How**: written atomically: a temporary file in the same directory (mode 0600: keys
-//!   name clients), fsync, rename over the old file, fsync of the directory. A crash at
-//!   any point leaves the old file or the new one, never half of one. The temporary file
-//!   a killed process left behind (`.{name}.{pid}.tmp`, its pid no longer running) is
-//!   removed when the file is next read.
+//!   name clients; created exclusively, never through a link, under a name no one can
+//!   guess), fsync, rename over the old file, fsync of the directory. A crash at any point
+//!   leaves the old file or the new one, never half of one. The temporary file a killed
+//!   process left behind (`.{name}.{pid}.{bits}.tmp`, its pid no longer running) is
+//!   removed when the file is next read. `state_io.rs` holds this file-system side.
+//! - **Where**: a directory that exists and that no other user may write (group- or
+//!   world-writable, or another user's, is refused at start unless
+//!   `EngineSettings::state_file_allow_shared_dir`).
 //! - **Reading**: a missing file is a first start; a file that is corrupt, truncated,
-//!   foreign, too large or of a newer version is reported (a WARN naming the file and why)
-//!   and ignored: the engine starts fresh and the next save replaces it. Records are
-//!   validated one by one (rule no longer in force, expired during the downtime, invalid:
-//!   dropped and counted).
+//!   foreign, too large, of a newer version, a link or not a regular file is reported (a
+//!   WARN naming the file and why) and ignored: the engine starts fresh and the next save
+//!   replaces it. Records are validated one by one (rule no longer in force, expired during
+//!   the downtime, invalid: dropped and counted), and none is believed beyond what its rule
+//!   allows: a lockout lasts at most the rule's lockout max, any other block at most
+//!   [`MAX_BLOCK`], from the restart (clamped, counted, one WARN).
 //! - **Only the memory store**: a network store keeps its records outside the process
 //!   already, so a state file with one is refused at start (`EngineError::StateFile`).
 
 use std::collections::HashMap;
-use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use weir_core::{Clock, MemoryStore, Rule, StateSnapshot, MAX_SNAPSHOT_BYTES};
+use weir_core::{Clock, MemoryStore, Rule, StateSnapshot};
 
+use crate::block::MAX_BLOCK;
 use crate::error::EngineError;
 use crate::rules::RuleBook;
 use crate::settings::EngineSettings;
 use crate::shared_clock::SharedClock;
+use crate::state_io::{check_dir, parent, read, remove_leftovers, write_atomically};
 use crate::store_url::StoreSpec;
 
 /// The shortest interval between two periodic saves ([`EngineSettings::state_interval`] is
@@ -76,6 +83,11 @@ impl StateFile {
                 dir.display()
             ));
         }
+        if !settings.state_file_allow_shared_dir {
+            if let Err(why) = check_dir(dir) {
+                return refuse(format!("{}: {why}", path.display()));
+            }
+        }
         Ok(Some(Arc::new(StateFile {
             path: path.clone(),
             every: settings.state_interval.max(MIN_STATE_INTERVAL),
@@ -88,7 +100,7 @@ impl StateFile {
     pub(crate) fn load(&self, store: &MemoryStore, rules: &RuleBook, now_ns: u64) {
         let file = self.path.display().to_string();
         remove_leftovers(&self.path);
-        let bytes = match read_bounded(&self.path) {
+        let bytes = match read(&self.path) {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
                 tracing::info!(
@@ -114,9 +126,18 @@ impl StateFile {
                 return;
             }
         };
-        let report = store.import(&snapshot, now_ns, rules_by_scope(rules));
+        let report = store.import(&snapshot, now_ns, MAX_BLOCK, rules_by_scope(rules));
         if let Some(why) = &report.first_invalid {
             tracing::warn!(%file, invalid = report.invalid, first = %why, "state file: invalid records dropped");
+        }
+        if let Some(why) = &report.first_clamped {
+            tracing::warn!(
+                %file,
+                clamped = report.clamped,
+                first = %why,
+                "state file: records claiming more than their rule allows, clamped to it \
+                 (a forged file, or a clock that went back)"
+            );
         }
         tracing::info!(
             %file,
@@ -125,6 +146,7 @@ impl StateFile {
             no_rule = report.no_rule,
             invalid = report.invalid,
             refused = report.refused,
+            clamped = report.clamped,
             saved_at_unix_ms = snapshot.taken_ns / 1_000_000,
             "state file read: limited, blocked and locked-out keys restored"
         );
@@ -199,95 +221,4 @@ fn rules_by_scope(rules: &RuleBook) -> impl Fn(u64) -> Option<Rule> {
         .map(|rule| (rule.scope(), *rule))
         .collect();
     move |scope| by_scope.get(&scope).copied()
-}
-
-/// The directory a path is in (`.` for a bare file name).
-fn parent(path: &Path) -> &Path {
-    path.parent()
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-}
-
-/// The file's bytes, `None` if it does not exist; a file above the snapshot bound is read
-/// only that far (and refused by the decoder for its size).
-fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut bytes = Vec::new();
-    file.take(MAX_SNAPSHOT_BYTES + 1).read_to_end(&mut bytes)?;
-    Ok(Some(bytes))
-}
-
-/// The name of the temporary file a process writes `path` through: `.{name}.{pid}.tmp`
-/// beside it.
-fn temporary_of(path: &Path, pid: u32) -> PathBuf {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    parent(path).join(format!(".{name}.{pid}.tmp"))
-}
-
-/// Removes the temporary files that processes killed in the middle of a save left beside
-/// `path` (a process that is still running keeps its own: two engines given one state file
-/// do not delete each other's). Linux only: elsewhere, whether a pid runs is not asked.
-fn remove_leftovers(path: &Path) {
-    if !cfg!(target_os = "linux") {
-        return;
-    }
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let (prefix, suffix) = (format!(".{name}."), ".tmp");
-    let Ok(entries) = std::fs::read_dir(parent(path)) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(pid) = file_name
-            .to_str()
-            .and_then(|n| n.strip_prefix(prefix.as_str()))
-            .and_then(|n| n.strip_suffix(suffix))
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let running = Path::new("/proc").join(pid.to_string()).exists();
-        if running {
-            continue;
-        }
-        let leftover = entry.path();
-        match std::fs::remove_file(&leftover) {
-            Ok(()) => tracing::info!(
-                file = %leftover.display(),
-                "removed a temporary state file left by a process stopped in the middle of a save"
-            ),
-            Err(error) => tracing::warn!(
-                file = %leftover.display(),
-                %error,
-                "cannot remove a temporary state file left by a stopped process"
-            ),
-        }
-    }
-}
-
-/// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path`, and
-/// syncs the directory; the temporary file is removed if any step fails.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = parent(path);
-    let temporary = temporary_of(path, std::process::id());
-    let written = (|| {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&temporary, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written
 }

@@ -214,10 +214,10 @@ async fn reload(State(app): State<App>) -> Response {
     }
 }
 
-/// The longest admin block: 365 days, in milliseconds. A longer `duration_ms` is refused
-/// (400, nothing applied), never clamped silently: the answer's `blocked_for_ms` is always
-/// the duration applied.
-const MAX_BLOCK_MS: u64 = 365 * 24 * 3600 * 1000;
+/// The longest admin block ([`weir_engine::MAX_BLOCK`], 365 days), in milliseconds. A
+/// longer `duration_ms` is refused (400, nothing applied), never clamped silently: the
+/// answer's `blocked_for_ms` is always the duration applied.
+const MAX_BLOCK_MS: u64 = weir_engine::MAX_BLOCK.as_secs() * 1000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -44,6 +44,7 @@
 mod blocked;
 mod compact;
 mod general;
+mod restore;
 mod snapshot;
 mod word;
 

@@ -33,10 +33,13 @@
 //! of a newer version, whose length is not the header's, whose checksum does not match, or
 //! whose records do not parse is refused whole ([`SnapshotError`] says which). A record
 //! that parses but is not valid (a key of 0 or more than 512 bytes, an unsorted sliding log,
-//! a lease without holder, an instant more than twice [`MAX_SPAN`](crate::MAX_SPAN) ahead)
-//! is dropped alone, and so is one whose rule is no longer in force or that has expired.
+//! a lease without holder, an instant more than twice [`MAX_SPAN`](crate::MAX_SPAN) ahead
+//! once clamped) is dropped alone, and so is one whose rule is no longer in force or that
+//! has expired. A record that claims more than its rule allows (a 19-year lockout under a
+//! rule whose lockout lasts an hour) is clamped to what the rule allows (`restore.rs`).
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use crate::algorithm::{
     ConcurrencyState, FixedWindowState, GcraState, LeakyBucketState, LeakyQueueState, LeaseEntry,
@@ -48,6 +51,7 @@ use crate::state::{Guard, Record, State};
 use crate::step::{apply, Op, Outcome};
 
 use super::general::{evictable, Entry};
+use super::restore::clamp;
 use super::MemoryStore;
 
 /// The largest snapshot written or read: 256 MiB.
@@ -143,6 +147,11 @@ pub struct ImportReport {
     pub invalid: usize,
     /// Dropped: the store had no room.
     pub refused: usize,
+    /// Restored, but clamped to what their rule allows (a block, a lockout or a state
+    /// reaching further ahead than the rule could have set it).
+    pub clamped: usize,
+    /// Why the first clamped record was clamped.
+    pub first_clamped: Option<String>,
     /// Why the first invalid record was dropped.
     pub first_invalid: Option<String>,
 }
@@ -308,14 +317,20 @@ impl MemoryStore {
 
     /// Takes a snapshot's records in, each validated under `rule_of(scope)` at `now_ns`: a
     /// record whose rule is not in force, that expired since, or that is not valid is
-    /// dropped (and counted). A record replaces what the store held for its (scope, key).
+    /// dropped (and counted). A record that claims more than its rule allows is clamped to
+    /// it (counted in [`ImportReport::clamped`]; `restore.rs` says what is allowed): a
+    /// lockout to the rule's lockout max, any other block to `max_block` (the admin API's
+    /// maximum), both from `now_ns`. A record replaces what the store held for its
+    /// (scope, key).
     /// Meant for a store that has not served yet (the engine calls it before serving).
     pub fn import(
         &self,
         snapshot: &StateSnapshot,
         now_ns: u64,
+        max_block: Duration,
         rule_of: impl Fn(u64) -> Option<Rule>,
     ) -> ImportReport {
+        let max_block_ns = u64::try_from(max_block.as_nanos()).unwrap_or(u64::MAX);
         let inner = &*self.inner;
         let mut report = ImportReport {
             invalid: snapshot.invalid_count,
@@ -332,6 +347,14 @@ impl MemoryStore {
                 report.expired += 1;
                 continue;
             }
+            let mut record = record.clone();
+            if let Some(why) = clamp(&rule, &mut record, now_ns, max_block_ns) {
+                report.clamped += 1;
+                report
+                    .first_clamped
+                    .get_or_insert_with(|| format!("{key:?}: {why}"));
+            }
+            let record = &record;
             if latest_ns(record) > now_ns.saturating_add(HORIZON_NS) {
                 report.invalid(format!("{key:?}: an instant decades ahead"));
                 continue;
