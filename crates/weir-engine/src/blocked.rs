@@ -83,6 +83,6 @@ impl Engine {
 /// Nanoseconds as whole milliseconds, rounded up (a block of 1 ns left is not "0 ms").
 fn ceil_ms(ns: u64) -> u64 {
     let ms = Duration::from_nanos(ns).as_millis();
-    let ms = if ns % 1_000_000 == 0 { ms } else { ms + 1 };
+    let ms = if ns.is_multiple_of(1_000_000) { ms } else { ms + 1 };
     u64::try_from(ms).unwrap_or(u64::MAX)
 }
