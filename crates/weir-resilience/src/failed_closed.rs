@@ -22,19 +22,14 @@ tokio::task_local! {
 /// store was unavailable (the circuit open, or the call failing).
 ///
 /// ```
-/// use std::time::Duration;
 /// use weir_core::{FailurePolicy, Key, Limiter, Rule, SystemClock};
 /// use weir_resilience::{noting_failed_closed, FailoverConfig, FailoverStore};
-/// # use weir_core::{CheckError, Op, Outcome, Store, StoreError};
-/// # #[derive(Debug, Clone)] struct Down;
-/// # impl Store for Down {
-/// #     async fn apply(&self, _: &Key, _: &Rule, _: Op<'_>, _: u64) -> Result<Outcome, CheckError> {
-/// #         Err(CheckError::Store(StoreError::Unavailable("down".into())))
-/// #     }
-/// # }
+/// use weir_testkit::faults::{Fault, FaultyStore};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let limiter = Limiter::new(FailoverStore::new(Down, FailoverConfig::default()), SystemClock::new());
+/// let down = FaultyStore::new();
+/// down.set(Fault::Down);
+/// let limiter = Limiter::new(FailoverStore::new(down, FailoverConfig::default()), SystemClock::new());
 /// let rule = Rule::per_second(10)?.on_failure(FailurePolicy::FailClosed);
 /// let key = Key::new("api:alice")?;
 /// let (decision, failed_closed) = noting_failed_closed(limiter.check(&key, &rule, 1)).await;
