@@ -109,7 +109,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("token_bucket 10 per 1s, warming up over 30s from 1/5 of the rate, exact"),
+            text.contains(
+                "token_bucket 10 per 1s, warming up over 30s from 1/5 of the rate, exact"
+            ),
             "{text}"
         );
         assert!(

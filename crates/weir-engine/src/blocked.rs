@@ -11,7 +11,6 @@
 //! admin API refuses the call, saying so; `inspect` answers for one key on every store.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use serde::Serialize;
 use weir_core::Clock as _;
@@ -82,7 +81,5 @@ impl Engine {
 
 /// Nanoseconds as whole milliseconds, rounded up (a block of 1 ns left is not "0 ms").
 fn ceil_ms(ns: u64) -> u64 {
-    let ms = Duration::from_nanos(ns).as_millis();
-    let ms = if ns.is_multiple_of(1_000_000) { ms } else { ms + 1 };
-    u64::try_from(ms).unwrap_or(u64::MAX)
+    ns.div_ceil(1_000_000)
 }

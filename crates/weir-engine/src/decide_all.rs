@@ -6,6 +6,10 @@
 //! lets the request through; anything else is a [`DecideError::Unavailable`], 503, saying
 //! why, never a made-up denial).
 //!
+//! A denial made without the store (it is down and a rule fails closed) is no limit the
+//! client reached: it is a [`DecideError::Unavailable`] saying so (the proxy's 503), counted
+//! as `failed_closed`, as `Engine::decide` marks it in its answer.
+//!
 //! All-or-nothing: the request's limits are checked together and a denied request consumes
 //! nothing anywhere, so waiting and trying again never charges twice. When only shadow or
 //! rolled-out rules denied, the limits that allowed are charged, as if those rules were not
@@ -114,7 +118,8 @@ impl Engine {
             });
         }
         let limits: Vec<(Key, Rule)> = checked.iter().map(|(m, r)| (m.key.clone(), *r)).collect();
-        let Some(mut decisions) = self.check_all(&limits, &checked, cost).await? else {
+        let Some((mut decisions, failed_closed)) = self.check_all(&limits, &checked, cost).await?
+        else {
             // The store failed and every rule fails open.
             return Ok(AllVerdict::unlimited());
         };
@@ -138,7 +143,7 @@ impl Engine {
                 .map(|(_, l)| l.clone())
                 .collect();
             if !allowing.is_empty() {
-                if let Some(charged) = self.check_all(&allowing, &checked, cost).await? {
+                if let Some((charged, _)) = self.check_all(&allowing, &checked, cost).await? {
                     let mut fresh = charged.each.into_iter();
                     for (i, d) in decisions.each.iter_mut().enumerate() {
                         if !denied.contains(&i) {
@@ -151,6 +156,22 @@ impl Engine {
             }
         }
         let counters = &snapshot.counters;
+        if failed_closed && denied_by.is_some() {
+            // Denied without the store (it is down and a rule fails closed): not a limit the
+            // client reached, so not a 429 with a made-up Retry-After, but the outage said
+            // as such (503), counted as `failed_closed`, nothing charged.
+            let mut rules = Vec::new();
+            for (i, ((m, _), d)) in checked.iter().zip(&decisions.each).enumerate() {
+                if !d.allowed && enforced_denial(i) {
+                    counters.matched(domain, &m.rule_id, DecisionOutcome::FailedClosed);
+                    rules.push(&*m.rule_id);
+                }
+            }
+            return Err(DecideError::Unavailable(format!(
+                "the store is unavailable and {} fails closed",
+                rules.join(", ")
+            )));
+        }
         for (i, ((m, _), d)) in checked.iter().zip(&decisions.each).enumerate() {
             let shadow_denied = !d.allowed && !enforced_denial(i);
             let outcome = DecisionOutcome::with_near_limit(Some(d), shadow_denied, self.near());
@@ -178,28 +199,32 @@ impl Engine {
         })
     }
 
-    /// One all-or-nothing check, timed. `None` when a failed store lets the request through
-    /// (the same judgement as [`Engine::decide`]'s: `Engine::store_failed`).
+    /// One all-or-nothing check, timed, and whether a denial in it was made because the
+    /// store is unavailable and a rule fails closed (noted by the failover guard, as for
+    /// [`Engine::decide`]). `None` when a failed store lets the request through (the same
+    /// judgement as `Engine::decide`'s: `Engine::store_failed`).
     async fn check_all(
         &self,
         limits: &[(Key, Rule)],
         checked: &[(&Matched, Rule)],
         cost: u64,
-    ) -> Result<Option<Decisions>, DecideError> {
+    ) -> Result<Option<(Decisions, bool)>, DecideError> {
         let limiter = self.limiter();
         let clock = limiter.clock();
         let start_ns = clock.now_ns();
         // What `Limiter::check_all` does, at the instant already read for the timing; the
         // store decides in place when it is the memory store (`AnyStore`).
-        let result = limiter
-            .store()
-            .check_all_scoped(limits, cost, start_ns)
-            .await;
+        let check = limiter.store().check_all_scoped(limits, cost, start_ns);
+        let (result, failed_closed) = if self.store().is_guarded() {
+            weir_resilience::noting_failed_closed(check).await
+        } else {
+            (check.await, false)
+        };
         self.metrics().store_call(Duration::from_nanos(
             clock.now_ns().saturating_sub(start_ns),
         ));
         let error = match result {
-            Ok(decisions) => return Ok(Some(decisions)),
+            Ok(decisions) => return Ok(Some((decisions, failed_closed))),
             Err(CheckError::Store(error)) => error,
             Err(other) => return Err(DecideError::Invalid(other.to_string())),
         };

@@ -1,6 +1,7 @@
 //! `weir proxy` on a real redis-server (started on a free loopback port, stopped at the
 //! end): two proxies in front of one backend share one limit through Redis, and when Redis
-//! dies they go on limiting locally (each rule's default failure policy) instead of failing.
+//! dies they go on limiting locally (each rule's default failure policy) instead of failing;
+//! a `fail_closed` rule during the outage is a `503` saying the store is unavailable.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
@@ -60,4 +61,46 @@ async fn two_proxies_on_one_redis_share_one_limit_and_survive_its_death() {
     }
     let ready = get(&c, first.api, "/readyz", &[]).await;
     assert!(ready.body.contains("fallback"), "{}", ready.body);
+}
+
+const GLOBAL_FAIL_CLOSED: &str = "
+domain: proxy
+descriptors:
+  - key: global
+    value: all
+    rule: {algorithm: fixed_window, limit: 1, window: 1h, on_failure: fail_closed}
+";
+
+/// Issue 26: a `fail_closed` rule denied during an outage looked like a real limit (`429`,
+/// `Retry-After`); the proxy now answers `503` saying the store is unavailable, and a real
+/// limit keeps its `429`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fail_closed_rule_during_an_outage_is_a_503_saying_so_not_a_429() {
+    let mut redis = RedisServer::start();
+    let b = backend("app", Duration::ZERO).await;
+    let mut s = settings(upstream(&b), GLOBAL_FAIL_CLOSED);
+    s.server.engine.store = StoreSpec::parse(&redis.url()).unwrap();
+    // A debug build's first calls (loading Weir's functions) may take longer than the
+    // default store timeout on a busy machine: they must not be the outage.
+    s.server.engine.failover.timeout = Duration::from_secs(10);
+    let p = proxy(s).await;
+    let c = client();
+    assert_eq!(get(&c, p.addr, "/", &[]).await.status, 200);
+    let limited = get(&c, p.addr, "/", &[]).await;
+    assert_eq!(limited.status, 429, "a real limit: {}", limited.body);
+
+    redis.kill();
+    for attempt in 0..3 {
+        let a = get(&c, p.addr, "/", &[]).await;
+        assert_eq!(a.status, 503, "attempt {attempt}: {}", a.body);
+        assert!(a.body.contains("unavailable"), "attempt {attempt}: {}", a.body);
+    }
+    assert_eq!(b.record.count(), 1, "nothing reached the backend during the outage");
+    let metrics = get(&c, p.api, "/metrics", &[]).await;
+    assert!(
+        metrics.body.lines().any(|l| l.starts_with("weir_decisions_total")
+            && l.contains("outcome=\"failed_closed\"")),
+        "{}",
+        metrics.body
+    );
 }
