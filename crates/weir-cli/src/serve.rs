@@ -395,6 +395,10 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             .context("weir serve")?;
         // One signal stops every listener: the HTTP and gRPC ones through serve's
         // shutdown, the RESP one through this channel (also when serve ends on its own).
+        // The handlers are installed before the RESP listener says it listens: a SIGTERM
+        // right after that line used to find none and kill the process (1 run in 4 of
+        // tests/serve.rs serve_answers_the_redis_protocol_with_resp under load).
+        let signal = shutdown_signal();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let resp_task = resp.map(|listener| {
             let mut stopped = stopped.clone();
@@ -403,7 +407,6 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             })
         });
         let engine = app.engine().clone();
-        let signal = shutdown_signal();
         let served = weir_server::serve_on(app, listeners, async move {
             signal.await;
             let _ = stop.send(true);

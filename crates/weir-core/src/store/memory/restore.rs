@@ -10,8 +10,10 @@
 //! - **A lockout** (the guard a lockout leaves: strikes, and strikes forgotten exactly the
 //!   rule's `forgive_after` after the block ends) lasts at most the rule's lockout `max`.
 //! - **Any other block** (an operator's) lasts at most `max_block`, the admin API's
-//!   documented maximum (`weir_engine::MAX_BLOCK`); strikes are forgotten at most the
-//!   rule's lockout `max` plus `forgive_after` from now.
+//!   documented maximum (`weir_engine::MAX_BLOCK`), or the rule's lockout `max` if that is
+//!   longer (a lockout saved under another `forgive_after` looks like an operator's block
+//!   and must not be cut short); strikes are forgotten at most the rule's lockout `max`
+//!   plus `forgive_after` from now.
 //! - **The algorithm's state** holds the key limited for at most twice as long as the
 //!   rule's fullest state does (the limit used up now; under a warm-up, times the cold
 //!   factor, plus the warm-up period); beyond that it is replaced by that full state, so
@@ -62,7 +64,10 @@ fn clamp_guard(
             }
         }
         lockout => {
-            let latest = now_ns.saturating_add(max_block_ns);
+            // Not lockout-shaped: an operator's block, or a lockout saved under another
+            // `forgive_after`; either may last the longer of the two maximums.
+            let longest = lockout.map_or(max_block_ns, |l| l.max_ns.max(max_block_ns));
+            let latest = now_ns.saturating_add(longest);
             if g.blocked_until_ns > latest {
                 g.blocked_until_ns = latest;
                 clamped = Some("a block longer than the admin API's maximum");
@@ -182,6 +187,29 @@ mod tests {
         .unwrap();
         let before = record.clone();
         assert_eq!(clamp(&rule, &mut record, NOW + 1, 30 * 24 * HOUR), None);
+        assert_eq!(record, before);
+    }
+
+    /// A lockout of 50 days saved under another `forgive_after` is not lockout-shaped;
+    /// under a rule whose lockout max is 60 days it must not be cut to `max_block`.
+    #[test]
+    fn a_long_lockout_that_looks_like_a_block_keeps_the_rules_max() {
+        let day = 24 * HOUR;
+        let lockout = Lockout::new(Duration::from_secs(3600))
+            .unwrap()
+            .escalating(Duration::from_secs(60 * 24 * 3600))
+            .unwrap();
+        let rule = Rule::per_second(1).unwrap().with_lockout(lockout);
+        let mut record = guarded(
+            &rule,
+            Guard {
+                blocked_until_ns: NOW + 50 * day,
+                strikes: 6,
+                strikes_expire_ns: NOW + 51 * day,
+            },
+        );
+        let before = record.clone();
+        assert_eq!(clamp(&rule, &mut record, NOW, 30 * day), None);
         assert_eq!(record, before);
     }
 
