@@ -479,10 +479,14 @@ mod tests {
         let limits = limits(100);
         let mut table = Table::default();
         for _ in 0..1000 {
-            table.put(checked(1, "k", &rule), SEC, &limits, false).unwrap();
+            table
+                .put(checked(1, "k", &rule), SEC, &limits, false)
+                .unwrap();
             table.remove(1, 0, &Key::new("k").unwrap());
         }
-        table.put(checked(1, "k", &rule), SEC, &limits, false).unwrap();
+        table
+            .put(checked(1, "k", &rule), SEC, &limits, false)
+            .unwrap();
         let queue = table.rules.get(&7).map_or(0, |s| s.queue.len());
         assert!(queue <= 2 + 16, "{queue} slots for one record");
     }
@@ -503,7 +507,9 @@ mod tests {
         }
         assert_eq!(table.len(), 4);
         assert!(
-            (0..4).all(|i| table.get(0x5EED, 0, &Key::new(format!("new-{i}")).unwrap()).is_some()),
+            (0..4).all(|i| table
+                .get(0x5EED, 0, &Key::new(format!("new-{i}")).unwrap())
+                .is_some()),
             "every old record went"
         );
         assert_eq!(limits.evictions.load(Ordering::Relaxed), 4);
