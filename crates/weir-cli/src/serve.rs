@@ -177,10 +177,8 @@ pub(crate) struct ServeArgs {
           value_parser = parse_duration)]
     grpc_idle_timeout: Duration,
 
-    /// Also serve the Redis protocol here (CL.THROTTLE as redis-cell, THROTTLE as
-    /// throttlecrab, WEIR.CHECK for the rule files; any Redis client) [default: off]
-    #[arg(long, value_name = "ADDR", env = "WEIR_RESP")]
-    resp: Option<SocketAddr>,
+    #[command(flatten)]
+    resp: crate::resp::RespArgs,
 
     #[command(flatten)]
     engine: EngineArgs,
@@ -362,14 +360,15 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let rl = args.ratelimit_env()?;
     args.engine.init_logs_or(&ServeArgs::fallbacks(&rl))?;
     report(&rl);
-    let settings = args.settings(&rl)?;
+    let mut settings = args.settings(&rl)?;
     let (http_addr, grpc_addr) = args.listeners(&rl)?;
-    let resp_addr = args.resp;
+    let resp_front = args.resp.load()?;
+    settings.other_listeners = usize::from(resp_front.is_some());
     run(async {
         let http = bind(http_addr, "HTTP").await?;
         let grpc = bind(grpc_addr, "gRPC").await?;
-        let resp = match resp_addr {
-            Some(addr) => Some(bind(addr, "RESP").await?),
+        let resp = match resp_front {
+            Some(front) => Some((bind(front.addr, "RESP").await?, front)),
             None => None,
         };
         let app = weir_server::App::new(settings)
@@ -378,9 +377,9 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         // One signal stops every listener: the HTTP and gRPC ones through serve's
         // shutdown, the RESP one through this channel (also when serve ends on its own).
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let resp_task = resp.map(|listener| {
+        let resp_task = resp.map(|(listener, front)| {
             let mut stopped = stopped.clone();
-            crate::resp::spawn(listener, &app, async move {
+            crate::resp::spawn(listener, &app, front, async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             })
         });

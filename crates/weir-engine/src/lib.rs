@@ -49,6 +49,7 @@
 mod capacity;
 mod decide;
 mod decide_all;
+mod direct;
 mod engine;
 mod error;
 mod heavy_hitters;
@@ -68,6 +69,7 @@ mod verdict;
 
 pub use decide::{deny_all, CheckRequest, DecideError};
 pub use decide_all::{AllVerdict, LimitDecision};
+pub use direct::DIRECT_DOMAIN;
 pub use engine::{Engine, EngineLimiter, Readiness};
 pub use error::EngineError;
 pub use heavy_hitters::{HeavyHitter, TopDenied};

@@ -78,6 +78,8 @@ mod settings;
 
 pub use server::serve;
 pub use settings::Settings;
+/// The TLS acceptor [`Settings::tls`] takes (build it with `weir_server::tls_acceptor`).
+pub use tokio_rustls::TlsAcceptor;
 
 // The README's examples are compiled as doctests.
 #[cfg(doctest)]

@@ -68,7 +68,10 @@ pub async fn serve(
         http_tls = http_tls.is_some(),
         "weir serve: listening"
     );
-    crate::accept::warn_if_files_run_short(2, settings.max_connections);
+    crate::accept::warn_if_files_run_short(
+        2usize.saturating_add(settings.other_listeners),
+        settings.max_connections,
+    );
 
     let router = http::router(app.clone());
     let http_task = tokio::spawn(http::serve_http_tls(

@@ -29,7 +29,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 /// The longest a client may take to finish its TLS handshake.
-pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The files of one listener's TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,8 +96,9 @@ pub enum TlsError {
     },
 }
 
-/// A TLS acceptor for `files`, offering `alpn` (e.g. `h2` for gRPC).
-pub(crate) fn acceptor(files: &TlsFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, TlsError> {
+/// A TLS acceptor for `files`, offering `alpn` (e.g. `h2` for gRPC; none for the RESP
+/// front end, which `weir serve --resp` sets up with this same function).
+pub fn acceptor(files: &TlsFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs = certificates(&files.cert, "certificate chain")?;
     let key_pem = read(&files.key, "private key")?;
@@ -249,8 +250,9 @@ fn certificates(file: &Path, what: &'static str) -> Result<Vec<CertificateDer<'s
 }
 
 /// The TLS stream of `stream`, or `None` (logged at debug) when the client does not finish
-/// a handshake in time or fails it (no certificate from the CA, among others).
-pub(crate) async fn handshake(
+/// a handshake in time ([`HANDSHAKE_TIMEOUT`]) or fails it (no certificate from the CA,
+/// among others).
+pub async fn handshake(
     acceptor: &TlsAcceptor,
     stream: TcpStream,
     peer: std::net::SocketAddr,
