@@ -163,10 +163,10 @@ pub(crate) struct ServeArgs {
           value_parser = parse_duration)]
     request_timeout: Duration,
 
-    /// The most connections each listener (HTTP, gRPC) keeps open at once; at the cap a new
+    /// The most connections each listener (HTTP, gRPC, RESP) keeps open at once; at the cap a new
     /// connection is closed as soon as it is accepted, and the open ones keep being served
-    /// (the process needs an open-files limit above twice this: a start-up WARN says when
-    /// `ulimit -n` is lower)
+    /// (the process needs an open-files limit above this times the listeners, two or three
+    /// with --resp: a start-up WARN says when `ulimit -n` is lower)
     #[arg(long, value_name = "N", env = "WEIR_MAX_CONNECTIONS",
           default_value_t = Settings::DEFAULT_MAX_CONNECTIONS)]
     max_connections: NonZeroUsize,

@@ -13,6 +13,10 @@
 //! - [`Engine::decide_all`]: **all-or-nothing**, for a caller that admits or refuses one
 //!   request as a whole (`weir proxy`): a denied request consumes nothing anywhere.
 //!
+//! A front end whose clients send their own parameters (the RESP front end's `CL.THROTTLE`
+//! and `THROTTLE`) checks its rule with [`Engine::check_rule`] (`direct.rs`): the same
+//! store call, judgement of a failed store, decision counters and top-denied keys.
+//!
 //! Both match against the same rule snapshot, honour shadow rules, the global shadow mode
 //! and `enforce_percent` alike, count in the same metrics, and judge a failing store with
 //! one function (a full memory store under fail open lets the request through; anything
