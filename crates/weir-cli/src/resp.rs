@@ -34,7 +34,12 @@ pub(crate) struct RespArgs {
     /// AUTH, HELLO, PING and QUIT (answered -NOAUTH until then). At least 16 bytes;
     /// surrounding whitespace is trimmed; compared in constant time, never logged; a wrong
     /// one is answered after 100 ms, one at a time [default: none]
-    #[arg(long, value_name = "PATH", env = "WEIR_RESP_PASSWORD_FILE", requires = "addr")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "WEIR_RESP_PASSWORD_FILE",
+        requires = "addr"
+    )]
     resp_password_file: Option<PathBuf>,
 
     /// Serve RESP over TLS with this certificate chain (PEM; with --resp-tls-key;

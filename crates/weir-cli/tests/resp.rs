@@ -183,7 +183,12 @@ fn resp_requires_the_password_and_keeps_the_servers_limits() {
         let outcome = loop {
             match socket.write_all(&request) {
                 Ok(()) => {}
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
                     break "stalled"
                 }
                 Err(_) => break "closed",
@@ -231,7 +236,15 @@ fn resp_over_mutual_tls_with_redis_cli() {
     let port = resp.rsplit(':').next().unwrap().to_string();
     let cli = |extra: &[&str]| {
         let out = Command::new("redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &port, "--tls", "--cacert", &file("ca.pem")])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "--tls",
+                "--cacert",
+                &file("ca.pem"),
+            ])
             .args(extra)
             .args(["CL.THROTTLE", "tls-user", "15", "30", "60"])
             .stdin(Stdio::null())
@@ -240,9 +253,16 @@ fn resp_over_mutual_tls_with_redis_cli() {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
     };
     let with_cert = cli(&["--cert", &file("client.pem"), "--key", &file("client.key")]);
-    assert_eq!(with_cert.split_whitespace().collect::<Vec<_>>(), ["0", "16", "15", "-1", "2"], "{with_cert}");
+    assert_eq!(
+        with_cert.split_whitespace().collect::<Vec<_>>(),
+        ["0", "16", "15", "-1", "2"],
+        "{with_cert}"
+    );
     let without = cli(&[]);
-    assert!(!without.contains("16"), "a client without a certificate was answered: {without}");
+    assert!(
+        !without.contains("16"),
+        "a client without a certificate was answered: {without}"
+    );
     // Plaintext gets nothing either.
     let mut plain = TcpStream::connect(&resp).unwrap();
     plain
@@ -289,4 +309,54 @@ fn pki(dir: &Path) {
         std::fs::write(dir.join(format!("{who}.pem")), cert.pem()).unwrap();
         std::fs::write(dir.join(format!("{who}.key")), key.serialize_pem()).unwrap();
     }
+}
+
+/// The start-up WARN about the open-files limit counts the RESP listener: at 9000 open files
+/// and `--max-connections 4000`, two listeners fit (8064) and three do not.
+#[test]
+fn the_open_files_warning_counts_the_resp_listener() {
+    let warns = |resp: bool| {
+        let weir = env!("CARGO_BIN_EXE_weir");
+        let mut script = format!(
+            "ulimit -n 9000 || exit 99; exec '{weir}' serve --http 127.0.0.1:0 --grpc 127.0.0.1:0 \
+             --max-connections 4000 --log-format json"
+        );
+        if resp {
+            script.push_str(" --resp 127.0.0.1:0");
+        }
+        let mut child = Command::new("sh")
+            .args(["-c", &script])
+            .env_remove("WEIR_ADMIN_TOKEN")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut warned = None;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("open-files limit is below") {
+                warned = Some(true);
+            }
+            if line.contains("weir serve: listening") {
+                warned.get_or_insert(false);
+                break;
+            }
+        }
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        (warned, status.code())
+    };
+    let (without, code) = warns(false);
+    if without.is_none() && code == Some(99) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the_open_files_warning_counts_the_resp_listener: cannot raise ulimit -n to 9000"
+        );
+        return;
+    }
+    assert_eq!(
+        without,
+        Some(false),
+        "two listeners of 4000 fit in 9000 files"
+    );
+    assert_eq!(warns(true).0, Some(true), "three do not");
 }

@@ -71,9 +71,7 @@ impl Engine {
         };
         let snapshot = self.rules().snapshot();
         let outcome = DecisionOutcome::of(Some(&decision), false);
-        snapshot
-            .counters
-            .matched(DIRECT_DOMAIN, name, outcome);
+        snapshot.counters.matched(DIRECT_DOMAIN, name, outcome);
         if !decision.allowed {
             self.top_denied().record(key, &name.into());
         }

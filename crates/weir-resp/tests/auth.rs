@@ -27,7 +27,14 @@ async fn before_auth_only_auth_hello_ping_and_quit_answer() {
     for command in [
         vec!["CL.THROTTLE", "tenantA:user2", "0", "1", "60", "1"],
         vec!["THROTTLE", "k", "1", "1", "60"],
-        vec!["WEIR.CHECK", "api", "remote_address", "10.0.0.1", "HITS", "5"],
+        vec![
+            "WEIR.CHECK",
+            "api",
+            "remote_address",
+            "10.0.0.1",
+            "HITS",
+            "5",
+        ],
         vec!["INFO"],
         vec!["CLIENT", "ID"],
         vec!["ECHO", "x"],
@@ -44,7 +51,10 @@ async fn before_auth_only_auth_hello_ping_and_quit_answer() {
          HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
          select the RESP protocol version at the same time"
     );
-    assert_eq!(raw.call(&["AUTH", "wrong-password-of-some-length"]).await, WRONGPASS);
+    assert_eq!(
+        raw.call(&["AUTH", "wrong-password-of-some-length"]).await,
+        WRONGPASS
+    );
     assert_eq!(raw.call(&["AUTH", "someone", PASSWORD]).await, WRONGPASS);
     assert_eq!(
         raw.call(&["CL.THROTTLE", "k", "0", "1", "60"]).await,
@@ -131,7 +141,10 @@ async fn a_decade_long_lockout_is_refused() {
     let refused = raw
         .call(&["THROTTLE", "tenantA:user2", "1", "1", "315360000"])
         .await;
-    assert!(refused.starts_with("-ERR invalid rate limit parameters"), "{refused}");
+    assert!(
+        refused.starts_with("-ERR invalid rate limit parameters"),
+        "{refused}"
+    );
     assert!(refused.contains("longest window, 86400 s"), "{refused}");
     // A day exactly is allowed (a daily quota of 1000).
     assert_eq!(

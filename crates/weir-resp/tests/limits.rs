@@ -50,7 +50,11 @@ async fn a_trickled_command_is_closed_at_its_deadline() {
         assert!(tokio::time::Instant::now() < deadline, "never closed");
     }
     let sent = closed_after.expect("closed before the whole command was sent");
-    assert!(sent < command.len() - 1, "{sent} of {} bytes", command.len());
+    assert!(
+        sent < command.len() - 1,
+        "{sent} of {} bytes",
+        command.len()
+    );
     server.stop().await;
 }
 

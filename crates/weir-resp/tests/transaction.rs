@@ -18,7 +18,11 @@ async fn an_atomic_pipeline_of_20_gets_20_replies_16_allowed() {
     let mut pipe = redis::pipe();
     pipe.atomic();
     for _ in 0..20 {
-        pipe.cmd("CL.THROTTLE").arg("user123").arg(15).arg(30).arg(60);
+        pipe.cmd("CL.THROTTLE")
+            .arg("user123")
+            .arg(15)
+            .arg(30)
+            .arg(60);
     }
     let replies: Vec<Vec<i64>> = pipe.query_async(&mut con).await.unwrap();
     assert_eq!(replies.len(), 20);
@@ -74,10 +78,13 @@ async fn transaction_errors_are_redis_words() {
 async fn a_bad_command_in_a_transaction_aborts_it_whole() {
     let server = start().await;
     let mut raw = server.raw().await;
+    let long_key = "k".repeat(512);
     for bad in [
         vec!["NOSUCH", "x"],
         vec!["ECHO"],
         vec!["CL.THROTTLE", "k", "0", "1", "abc"],
+        vec!["CL.THROTTLE", &long_key, "0", "1", "60"],
+        vec!["CL.THROTTLE", "k", "0", "1", "315360000"],
         vec!["THROTTLE", "k", "0", "1", "60"],
         vec!["WEIR.CHECK", "api", "remote_address"],
     ] {

@@ -57,6 +57,11 @@ pub async fn serve(
     let lifecycle = Lifecycle::new();
     let background = app.engine().spawn_background();
 
+    // Before "listening", so whoever waits for that line has seen it.
+    crate::accept::warn_if_files_run_short(
+        2usize.saturating_add(settings.other_listeners),
+        settings.max_connections,
+    );
     tracing::info!(
         http = %http.local_addr().map_err(ServerError::Http)?,
         grpc = %grpc.local_addr().map_err(ServerError::Http)?,
@@ -67,10 +72,6 @@ pub async fn serve(
         grpc_tls = grpc_tls.is_some(),
         http_tls = http_tls.is_some(),
         "weir serve: listening"
-    );
-    crate::accept::warn_if_files_run_short(
-        2usize.saturating_add(settings.other_listeners),
-        settings.max_connections,
     );
 
     let router = http::router(app.clone());

@@ -147,7 +147,8 @@ pub(crate) fn parse(args: &[Bytes], max_window: Duration) -> Result<(&[u8], Quot
         ));
     }
     let max_window = max_window.min(MAX_SPAN);
-    if interval_ns * i128::from(burst) > i128::try_from(max_window.as_nanos()).unwrap_or(i128::MAX) {
+    if interval_ns * i128::from(burst) > i128::try_from(max_window.as_nanos()).unwrap_or(i128::MAX)
+    {
         return Err(Reply::error(format!(
             "ERR invalid rate limit parameters: max_burst × period / count is above this \
              server's longest window, {} s (weir serve --resp-max-window)",

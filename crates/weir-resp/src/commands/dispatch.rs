@@ -78,7 +78,11 @@ pub(crate) async fn run(shared: &Shared, session: &mut Session, args: &[Bytes]) 
     if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
         return refused(session, wrong_arity(spec.name));
     }
-    if !session.authenticated && !matches!(spec.kind, Kind::Auth | Kind::Hello | Kind::Ping | Kind::Quit)
+    if !session.authenticated
+        && !matches!(
+            spec.kind,
+            Kind::Auth | Kind::Hello | Kind::Ping | Kind::Quit
+        )
     {
         return refused(session, auth::noauth());
     }
@@ -115,19 +119,39 @@ async fn exec(shared: &Shared, session: &mut Session) -> Reply {
     for args in &commands {
         let kind = args.first().and_then(|name| find(name)).map(|s| s.kind);
         replies.push(match kind {
-            Some(kind) => Box::pin(execute(shared, session, kind, args)).await,
+            Some(kind) => execute(shared, session, kind, args).await,
             None => unknown(args),
         });
     }
     Reply::Array(replies)
 }
 
-/// Whether a queued command's arguments will parse when it runs (decision commands; the
-/// others' errors cannot change anything).
+/// Whether a queued command's arguments will parse when it runs (decision commands: their
+/// parameters and key; the others' errors cannot change anything). What is left to fail at
+/// `EXEC` is the store.
 fn validate(settings: &Settings, kind: Kind, args: &[Bytes]) -> Result<(), Reply> {
+    let key_fits = |key: &[u8]| key.len() < weir_core::Key::MAX_LEN;
     match kind {
-        Kind::Cell => cell::parse(args, settings.max_window).map(|_| ()),
-        Kind::Crab => crab::parse(args, settings.max_window).map(|_| ()),
+        Kind::Cell => {
+            let (key, _, _) = cell::parse(args, settings.max_window)?;
+            if !key_fits(key) {
+                return Err(Reply::error(format!(
+                    "Cell error: Store error: key is longer than {} bytes",
+                    weir_core::Key::MAX_LEN - 1
+                )));
+            }
+            Ok(())
+        }
+        Kind::Crab => {
+            let (key, _) = crab::parse(args, settings.max_window)?;
+            if !key_fits(key) {
+                return Err(Reply::error(format!(
+                    "ERR invalid key: longer than {} bytes",
+                    weir_core::Key::MAX_LEN - 1
+                )));
+            }
+            Ok(())
+        }
         Kind::Check => check::parse(args)
             .map(|_| ())
             .map_err(|message| Reply::error(format!("ERR {message}"))),
@@ -219,7 +243,10 @@ fn unknown(args: &[Bytes]) -> Reply {
         let cut: String = text.chars().take(room).collect();
         listed.push_str(&format!("'{cut}' "));
     }
-    let name = args.first().map(|n| String::from_utf8_lossy(n)).unwrap_or_default();
+    let name = args
+        .first()
+        .map(|n| String::from_utf8_lossy(n))
+        .unwrap_or_default();
     let name: String = name.chars().take(128).collect();
     Reply::error(format!(
         "ERR unknown command '{name}', with args beginning with: {listed}"

@@ -114,10 +114,19 @@ fn render(shared: &Shared, section: &str) -> String {
         ],
         "persistence" => vec![("loading", "0".into())],
         "stats" => vec![
-            ("total_connections_received", load(&stats.received).to_string()),
-            ("total_commands_processed", load(&stats.commands).to_string()),
+            (
+                "total_connections_received",
+                load(&stats.received).to_string(),
+            ),
+            (
+                "total_commands_processed",
+                load(&stats.commands).to_string(),
+            ),
             ("rejected_connections", load(&stats.rejected).to_string()),
-            ("acl_access_denied_auth", load(&stats.failed_auths).to_string()),
+            (
+                "acl_access_denied_auth",
+                load(&stats.failed_auths).to_string(),
+            ),
         ],
         _ => Vec::new(),
     };

@@ -164,7 +164,13 @@ pub(crate) const COMMANDS: &[Spec] = &[
         &[],
         Kind::Exec,
     ),
-    spec("discard", 1, "Drops the queued commands", &[], Kind::Discard),
+    spec(
+        "discard",
+        1,
+        "Drops the queued commands",
+        &[],
+        Kind::Discard,
+    ),
     spec(
         "watch",
         -2,
