@@ -9,12 +9,13 @@
 //! - writing replies, `write_timeout`: a client that pipelines and never reads is closed,
 //!   and cannot hold up shutdown.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
-use tokio::time::Instant;
+use tokio::time::Sleep;
 
 use crate::commands::{self, Session, Shared};
 use crate::protocol::{Decoder, Limits, Reply};
@@ -42,8 +43,8 @@ pub(crate) async fn handle<S>(
     let mut session = Session::new(id, settings.password.is_none());
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut output = BytesMut::with_capacity(READ_CHUNK);
-    // When the command being received must be complete (set by its first byte).
-    let mut command_deadline: Option<Instant> = None;
+    // When the command being received must be complete (armed by its first byte).
+    let mut command_deadline: Option<Pin<Box<Sleep>>> = None;
     loop {
         loop {
             match decoder.decode(&mut input) {
@@ -77,23 +78,29 @@ pub(crate) async fn handle<S>(
         if *shutdown.borrow() {
             return;
         }
-        // Bytes of a command not yet whole (the decoder's or the buffer's): its deadline
-        // holds; else the connection is idle.
+        // Bytes of a command not yet whole (the decoder's or the buffer's): its deadline,
+        // set when they arrived, holds; else the connection is idle.
         let partial = !input.is_empty() || decoder.in_progress();
-        let deadline = if partial {
-            *command_deadline.get_or_insert_with(|| Instant::now() + settings.command_timeout)
-        } else {
-            Instant::now() + settings.idle_timeout
-        };
         input.reserve(READ_CHUNK);
-        let read = tokio::select! {
-            read = tokio::time::timeout_at(deadline, stream.read_buf(&mut input)) => read,
-            _ = shutdown.changed() => return,
+        let read = if partial {
+            let deadline = command_deadline
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(settings.command_timeout)));
+            tokio::select! {
+                read = stream.read_buf(&mut input) => Some(read),
+                () = deadline.as_mut() => None,
+                _ = shutdown.changed() => return,
+            }
+        } else {
+            command_deadline = None;
+            tokio::select! {
+                read = tokio::time::timeout(settings.idle_timeout, stream.read_buf(&mut input)) => read.ok(),
+                _ = shutdown.changed() => return,
+            }
         };
         match read {
-            Ok(Ok(0)) | Ok(Err(_)) => return,
-            Ok(Ok(_)) => {}
-            Err(_) => {
+            Some(Ok(0)) | Some(Err(_)) => return,
+            Some(Ok(_)) => {}
+            None => {
                 tracing::debug!(
                     connection = id,
                     partial,

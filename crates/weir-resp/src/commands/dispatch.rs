@@ -4,9 +4,8 @@
 //! queued (`transaction.rs`) once its arguments parse, else it runs. Each decision is
 //! bounded by the request timeout and counted in `/metrics` as `api="resp"`.
 
-use std::time::Instant;
-
 use bytes::Bytes;
+use weir_core::Clock as _;
 use weir_engine::Engine;
 
 use super::args::wrong_arity;
@@ -27,10 +26,11 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(engine: Engine, settings: Settings) -> Self {
+        let now_ns = engine.limiter().clock().now_ns();
         Self {
             engine,
             settings,
-            stats: Stats::default(),
+            stats: Stats::new(now_ns),
             auth_gate: tokio::sync::Mutex::new(()),
         }
     }
@@ -214,7 +214,8 @@ async fn decision(
     decide: impl std::future::Future<Output = (Reply, Outcome)>,
 ) -> Reply {
     let metrics = shared.engine.metrics();
-    let started = Instant::now();
+    let clock = shared.engine.limiter().clock();
+    let start_ns = clock.now_ns();
     let timeout = shared.settings.request_timeout;
     let (reply, outcome) = match tokio::time::timeout(timeout, decide).await {
         Ok(answered) => answered,
@@ -226,7 +227,8 @@ async fn decision(
             Outcome::Error,
         ),
     };
-    metrics.request_duration("resp", started.elapsed());
+    let took_ns = clock.now_ns().saturating_sub(start_ns);
+    metrics.request_duration("resp", std::time::Duration::from_nanos(took_ns));
     metrics.request("resp", outcome.label());
     reply
 }

@@ -5,9 +5,10 @@
 //! `stats` and an empty `keyspace`. [`Stats`] holds the server-wide counters they show.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use bytes::Bytes;
+
+use weir_core::Clock as _;
 
 use super::Shared;
 use crate::protocol::Reply;
@@ -21,7 +22,7 @@ const SECTIONS: [&str; 5] = ["server", "clients", "persistence", "stats", "keysp
 /// Counters of the whole front end.
 #[derive(Debug)]
 pub(crate) struct Stats {
-    started: Instant,
+    started_ns: u64,
     connected: AtomicU64,
     received: AtomicU64,
     rejected: AtomicU64,
@@ -29,10 +30,11 @@ pub(crate) struct Stats {
     failed_auths: AtomicU64,
 }
 
-impl Default for Stats {
-    fn default() -> Self {
+impl Stats {
+    /// Counters from zero, the server started at `now_ns` (the engine's clock).
+    pub(crate) fn new(now_ns: u64) -> Self {
         Self {
-            started: Instant::now(),
+            started_ns: now_ns,
             connected: AtomicU64::new(0),
             received: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
@@ -40,9 +42,7 @@ impl Default for Stats {
             failed_auths: AtomicU64::new(0),
         }
     }
-}
 
-impl Stats {
     /// A connection was accepted; it counts as connected until [`Stats::closed`].
     pub(crate) fn opened(&self) {
         self.received.fetch_add(1, Ordering::Relaxed);
@@ -95,7 +95,8 @@ pub(crate) fn info(shared: &Shared, args: &[Bytes]) -> Reply {
 fn render(shared: &Shared, section: &str) -> String {
     let stats = &shared.stats;
     let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
-    let uptime = stats.started.elapsed().as_secs();
+    let now_ns = shared.engine.limiter().clock().now_ns();
+    let uptime = now_ns.saturating_sub(stats.started_ns) / 1_000_000_000;
     let lines: Vec<(&str, String)> = match section {
         "server" => vec![
             ("redis_version", REDIS_VERSION.into()),
