@@ -190,7 +190,9 @@ pub(crate) struct EngineArgs {
     no_watch: bool,
 
     /// How long an HTTP client may take to send its request headers, and how long an idle
-    /// keep-alive connection stays open; then it is closed (slow-client protection)
+    /// keep-alive connection stays open; then it is closed (slow-client protection). With
+    /// weir serve --resp, also how long a RESP client may take to send one whole command
+    /// and to read its replies
     #[arg(long, value_name = "DURATION", env = "WEIR_HEADER_READ_TIMEOUT", default_value = "10s",
           value_parser = parse_duration)]
     header_read_timeout: Duration,

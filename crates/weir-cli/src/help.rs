@@ -84,6 +84,11 @@ Examples:
   weir serve --http 0.0.0.0:8080 --grpc 0.0.0.0:8081 --admin-listen 127.0.0.1:9090 \\
     --admin-token-file /run/secrets/weir-admin
 
+  # The Redis protocol too (CL.THROTTLE, THROTTLE, WEIR.CHECK; MULTI/EXEC pipelines), with a
+  # password (AUTH) and TLS; keep it private without them
+  weir serve --resp 0.0.0.0:6380 --resp-password-file /etc/weir/resp-password \\
+    --resp-tls-cert /etc/weir/tls.pem --resp-tls-key /etc/weir/tls.key
+
   # In place of envoyproxy/ratelimit, with its environment
   REDIS_SOCKET_TYPE=tcp REDIS_URL=redis:6379 RUNTIME_ROOT=/data RUNTIME_SUBDIRECTORY=ratelimit \\
     weir serve";

@@ -171,10 +171,10 @@ pub(crate) struct ServeArgs {
           value_parser = parse_duration)]
     request_timeout: Duration,
 
-    /// The most connections each listener (HTTP, gRPC) keeps open at once; at the cap a new
+    /// The most connections each listener (HTTP, gRPC, RESP) keeps open at once; at the cap a new
     /// connection is closed as soon as it is accepted, and the open ones keep being served
-    /// (the process needs an open-files limit above twice this: a start-up WARN says when
-    /// `ulimit -n` is lower)
+    /// (the process needs an open-files limit above this times the listeners, two or three
+    /// with --resp: a start-up WARN says when `ulimit -n` is lower)
     #[arg(long, value_name = "N", env = "WEIR_MAX_CONNECTIONS",
           default_value_t = Settings::DEFAULT_MAX_CONNECTIONS)]
     max_connections: NonZeroUsize,
@@ -185,10 +185,8 @@ pub(crate) struct ServeArgs {
           value_parser = parse_duration)]
     grpc_idle_timeout: Duration,
 
-    /// Also serve the Redis protocol here (CL.THROTTLE as redis-cell, THROTTLE as
-    /// throttlecrab, WEIR.CHECK for the rule files; any Redis client) [default: off]
-    #[arg(long, value_name = "ADDR", env = "WEIR_RESP")]
-    resp: Option<SocketAddr>,
+    #[command(flatten)]
+    resp: crate::resp::RespArgs,
 
     #[command(flatten)]
     engine: EngineArgs,
@@ -370,7 +368,7 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let rl = args.ratelimit_env()?;
     args.engine.init_logs_or(&ServeArgs::fallbacks(&rl))?;
     report(&rl);
-    let settings = args.settings(&rl)?;
+    let mut settings = args.settings(&rl)?;
     let (http_addr, grpc_addr) = args.listeners(&rl)?;
     if args.admin_listen.is_some() && settings.admin_token.is_none() {
         bail!(
@@ -378,7 +376,9 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
              --admin-token-file"
         );
     }
-    let (resp_addr, admin_addr) = (args.resp, args.admin_listen);
+    let resp_front = args.resp.load()?;
+    settings.other_listeners = usize::from(resp_front.is_some());
+    let admin_addr = args.admin_listen;
     run(async {
         let http = bind(http_addr, "HTTP").await?;
         let grpc = bind(grpc_addr, "gRPC").await?;
@@ -386,8 +386,8 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         if let Some(addr) = admin_addr {
             listeners = listeners.with_admin(bind(addr, "admin").await?);
         }
-        let resp = match resp_addr {
-            Some(addr) => Some(bind(addr, "RESP").await?),
+        let resp = match resp_front {
+            Some(front) => Some((bind(front.addr, "RESP").await?, front)),
             None => None,
         };
         let app = weir_server::App::new(settings)
@@ -400,9 +400,9 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         // tests/serve.rs serve_answers_the_redis_protocol_with_resp under load).
         let signal = shutdown_signal();
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let resp_task = resp.map(|listener| {
+        let resp_task = resp.map(|(listener, front)| {
             let mut stopped = stopped.clone();
-            crate::resp::spawn(listener, &app, async move {
+            crate::resp::spawn(listener, &app, front, async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             })
         });

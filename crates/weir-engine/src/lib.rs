@@ -13,6 +13,10 @@
 //! - [`Engine::decide_all`]: **all-or-nothing**, for a caller that admits or refuses one
 //!   request as a whole (`weir proxy`): a denied request consumes nothing anywhere.
 //!
+//! A front end whose clients send their own parameters (the RESP front end's `CL.THROTTLE`
+//! and `THROTTLE`) checks its rule with [`Engine::check_rule`] (`direct.rs`): the same
+//! store call, judgement of a failed store, decision counters and top-denied keys.
+//!
 //! Both match against the same rule snapshot, honour shadow rules, the global shadow mode
 //! and `enforce_percent` alike, count in the same metrics, and judge a failing store with
 //! one function (a full memory store under fail open lets the request through; anything
@@ -51,6 +55,7 @@ mod block;
 mod capacity;
 mod decide;
 mod decide_all;
+mod direct;
 mod engine;
 mod error;
 mod heavy_hitters;
@@ -73,6 +78,7 @@ pub use blocked::{BlockedEntry, BlockedList};
 pub use block::MAX_BLOCK;
 pub use decide::{deny_all, CheckRequest, DecideError};
 pub use decide_all::{AllVerdict, LimitDecision};
+pub use direct::DIRECT_DOMAIN;
 pub use engine::{Engine, EngineLimiter, Readiness};
 pub use error::EngineError;
 pub use heavy_hitters::{HeavyHitter, TopDenied};

@@ -1,7 +1,9 @@
 //! The accept loop: at most [`Settings::max_connections`] connections at once (one past it
 //! is told Redis's `-ERR max number of clients reached` and closed), each served by its
-//! own task (`connection.rs`); on shutdown it stops accepting, lets every connection
-//! finish the command it is running, and returns once all are closed.
+//! own task (`connection.rs`), after a TLS handshake when TLS is on (`weir_server`'s, with
+//! its timeout); on shutdown it stops accepting, lets every connection finish the command
+//! it is running, and returns once all are closed, or once `shutdown_grace` has passed,
+//! dropping those still open (a client that never reads cannot hold the process up).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,12 +23,13 @@ use crate::settings::Settings;
 const REFUSING: usize = 64;
 
 /// Serves the RESP front end on `listener` until `shutdown` completes, then waits for the
-/// open connections to finish their current command.
+/// open connections to finish their current command (at most
+/// [`Settings::shutdown_grace`]).
 ///
-/// Every command decides on `engine`: `CL.THROTTLE` and `THROTTLE` on its limiter (so on
-/// whatever store it has, behind the same guards as `weir serve`'s other APIs), and
-/// `WEIR.CHECK` through its decide path, on the rules in force (a reload swaps them for the
-/// next command).
+/// Every command decides through `engine`: `CL.THROTTLE` and `THROTTLE` with
+/// [`Engine::check_rule`] (on whatever store it has, behind the same guards, judged and
+/// counted as `weir serve`'s other APIs), and `WEIR.CHECK` through its decide path, on the
+/// rules in force (a reload swaps them for the next command).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -48,7 +51,8 @@ pub async fn serve(
 ) {
     let slots = Arc::new(Semaphore::new(settings.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSING));
-    let shared = Arc::new(Shared { engine, settings });
+    let grace = settings.shutdown_grace;
+    let shared = Arc::new(Shared::new(engine, settings));
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut next_id: u64 = 0;
@@ -59,7 +63,7 @@ pub async fn serve(
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
             accepted = listener.accept() => accepted,
         };
-        let (stream, _peer) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
                 // Out of file descriptors, usually: let connections close, then go on.
@@ -69,6 +73,7 @@ pub async fn serve(
             }
         };
         let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+            shared.stats.rejected();
             // Told why, within a second, by at most REFUSING tasks at once; past that the
             // connection is just closed.
             if let Ok(refusing) = Arc::clone(&refusals).try_acquire_owned() {
@@ -86,11 +91,39 @@ pub async fn serve(
         let shared = Arc::clone(&shared);
         let stopped = stopped.clone();
         let id = next_id;
+        shared.stats.opened();
         tasks.spawn(async move {
-            connection::handle(stream, shared, id, stopped).await;
+            let _open = Open(Arc::clone(&shared));
+            match shared.settings.tls.clone() {
+                None => connection::handle(stream, Arc::clone(&shared), id, stopped).await,
+                Some(tls) => {
+                    if let Some(stream) = weir_server::tls_handshake(&tls, stream, peer).await {
+                        connection::handle(stream, Arc::clone(&shared), id, stopped).await;
+                    }
+                }
+            }
             drop(permit);
         });
     }
+    drop(listener);
     let _ = stop.send(true);
-    while tasks.join_next().await.is_some() {}
+    let drained = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, drained).await.is_err() {
+        tracing::warn!(
+            open = tasks.len(),
+            grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+            "RESP front end: connections still open after the shutdown grace, dropped"
+        );
+        tasks.shutdown().await;
+    }
+}
+
+/// Counts its connection as closed when dropped, however the task ends (aborted at the
+/// end of the shutdown grace included).
+struct Open(Arc<Shared>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.stats.closed();
+    }
 }

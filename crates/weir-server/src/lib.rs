@@ -87,7 +87,10 @@ pub use http::{
 };
 pub use serve::{run, serve, serve_on, Listeners};
 pub use settings::Settings;
-pub use tls::{TlsError, TlsFiles};
+pub use tls::{
+    acceptor as tls_acceptor, handshake as tls_handshake, Tls, TlsError, TlsFiles,
+    HANDSHAKE_TIMEOUT,
+};
 /// The engine every API decides through, and the types a front end's caller meets
 /// (re-exported so that one dependency suffices to configure and embed a server).
 pub use weir_engine::{

@@ -140,6 +140,12 @@ pub async fn serve_on(
         Some(admin) => admin.local_addr().map_err(ServerError::Http)?.to_string(),
         None => "the HTTP listener".to_string(),
     };
+    // Before "listening", so whoever waits for that line has seen it: HTTP, gRPC, the
+    // admin API's own listener, and the front ends' beside them (RESP).
+    crate::accept::warn_if_files_run_short(
+        (2 + usize::from(admin.is_some())).saturating_add(settings.other_listeners),
+        settings.max_connections,
+    );
     tracing::info!(
         http = %http.local_addr().map_err(ServerError::Http)?,
         grpc = %grpc.local_addr().map_err(ServerError::Http)?,
@@ -152,8 +158,6 @@ pub async fn serve_on(
         http_tls = settings.http_tls.is_some(),
         "weir serve: listening"
     );
-    let listeners = if admin.is_some() { 3 } else { 2 };
-    crate::accept::warn_if_files_run_short(listeners, settings.max_connections);
 
     let limits = http::HttpLimits::of(&settings);
     let public = if admin.is_some() {

@@ -73,6 +73,10 @@ pub struct Settings {
     pub http_tls: Option<TlsFiles>,
     /// How long shutdown waits for in-flight requests (default 30 s).
     pub shutdown_grace: Duration,
+    /// Listeners the caller serves beside HTTP and gRPC, each with its own
+    /// `max_connections` (`weir serve --resp`: 1; default 0): counted in the start-up
+    /// warning about the open-files limit.
+    pub other_listeners: usize,
 }
 
 impl Default for Settings {
@@ -94,6 +98,7 @@ impl Default for Settings {
             grpc_tls: None,
             http_tls: None,
             shutdown_grace: Duration::from_secs(30),
+            other_listeners: 0,
         }
     }
 }

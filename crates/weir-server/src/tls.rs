@@ -35,7 +35,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 /// The longest a client may take to finish its TLS handshake.
-pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The files of one listener's TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,8 +102,9 @@ pub enum TlsError {
     },
 }
 
-/// A TLS acceptor for `files`, offering `alpn` (e.g. `h2` for gRPC).
-pub(crate) fn acceptor(files: &TlsFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, TlsError> {
+/// A TLS acceptor for `files`, offering `alpn` (e.g. `h2` for gRPC; none for the RESP
+/// front end, which `weir serve --resp` sets up with this same function).
+pub fn acceptor(files: &TlsFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs = certificates(&files.cert, "certificate chain")?;
     let key_pem = read(&files.key, "private key")?;
@@ -269,9 +270,10 @@ pub(crate) fn warn_if_expiring(files: &TlsFiles, listener: &str, now_ns: u64) {
 /// WARN: a scanner or a client that distrusts the certificate must not flood the log.
 const REFUSED_LOG_EVERY_NS: u64 = 10_000_000_000;
 
-/// One listener's TLS: the acceptor, and the log of the handshakes it refused.
+/// One listener's TLS: the acceptor, and the log of the handshakes it refused. Every
+/// listener of `weir serve` has one, the RESP front end's too (`weir_resp::Settings::tls`).
 #[derive(Clone)]
-pub(crate) struct Tls {
+pub struct Tls {
     acceptor: TlsAcceptor,
     refused: Arc<Refused>,
 }
@@ -284,8 +286,9 @@ struct Refused {
 }
 
 impl Tls {
-    /// `acceptor` for `listener` (`HTTP`, `gRPC`, `admin`), its refusals timed by `clock`.
-    pub(crate) fn new(
+    /// `acceptor` for `listener` (`HTTP`, `gRPC`, `admin`, `RESP`), its refusals timed by
+    /// `clock`.
+    pub fn new(
         acceptor: TlsAcceptor,
         listener: &'static str,
         clock: weir_engine::SharedClock,
@@ -331,7 +334,7 @@ impl Refused {
 /// The TLS stream of `stream`, or `None` when the client does not finish a handshake in
 /// time or fails it (no certificate from the CA, a certificate it distrusts, no TLS at
 /// all): counted, and a WARN at most once per 10 s with the count.
-pub(crate) async fn handshake(
+pub async fn handshake(
     tls: &Tls,
     stream: TcpStream,
     peer: std::net::SocketAddr,

@@ -38,7 +38,7 @@ struct BuildLabels {
 }
 
 /// The APIs of `weir_requests_total` and `weir_request_duration_seconds`.
-const APIS: [&str; 5] = ["grpc", "http", "json", "lease", "admin"];
+const APIS: [&str; 6] = ["grpc", "http", "json", "lease", "admin", "resp"];
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct StoreLabels {

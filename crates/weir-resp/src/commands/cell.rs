@@ -7,7 +7,8 @@
 //! `Rule::gcra(1, T, max_burst + 1)`: a request of `n` passes iff
 //! `max(TAT, now) + n·T − now ≤ T × limit`. Every call on a key shares one record whatever
 //! its parameters (the rule is named `cl.throttle`), as redis-cell keeps one TAT per key,
-//! so changed parameters re-read the same TAT.
+//! so changed parameters re-read the same TAT. The check is the engine's
+//! ([`Engine::check_rule`]: its store, its judgement of a failed store, its metrics).
 //!
 //! The reply `[limited, limit, remaining, retry_after, reset_after]` is computed from
 //! redis-cell's own formulas: `remaining` from whole microseconds, the seconds truncated
@@ -20,10 +21,15 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_core::{Clock, Key, Limiter, Rule, Store, MAX_SPAN};
+use weir_core::{Key, Rule, MAX_SPAN};
+use weir_engine::Engine;
 
 use super::args::{int, lossy};
+use super::dispatch::{failed, Outcome};
 use crate::protocol::Reply;
+
+/// The rule name of every `CL.THROTTLE` record (and its metrics label).
+const RULE: &str = "cl.throttle";
 
 /// redis-cell's parameters, checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,36 +59,37 @@ fn cell_error(message: impl std::fmt::Display) -> Reply {
     Reply::error(format!("Cell error: Store error: {message}"))
 }
 
-/// `CL.THROTTLE`.
-pub(crate) async fn throttle<L, S, C>(limiter: &L, args: &[Bytes]) -> Reply
-where
-    L: std::ops::Deref<Target = Limiter<S, C>>,
-    S: Store,
-    C: Clock,
-{
-    let (key, quota, quantity) = match parse(args) {
+/// `CL.THROTTLE`, decided through the engine (its store, its judgement of a failed
+/// store, its metrics), with parameters whose window is at most `max_window`.
+pub(crate) async fn throttle(
+    engine: &Engine,
+    args: &[Bytes],
+    max_window: Duration,
+) -> (Reply, Outcome) {
+    let (key, quota, quantity) = match parse(args, max_window) {
         Ok(parsed) => parsed,
-        Err(reply) => return reply,
+        Err(reply) => return (reply, Outcome::Invalid),
     };
     let Ok(key) = Key::new([b"=", key].concat()) else {
-        return cell_error(format!("key is longer than {} bytes", Key::MAX_LEN - 1));
+        let message = format!("key is longer than {} bytes", Key::MAX_LEN - 1);
+        return (cell_error(message), Outcome::Invalid);
     };
     let Ok(interval) = u64::try_from(quota.interval_ns) else {
-        return cell_error("rate is too slow");
+        return (cell_error("rate is too slow"), Outcome::Invalid);
     };
     let decide_here = quantity > 0 && quota.limit >= 1 && quota.increment_ns <= quota.tolerance_ns;
     let burst = u64::try_from(quota.limit).unwrap_or(1).max(1);
     let rule = match Rule::gcra(1, Duration::from_nanos(interval), burst) {
-        Ok(rule) => rule.named("cl.throttle"),
-        Err(e) => return cell_error(e),
+        Ok(rule) => rule.named(RULE),
+        Err(e) => return (cell_error(e), Outcome::Invalid),
     };
     let cost = if decide_here { quantity } else { 0 };
-    let decision = match limiter
-        .check(&key, &rule, u64::try_from(cost).unwrap_or(0))
+    let decision = match engine
+        .check_rule(&key, &rule, u64::try_from(cost).unwrap_or(0), RULE)
         .await
     {
         Ok(decision) => decision,
-        Err(e) => return cell_error(e),
+        Err(e) => return (cell_error(&e), failed(&e)),
     };
     let ttl_ns = i128::try_from(decision.reset_after.as_nanos()).unwrap_or(i128::MAX);
     let answer = if decide_here {
@@ -96,11 +103,17 @@ where
     } else {
         read_only(&quota, ttl_ns)
     };
-    reply(&answer)
+    let outcome = if answer.limited {
+        Outcome::OverLimit
+    } else {
+        Outcome::Ok
+    };
+    (reply(&answer), outcome)
 }
 
-/// The arguments, checked in redis-cell's order and with its messages; then Weir's bounds.
-fn parse(args: &[Bytes]) -> Result<(&[u8], Quota, i64), Reply> {
+/// The arguments, checked in redis-cell's order and with its messages; then Weir's bounds,
+/// `max_window` among them.
+pub(crate) fn parse(args: &[Bytes], max_window: Duration) -> Result<(&[u8], Quota, i64), Reply> {
     if args.len() != 5 && args.len() != 6 {
         return Err(cell_error(
             "Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]",
@@ -143,6 +156,14 @@ fn parse(args: &[Bytes]) -> Result<(&[u8], Quota, i64), Reply> {
     }
     if !fits(increment_ns) {
         return Err(cell_error("quantity × period / count is above 292 years"));
+    }
+    let max_window_ns = i128::try_from(max_window.min(MAX_SPAN).as_nanos()).unwrap_or(i128::MAX);
+    if tolerance_ns > max_window_ns {
+        return Err(cell_error(format!(
+            "(max_burst + 1) × period / count is above this server's longest window, {} s \
+             (weir serve --resp-max-window)",
+            max_window.min(MAX_SPAN).as_secs()
+        )));
     }
     let quota = Quota {
         interval_ns,

@@ -21,13 +21,14 @@ use weir_config::Descriptor;
 use weir_engine::{CheckRequest, Code, Engine, Status, Verdict};
 
 use super::args::lossy;
+use super::dispatch::{failed, Outcome};
 use crate::protocol::Reply;
 
 /// `WEIR.CHECK`.
-pub(crate) async fn check(engine: &Engine, args: &[Bytes]) -> Reply {
+pub(crate) async fn check(engine: &Engine, args: &[Bytes]) -> (Reply, Outcome) {
     let (domain, descriptor, hits) = match parse(args) {
         Ok(parsed) => parsed,
-        Err(message) => return Reply::error(format!("ERR {message}")),
+        Err(message) => return (Reply::error(format!("ERR {message}")), Outcome::Invalid),
     };
     let request = CheckRequest {
         domain,
@@ -35,13 +36,20 @@ pub(crate) async fn check(engine: &Engine, args: &[Bytes]) -> Reply {
         hits_addend: hits,
     };
     match engine.decide(&request).await {
-        Ok(verdict) => render(&verdict),
-        Err(error) => Reply::error(format!("ERR {error}")),
+        Ok(verdict) => {
+            let outcome = if verdict.overall == Code::OverLimit {
+                Outcome::OverLimit
+            } else {
+                Outcome::Ok
+            };
+            (render(&verdict), outcome)
+        }
+        Err(error) => (Reply::error(format!("ERR {error}")), failed(&error)),
     }
 }
 
 /// `domain`, the entries, and the hits (1 unless `HITS n` ends the command).
-fn parse(args: &[Bytes]) -> Result<(String, Descriptor, u64), String> {
+pub(crate) fn parse(args: &[Bytes]) -> Result<(String, Descriptor, u64), String> {
     let text = |arg: &Bytes, what: &str| {
         String::from_utf8(arg.to_vec()).map_err(|_| format!("{what} is not valid UTF-8"))
     };

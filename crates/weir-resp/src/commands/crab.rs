@@ -16,10 +16,15 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use weir_core::{Clock, Key, Limiter, Rule, Store, MAX_SPAN};
+use weir_core::{Key, Rule, MAX_SPAN};
+use weir_engine::Engine;
 
 use super::args::{int, wrong_arity};
+use super::dispatch::{failed, Outcome};
 use crate::protocol::Reply;
+
+/// The rule name of every `THROTTLE` record (and its metrics label).
+const RULE: &str = "throttle";
 
 /// throttlecrab's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,49 +45,51 @@ pub(crate) struct Quota {
     pub(crate) quantity: i64,
 }
 
-/// `THROTTLE`.
-pub(crate) async fn throttle<L, S, C>(limiter: &L, args: &[Bytes]) -> Reply
-where
-    L: std::ops::Deref<Target = Limiter<S, C>>,
-    S: Store,
-    C: Clock,
-{
-    let (key, quota) = match parse(args) {
+/// `THROTTLE`, decided through the engine (its store, its judgement of a failed store,
+/// its metrics), with parameters whose window is at most `max_window`.
+pub(crate) async fn throttle(
+    engine: &Engine,
+    args: &[Bytes],
+    max_window: Duration,
+) -> (Reply, Outcome) {
+    let (key, quota) = match parse(args, max_window) {
         Ok(parsed) => parsed,
-        Err(reply) => return reply,
+        Err(reply) => return (reply, Outcome::Invalid),
     };
     if quota.interval_ns == 0 {
         // T = 0: throttlecrab allows everything, with nothing remaining and no wait.
-        return reply(&Answer {
+        let answer = Answer {
             allowed: true,
             limit: quota.burst,
             remaining: 0,
             reset_after_ns: 0,
             retry_after_ns: 0,
-        });
+        };
+        return (reply(&answer), Outcome::Ok);
     }
     let Ok(key) = Key::new([b"=", key].concat()) else {
-        return Reply::error(format!(
-            "ERR invalid key: longer than {} bytes",
-            Key::MAX_LEN - 1
-        ));
+        let message = format!("ERR invalid key: longer than {} bytes", Key::MAX_LEN - 1);
+        return (Reply::error(message), Outcome::Invalid);
     };
     let (Ok(interval), Ok(burst)) = (u64::try_from(quota.interval_ns), u64::try_from(quota.burst))
     else {
-        return Reply::error("ERR invalid rate limit parameters");
+        return (
+            Reply::error("ERR invalid rate limit parameters"),
+            Outcome::Invalid,
+        );
     };
     let rule = match Rule::gcra(1, Duration::from_nanos(interval), burst) {
-        Ok(rule) => rule.named("throttle"),
-        Err(e) => return Reply::error(format!("ERR {e}")),
+        Ok(rule) => rule.named(RULE),
+        Err(e) => return (Reply::error(format!("ERR {e}")), Outcome::Invalid),
     };
     let decide_here = quota.quantity >= 1 && quota.quantity <= quota.burst;
     let cost = if decide_here { quota.quantity } else { 0 };
-    let decision = match limiter
-        .check(&key, &rule, u64::try_from(cost).unwrap_or(0))
+    let decision = match engine
+        .check_rule(&key, &rule, u64::try_from(cost).unwrap_or(0), RULE)
         .await
     {
         Ok(decision) => decision,
-        Err(e) => return Reply::error(format!("ERR internal error: {e}")),
+        Err(e) => return (Reply::error(format!("ERR internal error: {e}")), failed(&e)),
     };
     let ttl_ns = i128::try_from(decision.reset_after.as_nanos()).unwrap_or(i128::MAX);
     let answer = if decide_here {
@@ -96,11 +103,17 @@ where
     } else {
         read_only(&quota, ttl_ns)
     };
-    reply(&answer)
+    let outcome = if answer.allowed {
+        Outcome::Ok
+    } else {
+        Outcome::OverLimit
+    };
+    (reply(&answer), outcome)
 }
 
-/// The arguments, in throttlecrab's order and with its messages; then Weir's bounds.
-fn parse(args: &[Bytes]) -> Result<(&[u8], Quota), Reply> {
+/// The arguments, in throttlecrab's order and with its messages; then Weir's bounds,
+/// `max_window` among them.
+pub(crate) fn parse(args: &[Bytes], max_window: Duration) -> Result<(&[u8], Quota), Reply> {
     if args.len() < 5 || args.len() > 6 {
         return Err(wrong_arity("throttle"));
     }
@@ -132,6 +145,15 @@ fn parse(args: &[Bytes]) -> Result<(&[u8], Quota), Reply> {
         return Err(Reply::error(
             "ERR invalid rate limit parameters: slower than one per 10 years",
         ));
+    }
+    let max_window = max_window.min(MAX_SPAN);
+    if interval_ns * i128::from(burst) > i128::try_from(max_window.as_nanos()).unwrap_or(i128::MAX)
+    {
+        return Err(Reply::error(format!(
+            "ERR invalid rate limit parameters: max_burst × period / count is above this \
+             server's longest window, {} s (weir serve --resp-max-window)",
+            max_window.as_secs()
+        )));
     }
     Ok((
         &args[1],

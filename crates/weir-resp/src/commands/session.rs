@@ -1,8 +1,9 @@
 //! The connection's own commands, as clients send them when they connect and as Redis
 //! answers them: `PING`, `HELLO` (RESP2 / RESP3, `AUTH` and `SETNAME` accepted), `CLIENT`
 //! (`SETNAME`, `GETNAME`, `SETINFO`, `ID`, `INFO`, `LIST`, `NO-EVICT`, `NO-TOUCH`, `HELP`),
-//! `SELECT 0`, `RESET`, `AUTH` (no password is configured) and `CONFIG GET` (no
-//! parameters: `redis-benchmark` asks for two at start). [`Session`] is what they change.
+//! `SELECT 0`, `RESET` and `CONFIG GET` (no parameters: `redis-benchmark` asks for two at
+//! start). [`Session`] is what they change (`AUTH` is `auth.rs`, `MULTI` / `EXEC`
+//! `transaction.rs`).
 
 use bytes::Bytes;
 
@@ -17,22 +18,35 @@ pub(crate) struct Session {
     pub(crate) name: Option<Bytes>,
     /// Set by `QUIT`: close once the reply is written.
     pub(crate) quit: bool,
+    /// Whether commands may run: always without a password, after `AUTH` with one.
+    pub(crate) authenticated: bool,
+    /// Wrong passwords given on this connection (each one answered later than the last).
+    pub(crate) failed_auths: u32,
+    /// Between `MULTI` and `EXEC` / `DISCARD`: the commands queued.
+    pub(crate) transaction: Option<super::transaction::Queue>,
 }
 
 impl Session {
-    pub(crate) fn new(id: u64) -> Self {
+    /// A new connection's session; `authenticated` when no password is required.
+    pub(crate) fn new(id: u64, authenticated: bool) -> Self {
         Self {
             id,
             proto: Proto::Resp2,
             name: None,
             quit: false,
+            authenticated,
+            failed_auths: 0,
+            transaction: None,
         }
     }
 
-    /// `RESET`.
-    pub(crate) fn reset(&mut self) -> Reply {
+    /// `RESET`: RESP2, no name, no transaction, and (as Redis does) back to the default
+    /// user, which must `AUTH` again when a password is required.
+    pub(crate) fn reset(&mut self, password_required: bool) -> Reply {
         self.proto = Proto::Resp2;
         self.name = None;
+        self.transaction = None;
+        self.authenticated = !password_required;
         Reply::Simple("RESET")
     }
 
@@ -55,37 +69,60 @@ pub(crate) fn ping(args: &[Bytes]) -> Reply {
     }
 }
 
-/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`.
-pub(crate) fn hello(session: &mut Session, args: &[Bytes]) -> Reply {
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`: its options parsed,
+/// the credentials given (`AUTH`), or the error to answer.
+pub(crate) struct Hello {
+    proto: Proto,
+    name: Option<Bytes>,
+    /// `AUTH username password`.
+    pub(crate) credentials: Option<(Bytes, Bytes)>,
+}
+
+/// Parses `HELLO`'s arguments with Redis's errors.
+pub(crate) fn parse_hello(session: &Session, args: &[Bytes]) -> Result<Hello, Reply> {
     let mut proto = session.proto;
     let mut name = None;
+    let mut credentials = None;
     if let Some(version) = args.get(1) {
         proto = match int(version) {
             Some(2) => Proto::Resp2,
             Some(3) => Proto::Resp3,
-            Some(_) => return Reply::error("NOPROTO unsupported protocol version"),
-            None => return Reply::error("ERR Protocol version is not an integer or out of range"),
+            Some(_) => return Err(Reply::error("NOPROTO unsupported protocol version")),
+            None => {
+                return Err(Reply::error(
+                    "ERR Protocol version is not an integer or out of range",
+                ))
+            }
         };
         let mut rest = &args[2..];
         while let Some((option, tail)) = rest.split_first() {
             if option.eq_ignore_ascii_case(b"AUTH") && tail.len() >= 2 {
-                // No password is configured: any credentials are accepted, as Redis's
-                // default user without a password accepts them.
+                credentials = Some((tail[0].clone(), tail[1].clone()));
                 rest = &tail[2..];
             } else if option.eq_ignore_ascii_case(b"SETNAME") && !tail.is_empty() {
                 if !valid_name(&tail[0]) {
-                    return bad_name();
+                    return Err(bad_name());
                 }
                 name = Some(tail[0].clone());
                 rest = &tail[1..];
             } else {
-                return Reply::error(format!(
+                return Err(Reply::error(format!(
                     "ERR Syntax error in HELLO option '{}'",
                     lossy(option)
-                ));
+                )));
             }
         }
     }
+    Ok(Hello {
+        proto,
+        name,
+        credentials,
+    })
+}
+
+/// Applies a parsed `HELLO` (its credentials already checked) and describes the server.
+pub(crate) fn hello(session: &mut Session, hello: Hello) -> Reply {
+    let Hello { proto, name, .. } = hello;
     session.proto = proto;
     if name.is_some() {
         session.name = name;
@@ -183,17 +220,6 @@ pub(crate) fn select(args: &[Bytes]) -> Reply {
         Some(_) => Reply::error("ERR DB index is out of range"),
         None => Reply::error("ERR value is not an integer or out of range"),
     }
-}
-
-/// `AUTH …`: Redis's answer when no password is configured.
-pub(crate) fn auth(args: &[Bytes]) -> Reply {
-    if args.len() > 3 {
-        return Reply::error("ERR syntax error");
-    }
-    Reply::error(
-        "ERR AUTH <password> called without any password configured for the default user. \
-         Are you sure your configuration is correct?",
-    )
 }
 
 /// `CONFIG GET parameter …`: `save` (none) and `appendonly` (no), what

@@ -34,6 +34,12 @@ pub(crate) enum Kind {
     Reset,
     Auth,
     Config,
+    Info,
+    Multi,
+    Exec,
+    Discard,
+    Watch,
+    Unwatch,
 }
 
 /// Every command, in `COMMAND`'s order.
@@ -133,10 +139,46 @@ pub(crate) const COMMANDS: &[Spec] = &[
     spec(
         "auth",
         -2,
-        "No password is configured",
+        "Authenticates the connection (--resp-password-file)",
         &[("password", "string")],
         Kind::Auth,
     ),
+    spec(
+        "info",
+        -1,
+        "Redis's INFO sections: server, clients, persistence, stats, keyspace",
+        &[("section", "string")],
+        Kind::Info,
+    ),
+    spec(
+        "multi",
+        1,
+        "Starts a transaction: commands are queued until EXEC",
+        &[],
+        Kind::Multi,
+    ),
+    spec(
+        "exec",
+        1,
+        "Runs the queued commands in order, or none if one was refused",
+        &[],
+        Kind::Exec,
+    ),
+    spec(
+        "discard",
+        1,
+        "Drops the queued commands",
+        &[],
+        Kind::Discard,
+    ),
+    spec(
+        "watch",
+        -2,
+        "Refused: there are no values to watch",
+        &[("key", "key")],
+        Kind::Watch,
+    ),
+    spec("unwatch", 1, "Nothing is watched: OK", &[], Kind::Unwatch),
     spec(
         "config",
         -2,

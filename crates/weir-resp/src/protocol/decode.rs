@@ -69,6 +69,11 @@ impl Decoder {
         }
     }
 
+    /// Whether part of a command was consumed and the rest has yet to arrive.
+    pub(crate) fn in_progress(&self) -> bool {
+        self.pending.is_some()
+    }
+
     /// The next complete command in `buf`, consuming its bytes; `None` until more bytes
     /// arrive. Empty inline lines and `*0` / `*-1` headers are skipped, as Redis does.
     pub(crate) fn decode(
