@@ -230,10 +230,7 @@ impl ServeArgs {
     /// What the engine takes from ratelimit's variables.
     fn fallbacks(rl: &RatelimitEnv) -> Fallbacks {
         Fallbacks {
-            rules: rl.rules.as_ref().map(|r| RuleSource::Runtime {
-                dir: r.dir.clone(),
-                ignore_dotfiles: r.ignore_dotfiles,
-            }),
+            rules: rule_source(rl),
             store: rl
                 .store
                 .clone()
@@ -325,6 +322,15 @@ impl ServeArgs {
             },
         })
     }
+}
+
+/// The rules ratelimit's variables point at (`weir check-config` asks the same).
+pub(crate) fn rule_source(rl: &RatelimitEnv) -> Option<RuleSource> {
+    rl.rules.as_ref().map(|r| RuleSource::Runtime {
+        dir: r.dir.clone(),
+        ignore_dotfiles: r.ignore_dotfiles,
+        merge_domains: r.merge_domains,
+    })
 }
 
 /// TLS with `cert` and `key`, mutual TLS with `client_ca`, for `client_name` only if given.
@@ -466,7 +472,8 @@ mod tests {
             from_env.engine.rules,
             RuleSource::Runtime {
                 dir: PathBuf::from("/data/config"),
-                ignore_dotfiles: false
+                ignore_dotfiles: false,
+                merge_domains: false,
             }
         );
         let from_flags = flagged.settings(&env).unwrap();

@@ -28,12 +28,21 @@ pub(crate) struct RawDescriptor {
     pub(crate) shadow_mode: Option<Spanned<bool>>,
     pub(crate) quota_mode: Option<Spanned<bool>>,
     pub(crate) detailed_metric: Option<Spanned<bool>>,
-    /// ratelimit's `value_to_metric`: names its statistics only (`compile.rs`).
+    /// ratelimit's `value_to_metric`: names its statistics only; Weir's metrics never take
+    /// a client's value, so it is read (type-checked) and changes nothing.
+    #[expect(
+        dead_code,
+        reason = "read for its type; ratelimit uses it for stats names only"
+    )]
     pub(crate) value_to_metric: Option<Spanned<bool>>,
     /// ratelimit's `share_threshold`: one counter for every value a wildcard matches.
     pub(crate) share_threshold: Option<Spanned<bool>>,
     /// ratelimit's `metadata`: any YAML, returned to Envoy by ratelimit as response
     /// metadata and never used for limiting; read and ignored.
+    #[expect(
+        dead_code,
+        reason = "accepted and ignored, as ratelimit ignores it for limiting"
+    )]
     pub(crate) metadata: Option<serde::de::IgnoredAny>,
     pub(crate) descriptors: Option<Vec<Spanned<RawDescriptor>>>,
 }

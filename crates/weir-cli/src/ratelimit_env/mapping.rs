@@ -29,6 +29,8 @@ pub(crate) struct RuntimeDir {
     pub(crate) dir: PathBuf,
     /// `RUNTIME_IGNOREDOTFILES`.
     pub(crate) ignore_dotfiles: bool,
+    /// `MERGE_DOMAIN_CONFIG`: a domain over several files is merged, not refused.
+    pub(crate) merge_domains: bool,
 }
 
 /// The gRPC listener's TLS files (`GRPC_SERVER_USE_TLS` and its files).
@@ -127,6 +129,7 @@ pub(crate) const MAPPED: &[&str] = &[
     "MEMCACHE_TLS",
     "SHADOW_MODE",
     "USE_PROMETHEUS",
+    "MERGE_DOMAIN_CONFIG",
 ];
 
 /// Reads ratelimit's variables through `lookup`. A value that cannot be used (a port that
@@ -168,6 +171,15 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
         .copied()
         .filter(|name| vars.get(name).is_some())
         .collect();
+    // ratelimit in use but no RUNTIME_* variable: its rules are at its default place, never
+    // Weir's built-in example (every real domain would be unknown, so unlimited).
+    if env.rules.is_none() && !env.present.is_empty() {
+        env.rules = Some(RuntimeDir {
+            dir: PathBuf::from(DEFAULT_RUNTIME_ROOT).join(DEFAULT_APP_DIRECTORY),
+            ignore_dotfiles: vars.is_true("RUNTIME_IGNOREDOTFILES")?,
+            merge_domains: vars.is_true("MERGE_DOMAIN_CONFIG")?,
+        });
+    }
     Ok(env)
 }
 
@@ -211,6 +223,7 @@ fn runtime_dir(vars: &Vars<'_>) -> anyhow::Result<Option<RuntimeDir>> {
     // directory either way (a swapped root symlink is seen), so both values are honoured.
     vars.bool("RUNTIME_WATCH_ROOT")?;
     let ignore_dotfiles = vars.is_true("RUNTIME_IGNOREDOTFILES")?;
+    let merge_domains = vars.is_true("MERGE_DOMAIN_CONFIG")?;
     if root.is_none() && sub.is_none() && app.is_none() {
         return Ok(None);
     }
@@ -222,6 +235,7 @@ fn runtime_dir(vars: &Vars<'_>) -> anyhow::Result<Option<RuntimeDir>> {
     Ok(Some(RuntimeDir {
         dir,
         ignore_dotfiles,
+        merge_domains,
     }))
 }
 
@@ -348,7 +362,8 @@ mod tests {
             e.rules,
             Some(RuntimeDir {
                 dir: PathBuf::from("/data/ratelimit/config"),
-                ignore_dotfiles: true
+                ignore_dotfiles: true,
+                merge_domains: false,
             })
         );
         assert_eq!(e.log.as_deref(), Some("warn"));
@@ -420,5 +435,23 @@ mod tests {
         );
         let e = env(&[("RUNTIME_ROOT", "/r"), ("RUNTIME_APPDIRECTORY", "rules")]).unwrap();
         assert_eq!(e.rules.unwrap().dir, PathBuf::from("/r/rules"));
+    }
+
+    /// Issue 28: ratelimit's variables without a RUNTIME_* one read ratelimit's default
+    /// runtime directory (`/srv/runtime_data/current/config`), never the built-in example
+    /// rules, whose domain no real request names (every request unlimited).
+    #[test]
+    fn ratelimits_variables_without_runtime_ones_read_its_default_directory() {
+        let e = env(&[("REDIS_URL", "redis:6379"), ("MERGE_DOMAIN_CONFIG", "true")]).unwrap();
+        assert_eq!(
+            e.rules,
+            Some(RuntimeDir {
+                dir: PathBuf::from("/srv/runtime_data/current/config"),
+                ignore_dotfiles: false,
+                merge_domains: true,
+            })
+        );
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+        assert_eq!(env(&[]).unwrap().rules, None);
     }
 }

@@ -95,7 +95,6 @@ pub(crate) const UNSUPPORTED: &[Unsupported] = &[
     u("LOCAL_CACHE_SIZE_IN_BYTES", &["0"], "Weir's over-limit cache is always on for a network store and bounded by keys, not bytes"),
     u("QUOTA_MODE", OFF, "Weir honours quota_mode per descriptor in the rule files, not globally"),
     u("RESPONSE_DYNAMIC_METADATA", OFF, "Weir sends no dynamic metadata"),
-    u("MERGE_DOMAIN_CONFIG", OFF, "a domain defined in two files stays an error; put it in one file"),
     u("TRACING_ENABLED", OFF, "Weir writes structured logs, no OpenTelemetry traces"),
     u("TRACING_SERVICE_NAME", &[], "Weir writes structured logs, no OpenTelemetry traces"),
     u("TRACING_SERVICE_NAMESPACE", &[], "Weir writes structured logs, no OpenTelemetry traces"),
@@ -126,7 +125,7 @@ mod tests {
             let value = match name {
                 "DEBUG_PORT" => "6070",
                 "USE_STATSD" => "false",
-                "MERGE_DOMAIN_CONFIG" => "true",
+                "TRACING_ENABLED" => "true",
                 "REDIS_PIPELINE_WINDOW" => "0",
                 _ => return None,
             };
@@ -138,8 +137,8 @@ mod tests {
             [
                 "DEBUG_PORT is not honoured: Weir has no debug listener: /metrics, /healthcheck \
                  and the admin API are on the HTTP port",
-                "MERGE_DOMAIN_CONFIG is not honoured: a domain defined in two files stays an \
-                 error; put it in one file",
+                "TRACING_ENABLED is not honoured: Weir writes structured logs, no \
+                 OpenTelemetry traces",
             ]
         );
     }
