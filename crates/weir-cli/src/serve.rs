@@ -13,7 +13,9 @@ use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
-use weir_server::{HeaderStyle, LegacyHeaders, ResponseHeaders, RuleSource, Settings, TlsFiles};
+use weir_server::{
+    HeaderStyle, LegacyHeaders, ResponseHeaders, RuleSource, Settings, TlsFiles, TlsVersion,
+};
 
 use crate::duration::parse_duration;
 use crate::engine_args::{bind, run, shutdown_signal, EngineArgs, Fallbacks};
@@ -154,6 +156,11 @@ pub(crate) struct ServeArgs {
     )]
     http_tls_client_ca: Option<PathBuf>,
 
+    /// The oldest TLS version either TLS listener accepts: 1.2 (Envoy's default maximum
+    /// towards upstreams is TLS 1.2) or 1.3 [default: 1.2]
+    #[arg(long, value_name = "VERSION", env = "WEIR_TLS_MIN_VERSION", value_parser = ["1.2", "1.3"])]
+    tls_min_version: Option<String>,
+
     /// Read none of envoyproxy/ratelimit's environment variables (REDIS_URL, PORT, …)
     #[arg(long, env = "WEIR_NO_RATELIMIT_ENV")]
     no_ratelimit_env: bool,
@@ -281,6 +288,13 @@ impl ServeArgs {
             (Some(cert), Some(key)) => Some(tls(cert, key, self.http_tls_client_ca.as_ref(), None)),
             _ => None,
         };
+        let min = match self.tls_min_version.as_deref() {
+            Some("1.3") => TlsVersion::Tls13,
+            _ => TlsVersion::Tls12,
+        };
+        for files in [&mut settings.grpc_tls, &mut settings.http_tls] {
+            *files = files.take().map(|f| f.min_version(min));
+        }
         Ok(settings)
     }
 

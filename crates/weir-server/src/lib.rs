@@ -83,7 +83,7 @@ pub use http::{
 };
 pub use serve::{run, serve};
 pub use settings::Settings;
-pub use tls::{TlsError, TlsFiles};
+pub use tls::{TlsError, TlsFiles, TlsVersion};
 /// The engine every API decides through, and the types a front end's caller meets
 /// (re-exported so that one dependency suffices to configure and embed a server).
 pub use weir_engine::{
