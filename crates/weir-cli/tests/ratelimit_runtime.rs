@@ -488,3 +488,75 @@ fn upstreams_integration_runtime_directory_serves_under_its_variables() {
     drop(weir);
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// Issue 28: `USE_STATSD=true`, ratelimit's default, sent nothing. Now each rule's hits are
+/// statsd counters under ratelimit's names, with `EXTRA_TAGS` as its gostats writes them,
+/// received here on a real UDP socket.
+#[test]
+fn use_statsd_delivers_total_hits_counters_over_udp() {
+    let root = temp("statsd");
+    let dir = root.join("config");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("wild.yaml"), WILD).unwrap();
+    let statsd = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    statsd
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let (grpc, mut env) = listeners();
+    env.extend([
+        ("RUNTIME_ROOT", root.display().to_string()),
+        ("USE_STATSD", "true".to_string()),
+        ("STATSD_HOST", "127.0.0.1".to_string()),
+        (
+            "STATSD_PORT",
+            statsd.local_addr().unwrap().port().to_string(),
+        ),
+        ("STATS_FLUSH_INTERVAL", "50ms".to_string()),
+        ("EXTRA_TAGS", "app:rl".to_string()),
+    ]);
+    let mut weir = Weir::start(&env);
+    weir.wait_for("weir serve: listening");
+    let codes = ask(
+        grpc,
+        vec![
+            request("wild", &[("midWild", "barab")]),
+            request("wild", &[("midWild", "barcb")]),
+            request("wild", &[("multiWild", "foo1bar2baz")]),
+            request("wild", &[("multiWild", "foo1bar2baz")]),
+        ],
+    );
+    assert_eq!(codes[3], (OVER, true));
+    // Counts may arrive over several flushes: summed per name until they are all there.
+    let wanted = [
+        (
+            "ratelimit.service.rate_limit.wild.midWild_bar*b.total_hits.__app=rl",
+            2,
+        ),
+        (
+            "ratelimit.service.rate_limit.wild.multiWild_foo*bar*baz.total_hits.__app=rl",
+            2,
+        ),
+        (
+            "ratelimit.service.rate_limit.wild.multiWild_foo*bar*baz.over_limit.__app=rl",
+            1,
+        ),
+        (
+            "ratelimit.service.rate_limit.wild.multiWild_foo*bar*baz.within_limit.__app=rl",
+            1,
+        ),
+    ];
+    let mut sums = std::collections::HashMap::<String, u64>::new();
+    let mut buf = [0_u8; 2048];
+    while !wanted.iter().all(|(name, n)| sums.get(*name) == Some(n)) {
+        let len = statsd
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("statsd counters within 20 s ({e}); got {sums:?}"));
+        for line in String::from_utf8_lossy(&buf[..len]).lines() {
+            let (name, rest) = line.rsplit_once(':').unwrap();
+            let count = rest.strip_suffix("|c").unwrap().parse::<u64>().unwrap();
+            *sums.entry(name.to_string()).or_default() += count;
+        }
+    }
+    drop(weir);
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -262,10 +262,28 @@ impl Engine {
             crate::reload::spawn(Arc::clone(self.rules()), self.settings().reload),
             self.state_saver().map(StateSaver::spawn),
             Some(self.spawn_history_sampler()),
+            self.spawn_statsd(),
         ]
         .into_iter()
         .flatten()
         .collect()
+    }
+
+    /// ratelimit's statsd counters, if asked for; a socket that cannot be set up is a WARN
+    /// (statsd is reporting, never a reason not to decide).
+    fn spawn_statsd(&self) -> Option<JoinHandle<()>> {
+        let settings = self.settings().statsd.clone()?;
+        let addr = settings.addr;
+        match crate::metrics::spawn_statsd(Arc::clone(self.rules()), settings) {
+            Ok(task) => {
+                tracing::info!(%addr, "sending envoyproxy/ratelimit's statsd counters");
+                Some(task)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "statsd counters are not sent");
+                None
+            }
+        }
     }
 
     /// Samples the decision history at each second of the engine's clock (a `ManualClock`

@@ -74,6 +74,7 @@ pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use lifecycle::{Lifecycle, ListenerTask};
 pub use metrics::{DecisionOutcome, InFlight, Metrics, NearLimit, RuleCounters};
 pub use metrics::{HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
+pub use metrics::{StatsdError, StatsdSettings};
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;
 pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleCheck, RuleSource, Snapshot};

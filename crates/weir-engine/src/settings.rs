@@ -72,6 +72,9 @@ pub struct EngineSettings {
     pub state_file: Option<PathBuf>,
     /// How often the state file is written (default 30 s).
     pub state_interval: Duration,
+    /// envoyproxy/ratelimit's statsd counters (`USE_STATSD`): where and how often. Default:
+    /// none.
+    pub statsd: Option<crate::StatsdSettings>,
 }
 
 impl Default for EngineSettings {
@@ -97,6 +100,7 @@ impl Default for EngineSettings {
             validate: None,
             state_file: None,
             state_interval: Duration::from_secs(30),
+            statsd: None,
         }
     }
 }

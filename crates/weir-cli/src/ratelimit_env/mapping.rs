@@ -12,7 +12,7 @@ use anyhow::{bail, Context as _};
 use weir_server::{LegacyHeaders, ResponseHeaders};
 
 use super::vars::Vars;
-use super::{store, unsupported};
+use super::{stats, store, unsupported};
 use crate::engine_args::LogFormat;
 
 /// ratelimit's defaults, used for the part of a setting left out (`PORT` without `HOST`).
@@ -77,6 +77,8 @@ pub(crate) struct RatelimitEnv {
     pub(crate) key_prefix: Option<String>,
     /// `GRPC_SERVER_USE_TLS` and its files.
     pub(crate) grpc_tls: Option<TlsFiles>,
+    /// `USE_STATSD` (ratelimit's default: true) and its variables (`stats.rs`).
+    pub(crate) statsd: Option<weir_engine::StatsdSettings>,
     /// The variables that were read (for one INFO line).
     pub(crate) present: Vec<&'static str>,
     /// What is not honoured, one line each (start-up WARNs).
@@ -130,6 +132,12 @@ pub(crate) const MAPPED: &[&str] = &[
     "SHADOW_MODE",
     "USE_PROMETHEUS",
     "MERGE_DOMAIN_CONFIG",
+    "USE_STATSD",
+    "USE_DOG_STATSD",
+    "STATSD_HOST",
+    "STATSD_PORT",
+    "STATS_FLUSH_INTERVAL",
+    "EXTRA_TAGS",
 ];
 
 /// Reads ratelimit's variables through `lookup`. A value that cannot be used (a port that
@@ -153,6 +161,7 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
         envoy_headers: envoy_headers(&vars)?,
         key_prefix: vars.get("CACHE_KEY_PREFIX"),
         grpc_tls: grpc_tls(&vars)?,
+        statsd: None,
         present: Vec::new(),
         warnings: store.warnings,
     };
@@ -171,6 +180,7 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
         .copied()
         .filter(|name| vars.get(name).is_some())
         .collect();
+    env.statsd = stats::read(&vars, !env.present.is_empty())?;
     // ratelimit in use but no RUNTIME_* variable: its rules are at its default place, never
     // Weir's built-in example (every real domain would be unknown, so unlimited).
     if env.rules.is_none() && !env.present.is_empty() {

@@ -52,13 +52,7 @@ pub(crate) const UNSUPPORTED: &[Unsupported] = &[
     u("XDS_CLIENT_BACKOFF_JITTER", &[], "Weir reads rules from files only"),
     u("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", &[], "Weir reads rules from files only"),
     u("FORCE_START_WITHOUT_INITIAL_CONFIG", OFF, "Weir does not start without valid rules"),
-    u("USE_DOG_STATSD", OFF, METRICS),
     u("USE_DOG_STATSD_MOGRIFIERS", &[], METRICS),
-    u("USE_STATSD", OFF, METRICS),
-    u("STATSD_HOST", &[], METRICS),
-    u("STATSD_PORT", &[], METRICS),
-    u("EXTRA_TAGS", &[], METRICS),
-    u("STATS_FLUSH_INTERVAL", &[], METRICS),
     u("DISABLE_STATS", OFF, METRICS),
     u("PROMETHEUS_ADDR", &[], METRICS),
     u("PROMETHEUS_PATH", &["/metrics"], METRICS),
@@ -124,7 +118,7 @@ mod tests {
         let lookup = |name: &str| {
             let value = match name {
                 "DEBUG_PORT" => "6070",
-                "USE_STATSD" => "false",
+                "DISABLE_STATS" => "false",
                 "TRACING_ENABLED" => "true",
                 "REDIS_PIPELINE_WINDOW" => "0",
                 _ => return None,
