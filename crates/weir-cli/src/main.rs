@@ -6,6 +6,7 @@
 //! shares with `serve` are in `engine_args.rs`), `check-config` (`check_config.rs`) and `decide` (`decide.rs`).
 
 mod check_config;
+mod debug_port;
 mod decide;
 mod duration;
 mod engine_args;

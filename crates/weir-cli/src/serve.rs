@@ -365,27 +365,18 @@ fn tls(
     files
 }
 
-/// Logs which of ratelimit's variables were read, and a WARN for each not honoured.
-fn report(rl: &RatelimitEnv) {
-    if !rl.present.is_empty() {
-        tracing::info!(
-            variables = %rl.present.join(","),
-            "read envoyproxy/ratelimit's settings from the environment (Weir's flags and WEIR_* variables take precedence)"
-        );
-    }
-    for warning in &rl.warnings {
-        tracing::warn!("envoyproxy/ratelimit setting {warning}");
-    }
-}
-
 /// Runs `weir serve` until a signal stops it.
 pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let rl = args.ratelimit_env()?;
     args.engine.init_logs_or(&ServeArgs::fallbacks(&rl))?;
-    report(&rl);
+    rl.report();
     let settings = args.settings(&rl)?;
     let (http_addr, grpc_addr) = args.listeners(&rl)?;
     let resp_addr = args.resp;
+    let debug_addr = rl.debug;
+    if let Some(addr) = debug_addr.filter(|a| !a.ip().is_loopback()) {
+        tracing::warn!(%addr, "the debug listener (/rlconfig: the rules in force) listens beyond loopback because envoyproxy/ratelimit's DEBUG_HOST/DEBUG_PORT are set");
+    }
     run(async {
         let http = bind(http_addr, "HTTP").await?;
         let grpc = bind(grpc_addr, "gRPC").await?;
@@ -406,12 +397,29 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             })
         });
         let engine = app.engine().clone();
+        let debug_task = match debug_addr {
+            Some(addr) => {
+                let mut stopped = stopped.clone();
+                let stop = async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                };
+                Some(crate::debug_port::spawn(
+                    bind(addr, "debug").await?,
+                    engine.clone(),
+                    stop,
+                ))
+            }
+            None => None,
+        };
         let signal = shutdown_signal();
         let served = weir_server::serve(app, http, grpc, async move {
             signal.await;
             let _ = stop.send(true);
         })
         .await;
+        if let Some(task) = debug_task {
+            let _ = task.await;
+        }
         if let Some(task) = resp_task {
             let _ = task.await;
             // serve saved the state file once its listeners drained; RESP commands may

@@ -19,6 +19,7 @@ use crate::engine_args::LogFormat;
 const DEFAULT_HOST: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 const DEFAULT_PORT: u16 = 8080;
 const DEFAULT_GRPC_PORT: u16 = 8081;
+const DEFAULT_DEBUG_PORT: u16 = 6070;
 const DEFAULT_RUNTIME_ROOT: &str = "/srv/runtime_data/current";
 const DEFAULT_APP_DIRECTORY: &str = "config";
 
@@ -53,6 +54,8 @@ pub(crate) struct RatelimitEnv {
     pub(crate) http: Option<SocketAddr>,
     /// `GRPC_HOST` / `GRPC_PORT`.
     pub(crate) grpc: Option<SocketAddr>,
+    /// `DEBUG_HOST` / `DEBUG_PORT`: the debug listener (`/rlconfig`).
+    pub(crate) debug: Option<SocketAddr>,
     /// The store URL (`store.rs`).
     pub(crate) store: Option<String>,
     /// `REDIS_TIMEOUT`.
@@ -85,6 +88,21 @@ pub(crate) struct RatelimitEnv {
     pub(crate) warnings: Vec<String>,
 }
 
+impl RatelimitEnv {
+    /// Logs which of ratelimit's variables were read, and a WARN for each not honoured.
+    pub(crate) fn report(&self) {
+        if !self.present.is_empty() {
+            tracing::info!(
+                variables = %self.present.join(","),
+                "read envoyproxy/ratelimit's settings from the environment (Weir's flags and WEIR_* variables take precedence)"
+            );
+        }
+        for warning in &self.warnings {
+            tracing::warn!("envoyproxy/ratelimit setting {warning}");
+        }
+    }
+}
+
 /// Every variable [`read`] maps (the unsupported ones are in `unsupported.rs`).
 pub(crate) const MAPPED: &[&str] = &[
     "HOST",
@@ -92,6 +110,8 @@ pub(crate) const MAPPED: &[&str] = &[
     "GRPC_HOST",
     "GRPC_PORT",
     "GRPC_UDS",
+    "DEBUG_HOST",
+    "DEBUG_PORT",
     "GRPC_SERVER_USE_TLS",
     "GRPC_SERVER_TLS_CERT",
     "GRPC_SERVER_TLS_KEY",
@@ -149,6 +169,7 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
     let mut env = RatelimitEnv {
         http: listener(&vars, "HOST", "PORT", DEFAULT_PORT)?,
         grpc: listener(&vars, "GRPC_HOST", "GRPC_PORT", DEFAULT_GRPC_PORT)?,
+        debug: listener(&vars, "DEBUG_HOST", "DEBUG_PORT", DEFAULT_DEBUG_PORT)?,
         store: store.url,
         store_timeout: store.timeout,
         redis_batch_wait: store.batch_wait,
@@ -363,6 +384,7 @@ mod tests {
             ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
             ("LIMIT_REMAINING_HEADER", "X-Left"),
             ("DEBUG_PORT", "6070"),
+            ("TRACING_ENABLED", "true"),
         ])
         .unwrap();
         assert_eq!(env_addr(e.http), "0.0.0.0:9080");
@@ -387,7 +409,8 @@ mod tests {
             ("RateLimit-Limit", "X-Left", "RateLimit-Reset")
         );
         assert_eq!(e.warnings.len(), 1, "{:?}", e.warnings);
-        assert!(e.warnings[0].starts_with("DEBUG_PORT is not honoured"));
+        assert!(e.warnings[0].starts_with("TRACING_ENABLED is not honoured"));
+        assert_eq!(env_addr(e.debug), "0.0.0.0:6070");
         assert!(e.present.contains(&"REDIS_URL") && e.present.contains(&"USE_STATSD"));
     }
 

@@ -32,8 +32,6 @@ const METRICS: &str = "Weir serves Prometheus metrics on the HTTP port's /metric
 
 /// Every variable of ratelimit's settings that Weir does not honour.
 pub(crate) const UNSUPPORTED: &[Unsupported] = &[
-    u("DEBUG_HOST", &[], "Weir has no debug listener: /metrics, /healthcheck and the admin API are on the HTTP port"),
-    u("DEBUG_PORT", &[], "Weir has no debug listener: /metrics, /healthcheck and the admin API are on the HTTP port"),
     u("GRPC_MAX_CONNECTION_AGE", &[], "Weir closes a gRPC connection after --grpc-idle-timeout without requests instead"),
     u("GRPC_MAX_CONNECTION_AGE_GRACE", &[], "Weir closes a gRPC connection after --grpc-idle-timeout without requests instead"),
     u("CONFIG_GRPC_XDS_NODE_ID", &[], "Weir reads rules from files only"),
@@ -117,7 +115,7 @@ mod tests {
     fn a_variable_set_to_what_weir_cannot_do_is_named_and_a_harmless_one_is_not() {
         let lookup = |name: &str| {
             let value = match name {
-                "DEBUG_PORT" => "6070",
+                "GRPC_MAX_CONNECTION_AGE" => "1h",
                 "DISABLE_STATS" => "false",
                 "TRACING_ENABLED" => "true",
                 "REDIS_PIPELINE_WINDOW" => "0",
@@ -129,8 +127,8 @@ mod tests {
         assert_eq!(
             warnings,
             [
-                "DEBUG_PORT is not honoured: Weir has no debug listener: /metrics, /healthcheck \
-                 and the admin API are on the HTTP port",
+                "GRPC_MAX_CONNECTION_AGE is not honoured: Weir closes a gRPC connection after \
+                 --grpc-idle-timeout without requests instead",
                 "TRACING_ENABLED is not honoured: Weir writes structured logs, no \
                  OpenTelemetry traces",
             ]
