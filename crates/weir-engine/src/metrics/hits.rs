@@ -52,7 +52,7 @@ impl HitLabels {
     }
 }
 
-/// The five families, registered once.
+/// The five families, registered once, and ratelimit's configuration load counts.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HitFamilies {
     total: Family<HitLabels, HitCount>,
@@ -60,6 +60,8 @@ pub(crate) struct HitFamilies {
     near: Family<HitLabels, HitCount>,
     within: Family<HitLabels, HitCount>,
     shadow: Family<HitLabels, HitCount>,
+    load_success: HitCount,
+    load_error: HitCount,
 }
 
 impl HitFamilies {
@@ -95,7 +97,26 @@ impl HitFamilies {
                 family.clone(),
             );
         }
+        registry.register(
+            "ratelimit_service_config_load_success",
+            "Rule loads that succeeded, the first included (envoyproxy/ratelimit's name)",
+            families.load_success.clone(),
+        );
+        registry.register(
+            "ratelimit_service_config_load_error",
+            "Rule loads that failed: the rules in force stayed (envoyproxy/ratelimit's name)",
+            families.load_error.clone(),
+        );
         families
+    }
+
+    /// Counts a load of the rules (at start or a reload) as ratelimit does.
+    pub(crate) fn config_loaded(&self, ok: bool) {
+        if ok {
+            self.load_success.inc();
+        } else {
+            self.load_error.inc();
+        }
     }
 
     /// The counters of one rule, created (at zero) now.
@@ -251,5 +272,24 @@ mod tests {
             }
         );
         assert_eq!(HitLabels::of("d", "d.k").key2, "");
+    }
+
+    #[test]
+    fn config_loads_count_under_ratelimits_names() {
+        let mut registry = Registry::default();
+        let families = HitFamilies::register(&mut registry);
+        families.config_loaded(true);
+        families.config_loaded(true);
+        families.config_loaded(false);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains("\nratelimit_service_config_load_success 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nratelimit_service_config_load_error 1\n"),
+            "{text}"
+        );
     }
 }
