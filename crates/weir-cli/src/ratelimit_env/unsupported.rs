@@ -49,6 +49,7 @@ pub(crate) const UNSUPPORTED: &[Unsupported] = &[
     u("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", &[], "Weir reads rules from files only"),
     u("XDS_CLIENT_BACKOFF_JITTER", &[], "Weir reads rules from files only"),
     u("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", &[], "Weir reads rules from files only"),
+    u("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", OFF, "Weir is ready with an empty runtime directory (every domain unknown, answered OK, a WARN at start)"),
     u("FORCE_START_WITHOUT_INITIAL_CONFIG", OFF, "Weir does not start without valid rules"),
     u("USE_DOG_STATSD_MOGRIFIERS", &[], METRICS),
     u("DISABLE_STATS", OFF, METRICS),

@@ -25,5 +25,5 @@ mod statsd;
 pub use decisions::{DecisionOutcome, NearLimit, RuleCounters};
 pub use history::{History, HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
 pub use registry::{InFlight, Metrics};
-pub(crate) use statsd::spawn as spawn_statsd;
+pub(crate) use statsd::{client as statsd_client, flush as statsd_flush};
 pub use statsd::{StatsdError, StatsdSettings};

@@ -11,15 +11,13 @@
 //! snapshot in force; what a replaced snapshot counted after its last flush is not sent.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
 use std::time::Duration;
 
 use cadence::prelude::*;
 use cadence::{StatsdClient, UdpMetricSink};
-use tokio::task::JoinHandle;
 
 use super::hits::STATS;
-use crate::rules::RuleBook;
+use super::RuleCounters;
 
 /// Where and how statsd counters are sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,11 +41,8 @@ pub struct StatsdError {
     source: std::io::Error,
 }
 
-/// Starts the flush task: every `flush_interval`, the counts since the last flush.
-pub(crate) fn spawn(
-    book: Arc<RuleBook>,
-    settings: StatsdSettings,
-) -> Result<JoinHandle<()>, StatsdError> {
+/// A statsd client sending to `settings.addr` over UDP (never blocking a flush).
+pub(crate) fn client(settings: &StatsdSettings) -> Result<StatsdClient, StatsdError> {
     let failed = |source| StatsdError {
         addr: settings.addr,
         source,
@@ -63,24 +58,14 @@ pub(crate) fn spawn(
         addr: settings.addr,
         source: std::io::Error::other(e.to_string()),
     })?;
-    let client = Arc::new(StatsdClient::from_sink("", sink));
-    Ok(tokio::spawn(async move {
-        let mut ticks =
-            tokio::time::interval(settings.flush_interval.max(Duration::from_millis(1)));
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await; // the first tick is immediate
-        loop {
-            ticks.tick().await;
-            flush(&book, &client, &settings);
-        }
-    }))
+    Ok(StatsdClient::from_sink("", sink))
 }
 
-/// Sends each rule's counts since the last flush (none for a rule without hits).
-fn flush(book: &RuleBook, client: &StatsdClient, settings: &StatsdSettings) {
-    let snapshot = book.snapshot();
+/// Sends each rule's counts since the last flush (none for a rule without hits): the
+/// engine calls it every `flush_interval` with the rule snapshot in force.
+pub(crate) fn flush(counters: &RuleCounters, client: &StatsdClient, settings: &StatsdSettings) {
     let mut failures = 0_u32;
-    for (rule_id, hits) in &snapshot.counters.hits {
+    for (rule_id, hits) in &counters.hits {
         for (stat, count) in STATS.iter().zip(hits.take()) {
             if count == 0 {
                 continue;
