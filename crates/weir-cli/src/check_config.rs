@@ -1,5 +1,8 @@
-//! `weir check-config PATH`: loads a rule file or directory exactly as `weir serve` would
-//! and prints what it holds, or the first error with its file, place and reason (exit 1).
+//! `weir check-config [PATH]`: loads the rules exactly as `weir serve` would, from the
+//! same choice of source (`PATH` or `--config` / `WEIR_CONFIG`, else envoyproxy/ratelimit's
+//! `RUNTIME_*` variables and defaults, else the built-in example) through the same loader
+//! (`weir_engine::RuleSource::load`: one listing of a runtime directory for both), and
+//! prints what they hold, or the first error with its file, place and reason (exit 1).
 //! Each rule's line says everything that decides how it limits: the algorithm, its limit
 //! and window, warm-up, the mode (`exact` or `leased`), the lockout (and how far it
 //! escalates), the failure policy (`on_failure`), cost, shadow and roll-out share.
@@ -7,20 +10,61 @@
 
 use std::path::PathBuf;
 
-use anyhow::anyhow;
+use anyhow::{anyhow, Context as _};
 use clap::Args;
 use weir_config::RuleSet;
+use weir_engine::RuleSource;
 
 use crate::duration::{format_duration, nanos};
 use crate::help;
+use crate::ratelimit_env::{self, RatelimitEnv};
 
 /// Options of `weir check-config`.
 #[derive(Debug, Args)]
 #[command(after_help = help::CHECK_CONFIG)]
 pub(crate) struct CheckConfigArgs {
-    /// A rule file, or a directory of *.yaml / *.yml rule files
-    #[arg(value_name = "PATH")]
-    path: PathBuf,
+    /// A rule file, or a directory of *.yaml / *.yml rule files (as `weir serve --config`)
+    #[arg(value_name = "PATH", conflicts_with = "config")]
+    path: Option<PathBuf>,
+
+    /// The same as PATH, named as `weir serve` names it [default: envoyproxy/ratelimit's
+    /// runtime directory when its variables are set (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/
+    /// RUNTIME_APPDIRECTORY, default /srv/runtime_data/current/config, every file in it
+    /// as `weir serve` reads it), else the built-in example rules]
+    #[arg(long, value_name = "PATH", env = "WEIR_CONFIG")]
+    config: Option<PathBuf>,
+
+    /// Read none of envoyproxy/ratelimit's environment variables (as `weir serve
+    /// --no-ratelimit-env`)
+    #[arg(long, env = "WEIR_NO_RATELIMIT_ENV")]
+    no_ratelimit_env: bool,
+}
+
+impl CheckConfigArgs {
+    /// The rule source `weir serve` would use with the same flags and variables.
+    fn source(&self) -> anyhow::Result<RuleSource> {
+        if let Some(path) = self.path.as_ref().or(self.config.as_ref()) {
+            return Ok(RuleSource::Path(path.clone()));
+        }
+        let rl = if self.no_ratelimit_env {
+            RatelimitEnv::default()
+        } else {
+            ratelimit_env::read(&|name| std::env::var(name).ok())
+                .context("envoyproxy/ratelimit's environment (--no-ratelimit-env to ignore it)")?
+        };
+        Ok(crate::serve::rule_source(&rl).unwrap_or(RuleSource::Example))
+    }
+}
+
+/// How a source is named in the summary.
+fn describe(source: &RuleSource) -> String {
+    match source {
+        RuleSource::Path(path) | RuleSource::Runtime { dir: path, .. } => {
+            path.display().to_string()
+        }
+        RuleSource::Example => "(built-in example)".to_string(),
+        RuleSource::Inline { name, .. } => format!("(built-in {name})"),
+    }
 }
 
 /// The summary `weir check-config` prints for valid rules.
@@ -89,8 +133,16 @@ pub(crate) fn summary(path: &str, rules: &RuleSet) -> String {
 
 /// Runs `weir check-config`.
 pub(crate) fn check_config(args: &CheckConfigArgs) -> anyhow::Result<()> {
-    let rules = RuleSet::load(&args.path).map_err(|e| anyhow!("{e}"))?;
-    print!("{}", summary(&args.path.display().to_string(), &rules));
+    let source = args.source()?;
+    let rules = source.load().map_err(|e| anyhow!("{e}"))?;
+    if rules.is_empty() {
+        eprintln!(
+            "warning: {}: no rule file; weir serve would start and answer every request OK \
+             without a limit until rule files appear there (as envoyproxy/ratelimit does)",
+            describe(&source)
+        );
+    }
+    print!("{}", summary(&describe(&source), &rules));
     Ok(())
 }
 

@@ -140,7 +140,9 @@ Examples:
 pub(crate) const CHECK_CONFIG: &str = "\
 Examples:
   weir check-config config/example.yaml
-  weir check-config /srv/runtime_data/current/config";
+  weir check-config /srv/runtime_data/current/config
+  # What weir serve reads under envoyproxy/ratelimit's variables (RUNTIME_ROOT, …)
+  RUNTIME_ROOT=/srv/runtime_data/current RUNTIME_IGNOREDOTFILES=true weir check-config";
 
 /// Shown after `weir decide --help`.
 pub(crate) const DECIDE: &str = "\

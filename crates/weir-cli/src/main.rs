@@ -9,6 +9,7 @@
 mod admin;
 mod admin_render;
 mod check_config;
+mod debug_port;
 mod decide;
 mod duration;
 mod engine_args;

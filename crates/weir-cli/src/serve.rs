@@ -13,7 +13,9 @@ use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
-use weir_server::{HeaderStyle, LegacyHeaders, ResponseHeaders, RuleSource, Settings, TlsFiles};
+use weir_server::{
+    HeaderStyle, LegacyHeaders, ResponseHeaders, RuleSource, Settings, TlsFiles, TlsVersion,
+};
 
 use crate::duration::parse_duration;
 use crate::engine_args::{bind, run, shutdown_signal, EngineArgs, Fallbacks};
@@ -162,6 +164,11 @@ pub(crate) struct ServeArgs {
     )]
     http_tls_client_ca: Option<PathBuf>,
 
+    /// The oldest TLS version either TLS listener accepts: 1.2 (Envoy's default maximum
+    /// towards upstreams is TLS 1.2) or 1.3 [default: 1.2]
+    #[arg(long, value_name = "VERSION", env = "WEIR_TLS_MIN_VERSION", value_parser = ["1.2", "1.3"])]
+    tls_min_version: Option<String>,
+
     /// Read none of envoyproxy/ratelimit's environment variables (REDIS_URL, PORT, …)
     #[arg(long, env = "WEIR_NO_RATELIMIT_ENV")]
     no_ratelimit_env: bool,
@@ -236,10 +243,7 @@ impl ServeArgs {
     /// What the engine takes from ratelimit's variables.
     fn fallbacks(rl: &RatelimitEnv) -> Fallbacks {
         Fallbacks {
-            rules: rl.rules.as_ref().map(|r| RuleSource::Runtime {
-                dir: r.dir.clone(),
-                ignore_dotfiles: r.ignore_dotfiles,
-            }),
+            rules: rule_source(rl),
             store: rl
                 .store
                 .clone()
@@ -269,6 +273,7 @@ impl ServeArgs {
             (None, None) => None,
         };
         settings.engine.redis_batch_wait = self.engine.redis_batch_wait.or(rl.redis_batch_wait);
+        settings.engine.statsd = rl.statsd.clone();
         settings.engine.ready_in_fallback = !(self.fallback_not_ready
             || (std::env::var_os("WEIR_FALLBACK_NOT_READY").is_none() && rl.fallback_not_ready));
         settings.grpc_tls = match (&self.grpc_tls_cert, &self.grpc_tls_key, &rl.grpc_tls) {
@@ -290,6 +295,13 @@ impl ServeArgs {
             (Some(cert), Some(key)) => Some(tls(cert, key, self.http_tls_client_ca.as_ref(), None)),
             _ => None,
         };
+        let min = match self.tls_min_version.as_deref() {
+            Some("1.3") => TlsVersion::Tls13,
+            _ => TlsVersion::Tls12,
+        };
+        for files in [&mut settings.grpc_tls, &mut settings.http_tls] {
+            *files = files.take().map(|f| f.min_version(min));
+        }
         Ok(settings)
     }
 
@@ -333,6 +345,15 @@ impl ServeArgs {
     }
 }
 
+/// The rules ratelimit's variables point at (`weir check-config` asks the same).
+pub(crate) fn rule_source(rl: &RatelimitEnv) -> Option<RuleSource> {
+    rl.rules.as_ref().map(|r| RuleSource::Runtime {
+        dir: r.dir.clone(),
+        ignore_dotfiles: r.ignore_dotfiles,
+        merge_domains: r.merge_domains,
+    })
+}
+
 /// TLS with `cert` and `key`, mutual TLS with `client_ca`, for `client_name` only if given.
 fn tls(
     cert: &PathBuf,
@@ -350,24 +371,11 @@ fn tls(
     files
 }
 
-/// Logs which of ratelimit's variables were read, and a WARN for each not honoured.
-fn report(rl: &RatelimitEnv) {
-    if !rl.present.is_empty() {
-        tracing::info!(
-            variables = %rl.present.join(","),
-            "read envoyproxy/ratelimit's settings from the environment (Weir's flags and WEIR_* variables take precedence)"
-        );
-    }
-    for warning in &rl.warnings {
-        tracing::warn!("envoyproxy/ratelimit setting {warning}");
-    }
-}
-
 /// Runs `weir serve` until a signal stops it.
 pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let rl = args.ratelimit_env()?;
     args.engine.init_logs_or(&ServeArgs::fallbacks(&rl))?;
-    report(&rl);
+    rl.report();
     let mut settings = args.settings(&rl)?;
     let (http_addr, grpc_addr) = args.listeners(&rl)?;
     if args.admin_listen.is_some() && settings.admin_token.is_none() {
@@ -377,8 +385,12 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         );
     }
     let resp_front = args.resp.load()?;
-    settings.other_listeners = usize::from(resp_front.is_some());
+    settings.other_listeners = usize::from(resp_front.is_some()) + usize::from(rl.debug.is_some());
     let admin_addr = args.admin_listen;
+    let debug_addr = rl.debug;
+    if let Some(addr) = debug_addr.filter(|a| !a.ip().is_loopback()) {
+        tracing::warn!(%addr, "the debug listener (/rlconfig: the rules in force) listens beyond loopback because envoyproxy/ratelimit's DEBUG_HOST/DEBUG_PORT are set");
+    }
     run(async {
         let http = bind(http_addr, "HTTP").await?;
         let grpc = bind(grpc_addr, "gRPC").await?;
@@ -407,11 +419,28 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             })
         });
         let engine = app.engine().clone();
+        let debug_task = match debug_addr {
+            Some(addr) => {
+                let mut stopped = stopped.clone();
+                let stop = async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                };
+                Some(crate::debug_port::spawn(
+                    bind(addr, "debug").await?,
+                    engine.clone(),
+                    stop,
+                ))
+            }
+            None => None,
+        };
         let served = weir_server::serve_on(app, listeners, async move {
             signal.await;
             let _ = stop.send(true);
         })
         .await;
+        if let Some(task) = debug_task {
+            let _ = task.await;
+        }
         if let Some(task) = resp_task {
             let _ = task.await;
             // serve saved the state file once its listeners drained; RESP commands may
@@ -487,7 +516,8 @@ mod tests {
             from_env.engine.rules,
             RuleSource::Runtime {
                 dir: PathBuf::from("/data/config"),
-                ignore_dotfiles: false
+                ignore_dotfiles: false,
+                merge_domains: false,
             }
         );
         let from_flags = flagged.settings(&env).unwrap();

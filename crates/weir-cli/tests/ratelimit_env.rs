@@ -222,7 +222,7 @@ fn ratelimits_grpc_tls_variables_serve_mutual_tls() {
 #[test]
 fn weir_serve_runs_on_ratelimits_environment_alone() {
     let redis = RedisServer::start();
-    let (http_port, grpc_port) = (free_port(), free_port());
+    let (http_port, grpc_port, debug_port) = (free_port(), free_port(), free_port());
     // The environment of ratelimit's own docker-compose example, and nothing else.
     let mut weir = start(&[
         ("USE_STATSD", "false".into()),
@@ -237,7 +237,9 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
         ("PORT", http_port.to_string()),
         ("GRPC_HOST", "127.0.0.1".into()),
         ("GRPC_PORT", grpc_port.to_string()),
-        ("DEBUG_PORT", "6070".into()),
+        ("DEBUG_HOST", "127.0.0.1".into()),
+        ("DEBUG_PORT", debug_port.to_string()),
+        ("TRACING_ENABLED", "true".into()),
         ("CACHE_KEY_PREFIX", "rl_".into()),
         ("REDIS_PIPELINE_WINDOW", "200us".into()),
     ]);
@@ -249,7 +251,7 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
         event["fields"]["store"],
         format!("redis://127.0.0.1:{}", redis.port())
     );
-    let warning = weir.wait_for("DEBUG_PORT is not honoured");
+    let warning = weir.wait_for("TRACING_ENABLED is not honoured");
     assert!(warning.contains("\"level\":\"WARN\""), "{warning}");
 
     tokio::runtime::Builder::new_current_thread()
@@ -324,6 +326,25 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
             .await
             .unwrap();
             assert_eq!((check.status, check.body.as_str()), (200, "OK"));
+
+            // DEBUG_PORT: ratelimit's /rlconfig dump of the rules in force.
+            let dump = weir_server::client::send(
+                &format!("127.0.0.1:{debug_port}"),
+                "GET",
+                "/rlconfig",
+                None,
+                None,
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+            assert_eq!(dump.status, 200);
+            assert!(
+                dump.body.lines().any(|l| l
+                    == "rl.category_account: unit=MINUTE requests_per_unit=4, shadow_mode: false, quota_mode: false"),
+                "{}",
+                dump.body
+            );
 
             // Hits in ratelimit's names: 5 for category=account, 1 of them over the limit.
             let metrics = weir_server::client::send(

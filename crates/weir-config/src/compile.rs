@@ -100,6 +100,13 @@ impl Compiler<'_> {
             if key.is_empty() {
                 return Err(key_at.error("must not be empty"));
             }
+            // ratelimit matches a `*` in a key against the request's `key_value` text, so
+            // `foo*` there would match other keys: a meaning Weir does not give it.
+            if key.contains('*') {
+                return Err(key_at.error(
+                    "a '*' in a key is not supported (wildcards go in the value: value: prefix*)",
+                ));
+            }
             // A rule longer than a request may send could never match (and would bloat
             // ids, logs and metrics): the request limits apply to rule files too.
             if key.len() > MAX_KEY_LEN {
@@ -133,10 +140,24 @@ impl Compiler<'_> {
             }
             let matcher = match value {
                 None => ValueMatch::Any,
-                Some(v) => match v.strip_suffix('*') {
-                    Some(prefix) => ValueMatch::Prefix(prefix.to_string()),
-                    None => ValueMatch::Exact(v.to_string()),
-                },
+                Some(v) if v.contains('*') => {
+                    ValueMatch::Wildcard(v.split('*').map(str::to_string).collect())
+                }
+                Some(v) => ValueMatch::Exact(v.to_string()),
+            };
+            let share = raw.share_threshold.as_ref().filter(|s| s.value);
+            let shared = match (share, &matcher) {
+                (None, _) => None,
+                (Some(_), ValueMatch::Wildcard(_)) => value.map(str::to_string),
+                (Some(flag), _) => {
+                    return Err(node_at.field("share_threshold", Some(flag)).error(format!(
+                        "can only be used with a wildcard value (containing '*'), but found '{composite_for_error}'",
+                        composite_for_error = match value {
+                            Some(v) => format!("{key}_{v}"),
+                            None => key.to_string(),
+                        }
+                    )))
+                }
             };
             let mut path: DescriptorPath = parent_path.to_vec();
             path.push((key.to_string(), value.map(str::to_string)));
@@ -148,7 +169,15 @@ impl Compiler<'_> {
                 &path,
                 depth + 1,
             )?;
-            level.insert(key.to_string(), matcher, Node { rule, children });
+            level.insert(
+                key.to_string(),
+                matcher,
+                Node {
+                    rule,
+                    shared,
+                    children,
+                },
+            );
         }
         Ok(level)
     }

@@ -9,9 +9,12 @@
 //! Two formats share one tree (see `config/README.md` at the repository root):
 //!
 //! - **envoyproxy/ratelimit's format, unchanged**: `domain`, nested `descriptors` with `key`
-//!   and an optional `value` (a trailing `*` is a prefix wildcard), `rate_limit` {`unit`,
-//!   `requests_per_unit`, `unit_multiplier`, `name`, `replaces`, `unlimited`}, `shadow_mode`,
-//!   `quota_mode`, `detailed_metric`. A `rate_limit` becomes an epoch-aligned fixed window;
+//!   and an optional `value` (a `*` anywhere in it is a wildcard, several allowed, matched as
+//!   ratelimit matches), `rate_limit` {`unit`, `requests_per_unit`, `unit_multiplier`,
+//!   `name`, `replaces`, `unlimited`}, `shadow_mode`, `quota_mode`, `detailed_metric`,
+//!   `value_to_metric` (metrics only), `share_threshold` (one counter per wildcard),
+//!   `metadata` (accepted, never limits); [`RuleSet::merge_domains`] is ratelimit's
+//!   `MERGE_DOMAIN_CONFIG`. A `rate_limit` becomes an epoch-aligned fixed window;
 //!   `quota_mode` is carried to the server on each match ([`Matched::quota_mode`]), which
 //!   combines the descriptors' answers as ratelimit does.
 //! - **Weir's own**: the same tree with a `rule:` block on a node instead of `rate_limit:`,

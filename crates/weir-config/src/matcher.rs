@@ -32,7 +32,10 @@ impl RuleSet {
     /// - Otherwise its entries walk down the tree in order. At each level an exact
     ///   `key`+`value` node beats a prefix node (`value: foo*`, the first in file order),
     ///   which beats a key-only node. The rule applies only if the walk consumes every entry
-    ///   and ends on a node with a rule; a partial match applies nothing.
+    ///   and ends on a node with a rule; a partial match applies nothing. A `*` in a value
+    ///   stands for any run of bytes (`bar*b`, `foo*bar*baz`), exactly as ratelimit matches.
+    /// - An entry matched by a wildcard with `share_threshold: true` counts under the
+    ///   wildcard's pattern: every value it matches shares one counter (ratelimit's cache key).
     /// - A matched rule whose `name` appears in the `replaces` of another matched rule of the
     ///   same request is dropped (`None`).
     ///
@@ -72,17 +75,21 @@ impl RuleSet {
         let mut infos: Vec<Option<&RuleInfo>> = Vec::with_capacity(descriptors.len());
         let mut matched = Vec::with_capacity(descriptors.len());
         for descriptor in descriptors {
-            let info = tree
-                .lookup(&descriptor.entries)
-                .and_then(|index| rules.get(index));
+            let found = tree.lookup(&descriptor.entries);
+            let info = found.as_ref().and_then(|found| rules.get(found.rule));
+            let shared = found
+                .as_ref()
+                .map(|f| f.shared.as_slice())
+                .unwrap_or_default();
             if let Some(limit) = descriptor.limit {
                 infos.push(None);
-                let configured = info.map(|info| Box::new(configured(domain, descriptor, info)));
+                let configured =
+                    info.map(|info| Box::new(configured(domain, descriptor, info, shared)));
                 matched.push(Some(overridden(domain, descriptor, limit, configured)));
                 continue;
             }
             infos.push(info);
-            matched.push(info.map(|info| configured(domain, descriptor, info)));
+            matched.push(info.map(|info| configured(domain, descriptor, info, shared)));
         }
         let replaced: HashSet<&str> = infos
             .iter()
@@ -110,13 +117,18 @@ impl RuleSet {
 }
 
 /// The configured rule `info` matched by `descriptor`.
-fn configured<S: AsRef<str>>(domain: &str, descriptor: &Descriptor<S>, info: &RuleInfo) -> Matched {
+fn configured<S: AsRef<str>>(
+    domain: &str,
+    descriptor: &Descriptor<S>,
+    info: &RuleInfo,
+    shared: &[(usize, String)],
+) -> Matched {
     Matched {
         rule_id: Arc::clone(&info.id),
         name: info.name.clone(),
         limit: info.limit,
         rate_limit: info.rate_limit,
-        key: weir_names::descriptor_key(domain, &descriptor.entries),
+        key: key(domain, &descriptor.entries, shared),
         cost: info.cost,
         hits_addend: descriptor.hits_addend,
         shadow: info.shadow,
@@ -125,6 +137,31 @@ fn configured<S: AsRef<str>>(domain: &str, descriptor: &Descriptor<S>, info: &Ru
         configured: None,
         quota_mode: info.quota_mode,
     }
+}
+
+/// A match's key: the request's entries, except that an entry matched by a wildcard node
+/// with `share_threshold` counts under the node's pattern (`files/*`), as ratelimit builds
+/// its cache key: every value that wildcard matches shares one counter.
+fn key<S: AsRef<str>>(
+    domain: &str,
+    entries: &[(S, S)],
+    shared: &[(usize, String)],
+) -> weir_core::Key {
+    if shared.is_empty() {
+        return weir_names::descriptor_key(domain, entries);
+    }
+    let entries: Vec<(&str, &str)> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| {
+            let value = shared
+                .iter()
+                .find(|(at, _)| *at == i)
+                .map_or(v.as_ref(), |(_, pattern)| pattern.as_str());
+            (k.as_ref(), value)
+        })
+        .collect();
+    weir_names::descriptor_key(domain, &entries)
 }
 
 /// A caller's limit override: a fixed window of one unit (0 requests: deny), as ratelimit,

@@ -1,6 +1,7 @@
 //! The shape of a rule file as written, before validation: every field optional and every
 //! scalar or block [`Spanned`] (for its line; `yaml.rs` relies on *every* field but the
-//! `descriptors` and `replaces` lists being spanned when it rebuilds error paths). Unknown fields are refused here (by serde)
+//! `descriptors` and `replaces` lists and `metadata` being spanned when it rebuilds error
+//! paths). Unknown fields are refused here (by serde)
 //! and duplicate keys by the YAML library; `compile.rs` turns this into rules. Nothing here
 //! decides anything.
 
@@ -27,6 +28,22 @@ pub(crate) struct RawDescriptor {
     pub(crate) shadow_mode: Option<Spanned<bool>>,
     pub(crate) quota_mode: Option<Spanned<bool>>,
     pub(crate) detailed_metric: Option<Spanned<bool>>,
+    /// ratelimit's `value_to_metric`: names its statistics only; Weir's metrics never take
+    /// a client's value, so it is read (type-checked) and changes nothing.
+    #[expect(
+        dead_code,
+        reason = "read for its type; ratelimit uses it for stats names only"
+    )]
+    pub(crate) value_to_metric: Option<Spanned<bool>>,
+    /// ratelimit's `share_threshold`: one counter for every value a wildcard matches.
+    pub(crate) share_threshold: Option<Spanned<bool>>,
+    /// ratelimit's `metadata`: any YAML, returned to Envoy by ratelimit as response
+    /// metadata and never used for limiting; read and ignored.
+    #[expect(
+        dead_code,
+        reason = "accepted and ignored, as ratelimit ignores it for limiting"
+    )]
+    pub(crate) metadata: Option<serde::de::IgnoredAny>,
     pub(crate) descriptors: Option<Vec<Spanned<RawDescriptor>>>,
 }
 

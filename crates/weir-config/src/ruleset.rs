@@ -158,29 +158,67 @@ impl RuleSet {
 
     /// Both sets' domains in one. A domain in both is [`ConfigError::DuplicateDomain`].
     pub fn merge(self, other: RuleSet) -> Result<RuleSet, ConfigError> {
-        // Every domain with the set holding it, by name.
-        let mut by_name: BTreeMap<&Arc<str>, (&RuleSet, &Domain)> = BTreeMap::new();
+        self.merge_with(other, false)
+    }
+
+    /// Both sets' domains in one, a domain in both merged as envoyproxy/ratelimit's
+    /// `MERGE_DOMAIN_CONFIG=true` merges it: `other`'s top-level descriptors are added to
+    /// the domain's, and a `key` / `key_value` both define is an error naming it (ratelimit's
+    /// "duplicate descriptor composite key").
+    pub fn merge_domains(self, other: RuleSet) -> Result<RuleSet, ConfigError> {
+        self.merge_with(other, true)
+    }
+
+    fn merge_with(self, other: RuleSet, merge_domains: bool) -> Result<RuleSet, ConfigError> {
+        // Every domain with its parts (a tree and its rules, per set holding it), by name.
+        type Part<'a> = (&'a Domain, &'a [RuleInfo]);
+        let mut by_name: BTreeMap<&Arc<str>, Vec<Part<'_>>> = BTreeMap::new();
         for set in [&self, &other] {
             for (name, domain) in &set.inner.domains {
-                if let Some((_, first)) = by_name.insert(name, (set, domain)) {
+                let parts = by_name.entry(name).or_default();
+                if let (Some((first, _)), false) = (parts.first(), merge_domains) {
                     return Err(ConfigError::DuplicateDomain {
                         domain: name.to_string(),
                         first: first.file.clone(),
                         second: domain.file.clone(),
                     });
                 }
+                parts.push((domain, set.domain_rules(domain)));
             }
         }
         let mut domains = BTreeMap::new();
         let mut rules = Vec::with_capacity(self.inner.rules.len() + other.inner.rules.len());
-        for (name, (set, domain)) in by_name {
+        for (name, parts) in by_name {
             let first_rule = rules.len();
-            rules.extend_from_slice(set.domain_rules(domain));
+            let Some(((first, first_rules), rest)) = parts.split_first() else {
+                continue;
+            };
+            rules.extend_from_slice(first_rules);
+            let mut tree = Arc::clone(&first.tree);
+            for (domain, domain_rules) in rest {
+                let mut merged = Tree::clone(&tree);
+                merged
+                    .root
+                    .merge(domain.tree.root.clone(), merged.rule_count)
+                    .map_err(|composite| ConfigError::Invalid {
+                        file: domain.file.clone(),
+                        line: None,
+                        path: "descriptors".to_string(),
+                        reason: format!(
+                            "duplicate descriptor composite key '{name}.{composite}' (domain '{name}' \
+                             is merged with {} by MERGE_DOMAIN_CONFIG)",
+                            first.file.display()
+                        ),
+                    })?;
+                merged.rule_count += domain.tree.rule_count;
+                rules.extend_from_slice(domain_rules);
+                tree = Arc::new(merged);
+            }
             domains.insert(
                 Arc::clone(name),
                 Domain {
-                    file: domain.file.clone(),
-                    tree: Arc::clone(&domain.tree),
+                    file: first.file.clone(),
+                    tree,
                     first_rule,
                 },
             );

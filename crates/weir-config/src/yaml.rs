@@ -152,7 +152,7 @@ mod tests {
         );
         assert_eq!(
             error("domain: x\ndescriptors:\n  - key: a\n    value: b\n    bogus: 1\n"),
-            "f.yaml:5: descriptors[0].bogus: unknown field `bogus`, expected one of key, value, rate_limit, rule, shadow_mode, quota_mode, detailed_metric, descriptors"
+            "f.yaml:5: descriptors[0].bogus: unknown field `bogus`, expected one of key, value, rate_limit, rule, shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold, metadata, descriptors"
         );
         assert_eq!(
             error("domain: x\ndomain: y\n"),

@@ -286,10 +286,39 @@ impl Engine {
             crate::reload::spawn(Arc::clone(self.rules()), self.settings().reload),
             self.state_saver().map(StateSaver::spawn),
             Some(self.spawn_history_sampler()),
+            self.spawn_statsd(),
         ]
         .into_iter()
         .flatten()
         .collect()
+    }
+
+    /// ratelimit's statsd counters, if asked for: every flush interval, the counts of the
+    /// rule snapshot in force since the last flush (`metrics/statsd.rs`). A socket that
+    /// cannot be set up is a WARN (statsd is reporting, never a reason not to decide).
+    fn spawn_statsd(&self) -> Option<JoinHandle<()>> {
+        let settings = self.settings().statsd.clone()?;
+        let client = match crate::metrics::statsd_client(&settings) {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::warn!(%error, "statsd counters are not sent");
+                return None;
+            }
+        };
+        tracing::info!(addr = %settings.addr, "sending envoyproxy/ratelimit's statsd counters");
+        let book = Arc::clone(self.rules());
+        Some(tokio::spawn(async move {
+            let every = settings
+                .flush_interval
+                .max(std::time::Duration::from_millis(1));
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks.tick().await; // the first tick is immediate
+            loop {
+                ticks.tick().await;
+                crate::metrics::statsd_flush(&book.snapshot().counters, &client, &settings);
+            }
+        }))
     }
 
     /// Samples the decision history at each second of the engine's clock (a `ManualClock`

@@ -50,8 +50,8 @@
 //! A program also runs [`Engine::spawn_background`] (rule watch, memory sweep, decision
 //! history) and ends with [`Lifecycle::run`], the one shutdown sequence of every front end.
 
-mod blocked;
 mod block;
+mod blocked;
 mod capacity;
 mod decide;
 mod decide_all;
@@ -74,8 +74,8 @@ mod store;
 mod store_url;
 mod verdict;
 
-pub use blocked::{BlockedEntry, BlockedList};
 pub use block::MAX_BLOCK;
+pub use blocked::{BlockedEntry, BlockedList};
 pub use decide::{deny_all, CheckRequest, DecideError};
 pub use decide_all::{AllVerdict, LimitDecision};
 pub use direct::DIRECT_DOMAIN;
@@ -85,6 +85,7 @@ pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use lifecycle::{Lifecycle, ListenerTask};
 pub use metrics::{DecisionOutcome, InFlight, Metrics, NearLimit, RuleCounters};
 pub use metrics::{HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
+pub use metrics::{StatsdError, StatsdSettings};
 pub use reload::{stamp, ReloadSettings};
 pub use rollout::enforced;
 pub use rules::{ConfigStatus, ReloadOutcome, RuleBook, RuleCheck, RuleSource, Snapshot};

@@ -73,6 +73,9 @@ pub enum RuleSource {
         /// Skip entries whose name starts with a dot (ratelimit's
         /// `RUNTIME_IGNOREDOTFILES`).
         ignore_dotfiles: bool,
+        /// Merge a domain defined in several files (ratelimit's `MERGE_DOMAIN_CONFIG`);
+        /// without it that is an error.
+        merge_domains: bool,
     },
     /// Rules built into the binary (e.g. `weir proxy`'s example rules), named for errors.
     Inline {
@@ -92,6 +95,7 @@ impl RuleSource {
             RuleSource::Runtime {
                 dir,
                 ignore_dotfiles,
+                ..
             } => {
                 let files = crate::runtime_dir::files(dir, *ignore_dotfiles);
                 // A directory that cannot be listed stamps differently from any listing.
@@ -109,7 +113,8 @@ impl RuleSource {
             RuleSource::Runtime {
                 dir,
                 ignore_dotfiles,
-            } => crate::runtime_dir::load(dir, *ignore_dotfiles),
+                merge_domains,
+            } => crate::runtime_dir::load(dir, *ignore_dotfiles, *merge_domains),
             RuleSource::Inline { name, yaml } => RuleSet::parse(name, yaml),
         }
     }
@@ -163,6 +168,7 @@ impl RuleBook {
     ) -> Result<RuleBook, ConfigError> {
         let (files, rules) = load(&source, validate).await;
         let rules = rules?;
+        warn_if_empty(&source, &rules);
         let now = unix_ms(&clock);
         metrics.initial_rules(rules.rules().len());
         let status = ConfigStatus {
@@ -231,6 +237,7 @@ impl RuleBook {
         let now = unix_ms(&self.clock);
         let outcome = match loaded {
             Ok(rules) => {
+                warn_if_empty(&self.source, &rules);
                 let count = rules.rules().len();
                 let domains = rules.domains().map(str::to_string).collect();
                 let generation = {
@@ -273,6 +280,19 @@ impl RuleBook {
         self.changed
             .send_modify(|attempts| *attempts = attempts.wrapping_add(1));
         outcome
+    }
+}
+
+/// A runtime directory that holds no domain (empty or missing) serves, as ratelimit does,
+/// every domain as unknown: said loudly, at start and at each reload that finds it so.
+fn warn_if_empty(source: &RuleSource, rules: &RuleSet) {
+    if let (RuleSource::Runtime { dir, .. }, true) = (source, rules.is_empty()) {
+        tracing::warn!(
+            dir = %dir.display(),
+            "the runtime directory holds no rule file: no domain is configured, so every \
+             request is answered OK without a limit (as envoyproxy/ratelimit does) until rule \
+             files appear there; they are loaded as they appear"
+        );
     }
 }
 

@@ -9,8 +9,12 @@
 //! Each file is loaded by `weir_config::RuleSet::load`, with its hardening: a FIFO, a
 //! device, a socket or a dangling link is an error naming it (never skipped, never waited
 //! on), as is a file above the size limit. A domain defined in two files is an error, as
-//! in ratelimit without `MERGE_DOMAIN_CONFIG`. Not here: which rule source a server uses
-//! (`rules.rs`), when it is read again (`reload.rs`, whose stamp lists the same files).
+//! in ratelimit without `MERGE_DOMAIN_CONFIG`, and merged with it. A directory that is
+//! empty or missing holds no domain, as in ratelimit: the server starts (with a WARN,
+//! `rules.rs`), answers every domain as unknown, and loads files as they appear. [`files`]
+//! is the one listing: `weir serve`, its reload stamp and `weir check-config` all use it.
+//! Not here: which rule source a server uses (`rules.rs`), when it is read again
+//! (`reload.rs`, whose stamp lists the same files).
 //!
 //! [`RuleSource::Runtime`]: crate::RuleSource::Runtime
 
@@ -25,9 +29,12 @@ const MAX_DEPTH: usize = 16;
 
 /// The rule files under `dir`, sorted: every entry that is not a directory (FIFOs and
 /// the like included, so that loading them fails loudly), hidden ones only without
-/// `ignore_dotfiles`.
+/// `ignore_dotfiles`. A missing `dir` holds none (ratelimit starts without it).
 pub(crate) fn files(dir: &Path, ignore_dotfiles: bool) -> Result<Vec<PathBuf>, ConfigError> {
     let mut out = Vec::new();
+    if std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(out);
+    }
     walk(dir, ignore_dotfiles, 0, &mut out)?;
     out.sort();
     Ok(out)
@@ -80,19 +87,22 @@ fn rejected(origin: &Path, reason: String) -> ConfigError {
     }
 }
 
-/// Loads every rule file under `dir` (see the module header). An empty directory is an
-/// error: Weir never runs without rules it was pointed at.
-pub(crate) fn load(dir: &Path, ignore_dotfiles: bool) -> Result<RuleSet, ConfigError> {
-    let files = files(dir, ignore_dotfiles)?;
-    if files.is_empty() {
-        return Err(rejected(
-            dir,
-            "the runtime directory holds no rule file".to_string(),
-        ));
-    }
+/// Loads every rule file under `dir` (see the module header); a domain in two files is
+/// merged with `merge_domains` (`MERGE_DOMAIN_CONFIG`), an error without. An empty or
+/// missing directory is an empty rule set, as in ratelimit.
+pub(crate) fn load(
+    dir: &Path,
+    ignore_dotfiles: bool,
+    merge_domains: bool,
+) -> Result<RuleSet, ConfigError> {
     let mut set = RuleSet::default();
-    for file in files {
-        set = set.merge(RuleSet::load(&file)?)?;
+    for file in files(dir, ignore_dotfiles)? {
+        let loaded = RuleSet::load(&file)?;
+        set = if merge_domains {
+            set.merge_domains(loaded)?
+        } else {
+            set.merge(loaded)?
+        };
     }
     Ok(set)
 }
@@ -123,29 +133,32 @@ mod tests {
         write(&dir.join("no_extension"), "c");
         write(&dir.join("team/x.yml"), "d");
         write(&dir.join(".hidden"), "e");
-        let set = load(&dir, false).unwrap();
+        let set = load(&dir, false, false).unwrap();
         let domains: Vec<_> = set.domains().map(str::to_string).collect();
         assert_eq!(domains, ["a", "b", "c", "d", "e"]);
-        let set = load(&dir, true).unwrap();
+        let set = load(&dir, true, false).unwrap();
         assert_eq!(set.domains().count(), 4);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
-    fn a_domain_in_two_files_an_empty_directory_and_a_bad_file_are_errors() {
+    fn a_domain_in_two_files_and_a_bad_file_are_errors_an_empty_directory_is_not() {
         let dir = temp("errors");
-        let err = load(&dir, false).unwrap_err().to_string();
-        assert!(
-            err.ends_with("the runtime directory holds no rule file"),
-            "{err}"
-        );
+        assert!(load(&dir, false, false).unwrap().is_empty());
+        assert!(load(&dir.join("missing"), false, false).unwrap().is_empty());
         write(&dir.join("one"), "a");
         write(&dir.join("two"), "a");
-        let err = load(&dir, false).unwrap_err().to_string();
+        let err = load(&dir, false, false).unwrap_err().to_string();
         assert!(err.contains("domain 'a' is already defined in"), "{err}");
+        // MERGE_DOMAIN_CONFIG: the two files define the same key: still an error, named.
+        let err = load(&dir, false, true).unwrap_err().to_string();
+        assert!(
+            err.contains("duplicate descriptor composite key 'a.k'"),
+            "{err}"
+        );
         std::fs::remove_file(dir.join("two")).unwrap();
         std::fs::write(dir.join("README"), "not: [a rule").unwrap();
-        let err = load(&dir, false).unwrap_err().to_string();
+        let err = load(&dir, false, false).unwrap_err().to_string();
         assert!(err.contains("README"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -158,14 +171,14 @@ mod tests {
         let elsewhere = temp("fifo-elsewhere");
         write(&elsewhere.join("other"), "b");
         std::os::unix::fs::symlink(&elsewhere, dir.join("linked")).unwrap();
-        assert_eq!(load(&dir, false).unwrap().domains().count(), 1);
+        assert_eq!(load(&dir, false, false).unwrap().domains().count(), 1);
         let fifo = dir.join("pipe");
         let made = std::process::Command::new("mkfifo")
             .arg(&fifo)
             .status()
             .unwrap();
         assert!(made.success());
-        let err = load(&dir, false).unwrap_err().to_string();
+        let err = load(&dir, false, false).unwrap_err().to_string();
         assert!(err.contains("pipe") && err.contains("a FIFO"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::remove_dir_all(&elsewhere).unwrap();

@@ -95,6 +95,9 @@ pub struct EngineSettings {
     /// start, since whoever can write there can replace the state file or plant files
     /// beside it.
     pub state_file_allow_shared_dir: bool,
+    /// envoyproxy/ratelimit's statsd counters (`USE_STATSD`): where and how often. Default:
+    /// none.
+    pub statsd: Option<crate::StatsdSettings>,
 }
 
 impl Default for EngineSettings {
@@ -122,6 +125,7 @@ impl Default for EngineSettings {
             state_file: None,
             state_interval: Duration::from_secs(30),
             state_file_allow_shared_dir: false,
+            statsd: None,
         }
     }
 }

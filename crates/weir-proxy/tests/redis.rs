@@ -93,13 +93,24 @@ async fn a_fail_closed_rule_during_an_outage_is_a_503_saying_so_not_a_429() {
     for attempt in 0..3 {
         let a = get(&c, p.addr, "/", &[]).await;
         assert_eq!(a.status, 503, "attempt {attempt}: {}", a.body);
-        assert!(a.body.contains("unavailable"), "attempt {attempt}: {}", a.body);
+        assert!(
+            a.body.contains("unavailable"),
+            "attempt {attempt}: {}",
+            a.body
+        );
     }
-    assert_eq!(b.record.count(), 1, "nothing reached the backend during the outage");
+    assert_eq!(
+        b.record.count(),
+        1,
+        "nothing reached the backend during the outage"
+    );
     let metrics = get(&c, p.api, "/metrics", &[]).await;
     assert!(
-        metrics.body.lines().any(|l| l.starts_with("weir_decisions_total")
-            && l.contains("outcome=\"failed_closed\"")),
+        metrics
+            .body
+            .lines()
+            .any(|l| l.starts_with("weir_decisions_total")
+                && l.contains("outcome=\"failed_closed\"")),
         "{}",
         metrics.body
     );

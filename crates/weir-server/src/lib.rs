@@ -88,7 +88,7 @@ pub use http::{
 pub use serve::{run, serve, serve_on, Listeners};
 pub use settings::Settings;
 pub use tls::{
-    acceptor as tls_acceptor, handshake as tls_handshake, Tls, TlsError, TlsFiles,
+    acceptor as tls_acceptor, handshake as tls_handshake, Tls, TlsError, TlsFiles, TlsVersion,
     HANDSHAKE_TIMEOUT,
 };
 /// The engine every API decides through, and the types a front end's caller meets

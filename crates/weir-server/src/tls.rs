@@ -1,7 +1,8 @@
 //! TLS for the listeners (gRPC, HTTP): a certificate chain and key from PEM files, and
 //! optionally a CA whose certificates clients **must** show (mutual TLS, as
 //! envoyproxy/ratelimit's `GRPC_CLIENT_TLS_CACERT`). rustls with the ring provider (the one
-//! weir-redis uses for `rediss://`), TLS 1.3. With a required client name (ratelimit's
+//! weir-redis uses for `rediss://`), TLS 1.2 and 1.3 by default ([`TlsVersion`]: the
+//! minimum is an option; Envoy's default maximum for upstream TLS is 1.2). With a required client name (ratelimit's
 //! `GRPC_CLIENT_TLS_SAN`) the client's certificate must also be valid for that name (a DNS
 //! or IP subject alternative name, as Go's `VerifyOptions.DNSName`; [`NamedClients`]). The
 //! files are read once, when the server
@@ -51,6 +52,32 @@ pub struct TlsFiles {
     /// With `client_ca`, the name (DNS name or IP address) a client's certificate must be
     /// valid for; others from the same CA are refused.
     pub client_name: Option<String>,
+    /// The oldest TLS version a client may speak (default [`TlsVersion::Tls12`]).
+    pub min_version: TlsVersion,
+}
+
+/// A TLS protocol version, as the minimum a listener accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsVersion {
+    /// TLS 1.2 and 1.3 (the default: Envoy speaks at most TLS 1.2 to its upstreams unless
+    /// told otherwise).
+    #[default]
+    Tls12,
+    /// TLS 1.3 only.
+    Tls13,
+}
+
+impl TlsVersion {
+    /// The versions a listener with this minimum offers, newest first.
+    fn versions(self) -> &'static [&'static rustls::SupportedProtocolVersion] {
+        static BOTH: [&rustls::SupportedProtocolVersion; 2] =
+            [&rustls::version::TLS13, &rustls::version::TLS12];
+        match self {
+            Self::Tls12 => &BOTH,
+            Self::Tls13 => &BOTH[..1],
+        }
+    }
 }
 
 impl TlsFiles {
@@ -61,7 +88,14 @@ impl TlsFiles {
             key: key.into(),
             client_ca: None,
             client_name: None,
+            min_version: TlsVersion::default(),
         }
+    }
+
+    /// Clients must speak at least `version`.
+    pub fn min_version(mut self, version: TlsVersion) -> Self {
+        self.min_version = version;
+        self
     }
 
     /// Clients must show a certificate from the CA in `ca` (mutual TLS).
@@ -113,7 +147,7 @@ pub fn acceptor(files: &TlsFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, TlsErro
         reason: format!("no PEM private key ({e})"),
     })?;
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(files.min_version.versions())
         .map_err(|e| TlsError::Invalid {
             file: files.cert.clone(),
             reason: e.to_string(),

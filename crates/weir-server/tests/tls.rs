@@ -361,3 +361,93 @@ async fn a_missing_certificate_stops_the_start_naming_the_file() {
     })
     .await;
 }
+
+/// A TLS handshake with the listener at `addr` by a rustls client that speaks only
+/// `version`: the negotiated version, or the refusal.
+async fn handshake(
+    pki: &Pki,
+    addr: SocketAddr,
+    version: &'static rustls::SupportedProtocolVersion,
+) -> Result<rustls::ProtocolVersion, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pki.read("ca.pem")) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[version])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(tls.get_ref().1.protocol_version().unwrap())
+}
+
+/// Issue 28: every listener spoke TLS 1.3 only, so a TLS 1.2 client (Envoy's default
+/// maximum towards upstreams) was refused. Both versions are served by default (a TLS
+/// 1.2-only client, and `openssl s_client -tls1_2` when installed, complete a handshake
+/// with the gRPC listener); `--tls-min-version 1.3` refuses 1.2 again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_1_2_and_1_3_by_default_and_1_3_only_on_request() {
+    use rustls::version::{TLS12, TLS13};
+    use rustls::ProtocolVersion;
+    bounded(async {
+        let pki = Pki::new("versions");
+        let (mut both, _clock) = settings(Some(&envoy_readme_dir()));
+        both.grpc_tls = Some(pki.server_files(false));
+        both.http_tls = Some(pki.server_files(false));
+        let server = Server::start(both).await;
+        for addr in [server.grpc, server.http] {
+            assert_eq!(
+                handshake(&pki, addr, &TLS12).await,
+                Ok(ProtocolVersion::TLSv1_2)
+            );
+            assert_eq!(
+                handshake(&pki, addr, &TLS13).await,
+                Ok(ProtocolVersion::TLSv1_3)
+            );
+        }
+        let openssl = std::path::Path::new("/usr/bin/openssl");
+        if openssl.exists() {
+            let grpc = server.grpc.to_string();
+            let ca = pki.path("ca.pem");
+            let out = tokio::task::spawn_blocking(move || {
+                std::process::Command::new(openssl)
+                    .args([
+                        "s_client", "-tls1_2", "-brief", "-connect", &grpc, "-CAfile",
+                    ])
+                    .arg(ca)
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .unwrap()
+            })
+            .await
+            .unwrap();
+            let text = String::from_utf8_lossy(&out.stderr).into_owned()
+                + &String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("Protocol version: TLSv1.2"), "{text}");
+        } else {
+            println!("SKIPPED: openssl s_client: /usr/bin/openssl is not installed");
+        }
+        server.stop().await;
+
+        let (mut strict, _clock) = settings(Some(&envoy_readme_dir()));
+        let only_13 = pki
+            .server_files(false)
+            .min_version(weir_server::TlsVersion::Tls13);
+        strict.grpc_tls = Some(only_13);
+        let server = Server::start(strict).await;
+        assert!(handshake(&pki, server.grpc, &TLS12).await.is_err());
+        assert_eq!(
+            handshake(&pki, server.grpc, &TLS13).await,
+            Ok(ProtocolVersion::TLSv1_3)
+        );
+        server.stop().await;
+    })
+    .await;
+}

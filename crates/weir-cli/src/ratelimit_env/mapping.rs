@@ -12,13 +12,14 @@ use anyhow::{bail, Context as _};
 use weir_server::{LegacyHeaders, ResponseHeaders};
 
 use super::vars::Vars;
-use super::{store, unsupported};
+use super::{stats, store, unsupported};
 use crate::engine_args::LogFormat;
 
 /// ratelimit's defaults, used for the part of a setting left out (`PORT` without `HOST`).
 const DEFAULT_HOST: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 const DEFAULT_PORT: u16 = 8080;
 const DEFAULT_GRPC_PORT: u16 = 8081;
+const DEFAULT_DEBUG_PORT: u16 = 6070;
 const DEFAULT_RUNTIME_ROOT: &str = "/srv/runtime_data/current";
 const DEFAULT_APP_DIRECTORY: &str = "config";
 
@@ -29,6 +30,8 @@ pub(crate) struct RuntimeDir {
     pub(crate) dir: PathBuf,
     /// `RUNTIME_IGNOREDOTFILES`.
     pub(crate) ignore_dotfiles: bool,
+    /// `MERGE_DOMAIN_CONFIG`: a domain over several files is merged, not refused.
+    pub(crate) merge_domains: bool,
 }
 
 /// The gRPC listener's TLS files (`GRPC_SERVER_USE_TLS` and its files).
@@ -51,6 +54,8 @@ pub(crate) struct RatelimitEnv {
     pub(crate) http: Option<SocketAddr>,
     /// `GRPC_HOST` / `GRPC_PORT`.
     pub(crate) grpc: Option<SocketAddr>,
+    /// `DEBUG_HOST` / `DEBUG_PORT`: the debug listener (`/rlconfig`).
+    pub(crate) debug: Option<SocketAddr>,
     /// The store URL (`store.rs`).
     pub(crate) store: Option<String>,
     /// `REDIS_TIMEOUT`.
@@ -75,10 +80,27 @@ pub(crate) struct RatelimitEnv {
     pub(crate) key_prefix: Option<String>,
     /// `GRPC_SERVER_USE_TLS` and its files.
     pub(crate) grpc_tls: Option<TlsFiles>,
+    /// `USE_STATSD` (ratelimit's default: true) and its variables (`stats.rs`).
+    pub(crate) statsd: Option<weir_engine::StatsdSettings>,
     /// The variables that were read (for one INFO line).
     pub(crate) present: Vec<&'static str>,
     /// What is not honoured, one line each (start-up WARNs).
     pub(crate) warnings: Vec<String>,
+}
+
+impl RatelimitEnv {
+    /// Logs which of ratelimit's variables were read, and a WARN for each not honoured.
+    pub(crate) fn report(&self) {
+        if !self.present.is_empty() {
+            tracing::info!(
+                variables = %self.present.join(","),
+                "read envoyproxy/ratelimit's settings from the environment (Weir's flags and WEIR_* variables take precedence)"
+            );
+        }
+        for warning in &self.warnings {
+            tracing::warn!("envoyproxy/ratelimit setting {warning}");
+        }
+    }
 }
 
 /// Every variable [`read`] maps (the unsupported ones are in `unsupported.rs`).
@@ -88,6 +110,8 @@ pub(crate) const MAPPED: &[&str] = &[
     "GRPC_HOST",
     "GRPC_PORT",
     "GRPC_UDS",
+    "DEBUG_HOST",
+    "DEBUG_PORT",
     "GRPC_SERVER_USE_TLS",
     "GRPC_SERVER_TLS_CERT",
     "GRPC_SERVER_TLS_KEY",
@@ -101,7 +125,6 @@ pub(crate) const MAPPED: &[&str] = &[
     "RUNTIME_APPDIRECTORY",
     "RUNTIME_IGNOREDOTFILES",
     "RUNTIME_WATCH_ROOT",
-    "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
     "NEAR_LIMIT_RATIO",
     "CACHE_KEY_PREFIX",
     "BACKEND_TYPE",
@@ -127,6 +150,13 @@ pub(crate) const MAPPED: &[&str] = &[
     "MEMCACHE_TLS",
     "SHADOW_MODE",
     "USE_PROMETHEUS",
+    "MERGE_DOMAIN_CONFIG",
+    "USE_STATSD",
+    "USE_DOG_STATSD",
+    "STATSD_HOST",
+    "STATSD_PORT",
+    "STATS_FLUSH_INTERVAL",
+    "EXTRA_TAGS",
 ];
 
 /// Reads ratelimit's variables through `lookup`. A value that cannot be used (a port that
@@ -138,6 +168,7 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
     let mut env = RatelimitEnv {
         http: listener(&vars, "HOST", "PORT", DEFAULT_PORT)?,
         grpc: listener(&vars, "GRPC_HOST", "GRPC_PORT", DEFAULT_GRPC_PORT)?,
+        debug: listener(&vars, "DEBUG_HOST", "DEBUG_PORT", DEFAULT_DEBUG_PORT)?,
         store: store.url,
         store_timeout: store.timeout,
         redis_batch_wait: store.batch_wait,
@@ -150,6 +181,7 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
         envoy_headers: envoy_headers(&vars)?,
         key_prefix: vars.get("CACHE_KEY_PREFIX"),
         grpc_tls: grpc_tls(&vars)?,
+        statsd: None,
         present: Vec::new(),
         warnings: store.warnings,
     };
@@ -168,6 +200,16 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
         .copied()
         .filter(|name| vars.get(name).is_some())
         .collect();
+    env.statsd = stats::read(&vars, !env.present.is_empty())?;
+    // ratelimit in use but no RUNTIME_* variable: its rules are at its default place, never
+    // Weir's built-in example (every real domain would be unknown, so unlimited).
+    if env.rules.is_none() && !env.present.is_empty() {
+        env.rules = Some(RuntimeDir {
+            dir: PathBuf::from(DEFAULT_RUNTIME_ROOT).join(DEFAULT_APP_DIRECTORY),
+            ignore_dotfiles: vars.is_true("RUNTIME_IGNOREDOTFILES")?,
+            merge_domains: vars.is_true("MERGE_DOMAIN_CONFIG")?,
+        });
+    }
     Ok(env)
 }
 
@@ -211,6 +253,7 @@ fn runtime_dir(vars: &Vars<'_>) -> anyhow::Result<Option<RuntimeDir>> {
     // directory either way (a swapped root symlink is seen), so both values are honoured.
     vars.bool("RUNTIME_WATCH_ROOT")?;
     let ignore_dotfiles = vars.is_true("RUNTIME_IGNOREDOTFILES")?;
+    let merge_domains = vars.is_true("MERGE_DOMAIN_CONFIG")?;
     if root.is_none() && sub.is_none() && app.is_none() {
         return Ok(None);
     }
@@ -222,6 +265,7 @@ fn runtime_dir(vars: &Vars<'_>) -> anyhow::Result<Option<RuntimeDir>> {
     Ok(Some(RuntimeDir {
         dir,
         ignore_dotfiles,
+        merge_domains,
     }))
 }
 
@@ -339,6 +383,7 @@ mod tests {
             ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
             ("LIMIT_REMAINING_HEADER", "X-Left"),
             ("DEBUG_PORT", "6070"),
+            ("TRACING_ENABLED", "true"),
         ])
         .unwrap();
         assert_eq!(env_addr(e.http), "0.0.0.0:9080");
@@ -348,7 +393,8 @@ mod tests {
             e.rules,
             Some(RuntimeDir {
                 dir: PathBuf::from("/data/ratelimit/config"),
-                ignore_dotfiles: true
+                ignore_dotfiles: true,
+                merge_domains: false,
             })
         );
         assert_eq!(e.log.as_deref(), Some("warn"));
@@ -362,7 +408,8 @@ mod tests {
             ("RateLimit-Limit", "X-Left", "RateLimit-Reset")
         );
         assert_eq!(e.warnings.len(), 1, "{:?}", e.warnings);
-        assert!(e.warnings[0].starts_with("DEBUG_PORT is not honoured"));
+        assert!(e.warnings[0].starts_with("TRACING_ENABLED is not honoured"));
+        assert_eq!(env_addr(e.debug), "0.0.0.0:6070");
         assert!(e.present.contains(&"REDIS_URL") && e.present.contains(&"USE_STATSD"));
     }
 
@@ -420,5 +467,23 @@ mod tests {
         );
         let e = env(&[("RUNTIME_ROOT", "/r"), ("RUNTIME_APPDIRECTORY", "rules")]).unwrap();
         assert_eq!(e.rules.unwrap().dir, PathBuf::from("/r/rules"));
+    }
+
+    /// Issue 28: ratelimit's variables without a RUNTIME_* one read ratelimit's default
+    /// runtime directory (`/srv/runtime_data/current/config`), never the built-in example
+    /// rules, whose domain no real request names (every request unlimited).
+    #[test]
+    fn ratelimits_variables_without_runtime_ones_read_its_default_directory() {
+        let e = env(&[("REDIS_URL", "redis:6379"), ("MERGE_DOMAIN_CONFIG", "true")]).unwrap();
+        assert_eq!(
+            e.rules,
+            Some(RuntimeDir {
+                dir: PathBuf::from("/srv/runtime_data/current/config"),
+                ignore_dotfiles: false,
+                merge_domains: true,
+            })
+        );
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+        assert_eq!(env(&[]).unwrap().rules, None);
     }
 }

@@ -8,11 +8,13 @@
 //! - `vars.rs`: reading values as ratelimit's settings library does;
 //! - `mapping.rs`: listeners, rules, logs, headers, TLS: [`RatelimitEnv`];
 //! - `store.rs`: `BACKEND_TYPE`, `REDIS_*`, `MEMCACHE_HOST_PORT` as a `--store` URL;
+//! - `stats.rs`: `USE_STATSD`, `STATSD_*`, `STATS_FLUSH_INTERVAL`, `EXTRA_TAGS`, DogStatsD;
 //! - `unsupported.rs`: the variables Weir does not honour, and why.
 //!
 //! The full table, one row per variable, is `docs/envoy-ratelimit-env.md`.
 
 mod mapping;
+mod stats;
 mod store;
 mod unsupported;
 mod vars;

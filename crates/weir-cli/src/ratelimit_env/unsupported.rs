@@ -32,8 +32,6 @@ const METRICS: &str = "Weir serves Prometheus metrics on the HTTP port's /metric
 
 /// Every variable of ratelimit's settings that Weir does not honour.
 pub(crate) const UNSUPPORTED: &[Unsupported] = &[
-    u("DEBUG_HOST", &[], "Weir has no debug listener: /metrics, /healthcheck and the admin API are on the HTTP port"),
-    u("DEBUG_PORT", &[], "Weir has no debug listener: /metrics, /healthcheck and the admin API are on the HTTP port"),
     u("GRPC_MAX_CONNECTION_AGE", &[], "Weir closes a gRPC connection after --grpc-idle-timeout without requests instead"),
     u("GRPC_MAX_CONNECTION_AGE_GRACE", &[], "Weir closes a gRPC connection after --grpc-idle-timeout without requests instead"),
     u("CONFIG_GRPC_XDS_NODE_ID", &[], "Weir reads rules from files only"),
@@ -51,14 +49,9 @@ pub(crate) const UNSUPPORTED: &[Unsupported] = &[
     u("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", &[], "Weir reads rules from files only"),
     u("XDS_CLIENT_BACKOFF_JITTER", &[], "Weir reads rules from files only"),
     u("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", &[], "Weir reads rules from files only"),
+    u("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", OFF, "Weir is ready with an empty runtime directory (every domain unknown, answered OK, a WARN at start)"),
     u("FORCE_START_WITHOUT_INITIAL_CONFIG", OFF, "Weir does not start without valid rules"),
-    u("USE_DOG_STATSD", OFF, METRICS),
     u("USE_DOG_STATSD_MOGRIFIERS", &[], METRICS),
-    u("USE_STATSD", OFF, METRICS),
-    u("STATSD_HOST", &[], METRICS),
-    u("STATSD_PORT", &[], METRICS),
-    u("EXTRA_TAGS", &[], METRICS),
-    u("STATS_FLUSH_INTERVAL", &[], METRICS),
     u("DISABLE_STATS", OFF, METRICS),
     u("PROMETHEUS_ADDR", &[], METRICS),
     u("PROMETHEUS_PATH", &["/metrics"], METRICS),
@@ -95,7 +88,6 @@ pub(crate) const UNSUPPORTED: &[Unsupported] = &[
     u("LOCAL_CACHE_SIZE_IN_BYTES", &["0"], "Weir's over-limit cache is always on for a network store and bounded by keys, not bytes"),
     u("QUOTA_MODE", OFF, "Weir honours quota_mode per descriptor in the rule files, not globally"),
     u("RESPONSE_DYNAMIC_METADATA", OFF, "Weir sends no dynamic metadata"),
-    u("MERGE_DOMAIN_CONFIG", OFF, "a domain defined in two files stays an error; put it in one file"),
     u("TRACING_ENABLED", OFF, "Weir writes structured logs, no OpenTelemetry traces"),
     u("TRACING_SERVICE_NAME", &[], "Weir writes structured logs, no OpenTelemetry traces"),
     u("TRACING_SERVICE_NAMESPACE", &[], "Weir writes structured logs, no OpenTelemetry traces"),
@@ -124,9 +116,9 @@ mod tests {
     fn a_variable_set_to_what_weir_cannot_do_is_named_and_a_harmless_one_is_not() {
         let lookup = |name: &str| {
             let value = match name {
-                "DEBUG_PORT" => "6070",
-                "USE_STATSD" => "false",
-                "MERGE_DOMAIN_CONFIG" => "true",
+                "GRPC_MAX_CONNECTION_AGE" => "1h",
+                "DISABLE_STATS" => "false",
+                "TRACING_ENABLED" => "true",
                 "REDIS_PIPELINE_WINDOW" => "0",
                 _ => return None,
             };
@@ -136,10 +128,10 @@ mod tests {
         assert_eq!(
             warnings,
             [
-                "DEBUG_PORT is not honoured: Weir has no debug listener: /metrics, /healthcheck \
-                 and the admin API are on the HTTP port",
-                "MERGE_DOMAIN_CONFIG is not honoured: a domain defined in two files stays an \
-                 error; put it in one file",
+                "GRPC_MAX_CONNECTION_AGE is not honoured: Weir closes a gRPC connection after \
+                 --grpc-idle-timeout without requests instead",
+                "TRACING_ENABLED is not honoured: Weir writes structured logs, no \
+                 OpenTelemetry traces",
             ]
         );
     }

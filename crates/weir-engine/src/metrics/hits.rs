@@ -11,8 +11,12 @@
 //! no `_total` suffix, which an OpenMetrics counter would add. `key1` / `key2` are the first
 //! two levels of the rule's id below its domain (`rl.foo.bar` → `foo`, `bar`): bounded, never
 //! a client's value (ratelimit's `detailed_metric` adds nothing here).
+//!
+//! The same counting also keeps each rule's counts since the last statsd flush
+//! ([`RuleHits::take`], read by `statsd.rs`): one place counts, both outputs read it.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -48,7 +52,7 @@ impl HitLabels {
     }
 }
 
-/// The five families, registered once.
+/// The five families, registered once, and ratelimit's configuration load counts.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HitFamilies {
     total: Family<HitLabels, HitCount>,
@@ -56,6 +60,8 @@ pub(crate) struct HitFamilies {
     near: Family<HitLabels, HitCount>,
     within: Family<HitLabels, HitCount>,
     shadow: Family<HitLabels, HitCount>,
+    load_success: HitCount,
+    load_error: HitCount,
 }
 
 impl HitFamilies {
@@ -91,7 +97,26 @@ impl HitFamilies {
                 family.clone(),
             );
         }
+        registry.register(
+            "ratelimit_service_config_load_success",
+            "Rule loads that succeeded, the first included (envoyproxy/ratelimit's name)",
+            families.load_success.clone(),
+        );
+        registry.register(
+            "ratelimit_service_config_load_error",
+            "Rule loads that failed: the rules in force stayed (envoyproxy/ratelimit's name)",
+            families.load_error.clone(),
+        );
         families
+    }
+
+    /// Counts a load of the rules (at start or a reload) as ratelimit does.
+    pub(crate) fn config_loaded(&self, ok: bool) {
+        if ok {
+            self.load_success.inc();
+        } else {
+            self.load_error.inc();
+        }
     }
 
     /// The counters of one rule, created (at zero) now.
@@ -103,9 +128,19 @@ impl HitFamilies {
             near: self.near.get_or_create_owned(&labels),
             within: self.within.get_or_create_owned(&labels),
             shadow: self.shadow.get_or_create_owned(&labels),
+            pending: Arc::default(),
         }
     }
 }
+
+/// The five statistics, in ratelimit's names and in [`RuleHits::take`]'s order.
+pub(crate) const STATS: [&str; 5] = [
+    "total_hits",
+    "over_limit",
+    "near_limit",
+    "within_limit",
+    "shadow_mode",
+];
 
 /// One rule's hit counters.
 #[derive(Debug, Clone)]
@@ -115,9 +150,30 @@ pub(crate) struct RuleHits {
     near: HitCount,
     within: HitCount,
     shadow: HitCount,
+    /// This rule's counts not yet flushed to statsd, in [`STATS`] order.
+    pending: Arc<[AtomicU64; 5]>,
 }
 
 impl RuleHits {
+    /// The counts since the last call, in [`STATS`] order (each reset to zero).
+    pub(crate) fn take(&self) -> [u64; 5] {
+        [0, 1, 2, 3, 4].map(|i| self.pending[i].swap(0, Ordering::Relaxed))
+    }
+
+    fn add(&self, stat: usize, hits: u64) {
+        let family = match stat {
+            0 => &self.total,
+            1 => &self.over,
+            2 => &self.near,
+            3 => &self.within,
+            _ => &self.shadow,
+        };
+        family.inc_by(hits);
+        if let Some(pending) = self.pending.get(stat) {
+            pending.fetch_add(hits, Ordering::Relaxed);
+        }
+    }
+
     /// Counts `hits` decided by `decision` (`shadow_denied`: denied, not enforced).
     pub(crate) fn count(
         &self,
@@ -126,30 +182,35 @@ impl RuleHits {
         shadow_denied: bool,
         near: NearLimit,
     ) {
+        const TOTAL: usize = 0;
+        const OVER: usize = 1;
+        const NEAR: usize = 2;
+        const WITHIN: usize = 3;
+        const SHADOW: usize = 4;
         let limit = decision.limit;
         let threshold = near.threshold(limit);
-        self.total.inc_by(hits);
+        self.add(TOTAL, hits);
         if decision.allowed {
             // `remaining` is after these hits.
             let after = limit.saturating_sub(decision.remaining);
             let before = after.saturating_sub(hits);
             if after > threshold {
-                self.near.inc_by(after - threshold.max(before));
+                self.add(NEAR, after - threshold.max(before));
             }
-            self.within.inc_by(hits);
+            self.add(WITHIN, hits);
             return;
         }
         // Denied: `remaining` is before these hits (a denial charges nothing).
         let before = limit.saturating_sub(decision.remaining);
         if before >= limit {
-            self.over.inc_by(hits);
+            self.add(OVER, hits);
         } else {
             let after = before.saturating_add(hits);
-            self.over.inc_by(after.saturating_sub(limit));
-            self.near.inc_by(limit - threshold.max(before).min(limit));
+            self.add(OVER, after.saturating_sub(limit));
+            self.add(NEAR, limit - threshold.max(before).min(limit));
         }
         if shadow_denied {
-            self.shadow.inc_by(hits);
+            self.add(SHADOW, hits);
         }
     }
 }
@@ -199,6 +260,9 @@ mod tests {
         let fresh = families.counters("rl", "rl.other");
         fresh.count(&decision(false, 10, 3), 5, false, near);
         assert_eq!(counts(&fresh), [5, 2, 2, 0, 0]);
+        // statsd's counts are the same, each taken once.
+        assert_eq!(hits.take(), [13, 3, 2, 10, 3]);
+        assert_eq!(hits.take(), [0; 5]);
         assert_eq!(
             HitLabels::of("rl", "rl.foo.bar.baz"),
             HitLabels {
@@ -208,5 +272,24 @@ mod tests {
             }
         );
         assert_eq!(HitLabels::of("d", "d.k").key2, "");
+    }
+
+    #[test]
+    fn config_loads_count_under_ratelimits_names() {
+        let mut registry = Registry::default();
+        let families = HitFamilies::register(&mut registry);
+        families.config_loaded(true);
+        families.config_loaded(true);
+        families.config_loaded(false);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains("\nratelimit_service_config_load_success 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nratelimit_service_config_load_error 1\n"),
+            "{text}"
+        );
     }
 }

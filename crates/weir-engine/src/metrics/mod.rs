@@ -5,7 +5,7 @@
 //! config/README.md; the most denied keys are in the admin API instead).
 //!
 //! Besides Weir's own series: envoyproxy/ratelimit's hit counters under its Prometheus names
-//! (`hits.rs`), a latency histogram per API, `weir_build_info`, and the process metrics
+//! (`hits.rs`), the same counts as statsd counters under its statsd names (`statsd.rs`), a latency histogram per API, `weir_build_info`, and the process metrics
 //! (`process.rs`, from `/proc/self`).
 //!
 //! The decision path touches only pre-built counters ([`RuleCounters`], rebuilt with each
@@ -20,7 +20,10 @@ mod history;
 mod hits;
 mod process;
 mod registry;
+mod statsd;
 
 pub use decisions::{DecisionOutcome, NearLimit, RuleCounters};
 pub use history::{History, HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
 pub use registry::{InFlight, Metrics};
+pub(crate) use statsd::{client as statsd_client, flush as statsd_flush};
+pub use statsd::{StatsdError, StatsdSettings};

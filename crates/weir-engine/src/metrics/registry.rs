@@ -346,6 +346,7 @@ impl Metrics {
     pub fn reload(&self, ok: bool, rules: usize) {
         let result = if ok { "success" } else { "failure" };
         self.reloads.get_or_create(&ResultLabels { result }).inc();
+        self.hit_families.config_loaded(ok);
         self.config_ok.set(i64::from(ok));
         if ok {
             self.config_rules
@@ -355,6 +356,7 @@ impl Metrics {
 
     /// Sets the rule gauge for the rules loaded at startup.
     pub fn initial_rules(&self, rules: usize) {
+        self.hit_families.config_loaded(true);
         self.config_rules
             .set(i64::try_from(rules).unwrap_or(i64::MAX));
     }
