@@ -34,6 +34,7 @@ fn serve_resp(args: &[&str]) -> (Served, String, String) {
         child,
         http: String::new(),
         logs: Vec::new(),
+        later: None,
     };
     let stderr = served.child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();

@@ -33,7 +33,7 @@ pub struct Served {
     /// What it logged up to the address (start-up WARNs among it).
     pub logs: Vec<String>,
     /// What it logs from then on, line by line.
-    later: Option<mpsc::Receiver<String>>,
+    pub later: Option<mpsc::Receiver<String>>,
 }
 
 impl Served {
