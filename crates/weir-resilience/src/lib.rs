@@ -46,6 +46,7 @@ mod breaker;
 mod deny_cache;
 mod failover;
 mod lease;
+mod probe;
 
 pub use breaker::Mode;
 pub use deny_cache::{OverLimitCache, OverLimitStats};
