@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
@@ -234,16 +235,17 @@ impl<S: Store> LeasedStore<S> {
             self.counters.local_denied.fetch_add(1, Ordering::Relaxed);
             return Step::Answer(d, None);
         }
-        let want = slice.want(
-            cost,
-            now_ns,
-            self.config.ttl_ns(rule),
-            if slice.overloaded {
-                self.config.overload_cap(rule, cost)
-            } else {
-                self.config.cap(rule, cost)
-            },
-        );
+        let ttl_ns = self.config.ttl_ns(rule);
+        let cap = if slice.short {
+            // The store was left short: what came back since is at most one lifetime's
+            // units; asking for more would be refused (a second call for the rest).
+            self.config.per_lifetime(rule, cost, ttl_ns)
+        } else if slice.overloaded {
+            self.config.overload_cap(rule, cost)
+        } else {
+            self.config.cap(rule, cost)
+        };
+        let want = slice.want(cost, now_ns, ttl_ns, cap);
         let notify = Arc::new(Notify::new());
         slice.claiming = Some(notify.clone());
         Step::Claim(
@@ -313,13 +315,21 @@ impl<S: Store> LeasedStore<S> {
                 Step::Claim(want, guard) => (want, guard),
             };
             let ttl_ns = self.config.ttl_ns(rule);
+            let instances = self.config.instances.max(1);
+            // What the rule gives back over one lifetime, and half of this instance's part
+            // of it (half: the wait below is for a whole lifetime's units, and the store's
+            // clock may run a little behind this one).
+            let per_lifetime = self.config.per_lifetime(rule, cost, ttl_ns);
+            let floor = partial_floor(cost, want)
+                .min(per_lifetime / instances / 2)
+                .max(cost);
             let first = self.ask(target, key, rule, want, now_ns).await?;
-            // A refused claim takes what is left when that is at least half of it and the
-            // rest is not back within a quarter lifetime (a window's end, a slow refill):
-            // waiting would leave those units idle in the store. Units back sooner are
-            // worth waiting for: one call for the whole slice.
+            // A refused claim takes what is left when that is at least the floor (half of
+            // it, or half this instance's part of one lifetime's units if less) and the rest is
+            // not back within a quarter lifetime: waiting would leave those units idle in
+            // the store. Units back sooner are worth waiting for: one call for the slice.
             let partial = want > cost
-                && first.remaining >= partial_floor(cost, want)
+                && first.remaining >= floor
                 && slice::nanos(first.retry_after) > ttl_ns / 4;
             let (granted, store) = if first.allowed {
                 (want, first)
@@ -332,22 +342,26 @@ impl<S: Store> LeasedStore<S> {
             };
             let settled = guard.settle(|slice| {
                 if granted > 0 {
-                    // When the grant left too few units for even a partial claim, the
-                    // store would refuse the next one until they are back: wait here. A
-                    // slice spent before then means the key is overloaded here, and the
-                    // next claim asks for the overload cap; and the other instances, also
-                    // waiting, go first: wait until every instance's share is back.
-                    let share = self.config.overload_cap(rule, cost).max(granted);
-                    let next = share
-                        .saturating_mul(self.config.instances.max(1))
-                        .min(rule.limit());
-                    let back = (store.remaining < partial_floor(cost, granted))
-                        .then(|| rule.retry_after_allowed(&store, next.max(cost)))
+                    // When the grant left the store short of even a partial claim, the
+                    // store would refuse the next one until units are back: wait here
+                    // until one lifetime's units are (at most one lifetime, for the
+                    // rate-based rules; a fixed window's end). Waiting for more (the
+                    // limit, or every instance's share of it) left keys with no unit for
+                    // most of a window while the exact rule admitted at its rate.
+                    let back = (store.remaining < floor)
+                        .then(|| rule.retry_after_allowed(&store, per_lifetime))
                         .flatten();
                     let d = slice.grant(granted, cost, &store, back, now_ns, ttl_ns);
                     (d, Some(slice.generation))
                 } else {
-                    (slice.deny(cost, &store, now_ns), None)
+                    // Refused: answered here for at most this instance's part of a
+                    // lifetime, and at most half of one (its `retry_after` is for all it
+                    // asked). Shorter than the wait after a grant, so an instance that
+                    // lost the race to another claims first next time: instances at
+                    // overload take turns instead of one starving, whatever count of
+                    // instances was stated.
+                    let most = Duration::from_nanos((ttl_ns / instances.max(2)).max(1));
+                    (slice.deny(cost, &store, most, now_ns), None)
                 }
             });
             // Without its slice (it cannot be evicted while claiming) the answer is the
