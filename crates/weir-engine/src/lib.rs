@@ -68,7 +68,7 @@ mod verdict;
 
 pub use decide::{deny_all, CheckRequest, DecideError};
 pub use decide_all::{AllVerdict, LimitDecision};
-pub use engine::{Engine, EngineLimiter, Readiness};
+pub use engine::{Engine, EngineLimiter, Readiness, ShareReport};
 pub use error::EngineError;
 pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use lifecycle::{Lifecycle, ListenerTask};

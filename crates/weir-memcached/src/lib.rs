@@ -178,7 +178,7 @@
 //!
 //! ## Failures
 //!
-//! Every round trip runs under the configured timeout (default 50 ms, connecting included) and
+//! Every round trip runs under the configured timeout (default 500 ms, connecting included) and
 //! fails with `StoreError::Timeout`, whichever server it goes to; a refused or broken connection is
 //! `StoreError::Unavailable` with the reason (for every call in flight on it: calls share
 //! connections, pipelined). The pool replaces a broken connection, and one on which a call timed

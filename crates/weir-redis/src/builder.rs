@@ -49,7 +49,7 @@ pub struct RedisStoreBuilder {
 
 impl RedisStore {
     /// The default timeout of every store call.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
     /// The default TTL grace under [`TimeSource::Process`] (clock skew between the
     /// application servers that share the store).
     pub const DEFAULT_PROCESS_GRACE: Duration = Duration::from_secs(1);

@@ -21,7 +21,9 @@ use crate::breaker::{Breaker, Mode, Next};
 /// How a [`FailoverStore`] guards its store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailoverConfig {
-    /// The longest one store call may take before it counts as failed (default 50 ms).
+    /// The longest one store call may take before it counts as failed (default 500 ms:
+    /// above the slowest call measured beside a CPU hog on a loaded 2-core host, 303 ms;
+    /// `BENCHMARKS.md`, "Store timeouts on a loaded host").
     pub timeout: Duration,
     /// Consecutive failed calls on one part of the store after which that part is PINGed;
     /// its circuit opens only if the PING fails too (default 5). One slow moment in which
@@ -29,8 +31,9 @@ pub struct FailoverConfig {
     pub failure_threshold: u32,
     /// How often the probe PINGs a store that is down (default 250 ms).
     pub probe_interval: Duration,
-    /// How many instances share each limit: the local fallback allows each its share,
-    /// `limit / instances` ([`Rule::share`]). Default 1.
+    /// How many instances at least share each limit: the local fallback allows each its
+    /// share, `limit / n` ([`Rule::share`]), `n` the larger of this and the count learned
+    /// from the store's presence key ([`FailoverStore::fallback_share`]). Default 1.
     pub instances: u64,
     /// Whether usage counted locally during an outage is pushed to the store (as penalties)
     /// when it answers again. Default off.
@@ -43,7 +46,7 @@ pub struct FailoverConfig {
 impl Default for FailoverConfig {
     fn default() -> Self {
         Self {
-            timeout: Duration::from_millis(50),
+            timeout: Duration::from_millis(500),
             failure_threshold: 5,
             probe_interval: Duration::from_millis(250),
             instances: 1,
@@ -104,6 +107,10 @@ pub(crate) struct Inner<S> {
     store_timeouts: AtomicU64,
     fallback_decisions: AtomicU64,
     pub(crate) reconciled_keys: AtomicU64,
+    /// The instance count the presence key last answered (0: not known yet).
+    pub(crate) learned_instances: AtomicU64,
+    /// This instance's holder id on the presence key: random, per store.
+    pub(crate) instance_id: String,
 }
 
 fn open_decision(rule: &Rule) -> Decision {
@@ -126,6 +133,13 @@ fn closed_decision(rule: &Rule, retry_after: Duration) -> Decision {
         retry_after,
         delay: Duration::ZERO,
     }
+}
+
+/// A random id for this instance's presence announcements.
+fn instance_id() -> String {
+    use std::hash::BuildHasher;
+    let random = foldhash::quality::RandomState::default().hash_one(std::process::id());
+    format!("{}-{random:016x}", std::process::id())
 }
 
 /// Whether `op` only reads (a peek or an inspect): such a call changes nothing in the
@@ -156,6 +170,8 @@ impl<S: Store> FailoverStore<S> {
                 store_timeouts: AtomicU64::new(0),
                 fallback_decisions: AtomicU64::new(0),
                 reconciled_keys: AtomicU64::new(0),
+                learned_instances: AtomicU64::new(0),
+                instance_id: instance_id(),
             }),
         }
     }
@@ -328,7 +344,7 @@ impl<S: Store> FailoverStore<S> {
                 Outcome::Decision(closed_decision(rule, inner.config.probe_interval))
             }
             FailurePolicy::LocalFallback => {
-                let share = rule.share(inner.config.instances);
+                let share = rule.share(self.fallback_share().instances);
                 let outcome = inner.local.apply_now(key, &share, op, now_ns)?;
                 if let (Op::Check { cost: cost @ 1.. }, Outcome::Decision(d)) = (op, outcome) {
                     if d.allowed {
@@ -405,7 +421,7 @@ impl<S: Store> FailoverStore<S> {
         let local: Vec<(Key, Rule)> = limits
             .iter()
             .filter(|(_, r)| r.failure_policy() == FailurePolicy::LocalFallback)
-            .map(|(k, r)| (k.clone(), r.share(inner.config.instances)))
+            .map(|(k, r)| (k.clone(), r.share(self.fallback_share().instances)))
             .collect();
         let local_cost = if closed { 0 } else { cost };
         let mut local_decisions = inner.local.check_all_now(&local, local_cost, now_ns)?;
