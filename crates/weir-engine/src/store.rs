@@ -106,6 +106,7 @@ impl AnyStore {
                 };
                 let mut builder = RedisStore::builder(url.as_str())
                     .timeout(failover.timeout)
+                    .first_timeout(failover.first_timeout)
                     .time_source(time);
                 if let Some(prefix) = prefix {
                     builder = builder.prefix(prefix);

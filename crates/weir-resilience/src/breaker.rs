@@ -48,6 +48,8 @@ pub(crate) struct Breaker {
     confirming: AtomicBool,
     /// Whether the PING probe of this part runs.
     pub(crate) probing: AtomicBool,
+    /// Whether a call on this part has ever succeeded.
+    answered: AtomicBool,
     mode_changes: AtomicU64,
 }
 
@@ -60,7 +62,15 @@ impl Breaker {
         }
     }
 
+    /// Whether a call on this part has ever succeeded.
+    pub(crate) fn has_answered(&self) -> bool {
+        self.answered.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn record_success(&self) {
+        if !self.answered.load(Ordering::Relaxed) {
+            self.answered.store(true, Ordering::Relaxed);
+        }
         if self.consecutive_failures.load(Ordering::Relaxed) != 0 {
             self.consecutive_failures.store(0, Ordering::Relaxed);
         }

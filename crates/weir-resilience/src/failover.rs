@@ -25,6 +25,11 @@ pub struct FailoverConfig {
     /// above the slowest call measured beside a CPU hog on a loaded 2-core host, 303 ms;
     /// `BENCHMARKS.md`, "Store timeouts on a loaded host").
     pub timeout: Duration,
+    /// The longest a call may take until its part of the store has answered once
+    /// (default 5 s): connecting, a fresh Redis Cluster's slot map and Weir's functions
+    /// loaded on each node take longer than a decision and are not an outage. Never below
+    /// `timeout`.
+    pub first_timeout: Duration,
     /// Consecutive failed calls on one part of the store after which that part is PINGed;
     /// its circuit opens only if the PING fails too (default 5). One slow moment in which
     /// many calls time out together therefore opens nothing once the part answers again.
@@ -47,6 +52,7 @@ impl Default for FailoverConfig {
     fn default() -> Self {
         Self {
             timeout: Duration::from_millis(500),
+            first_timeout: Duration::from_secs(5),
             failure_threshold: 5,
             probe_interval: Duration::from_millis(250),
             instances: 1,
@@ -240,7 +246,7 @@ impl<S: Store> FailoverStore<S> {
             return;
         }
         let answered = matches!(
-            tokio::time::timeout(inner.config.timeout, inner.primary.ping_part(part)).await,
+            tokio::time::timeout(self.limit(&[part]), inner.primary.ping_part(part)).await,
             Ok(Ok(()))
         );
         if breaker.confirmed(answered) {
@@ -261,12 +267,23 @@ impl<S: Store> FailoverStore<S> {
         )
     }
 
+    /// The bound of a call on `parts`: the timeout, or the first-contact timeout while
+    /// one of them has never answered.
+    fn limit(&self, parts: &[usize]) -> Duration {
+        let config = &self.inner.config;
+        if parts.iter().all(|p| self.breaker(*p).has_answered()) {
+            config.timeout
+        } else {
+            config.timeout.max(config.first_timeout)
+        }
+    }
+
     /// Runs `call` under the timeout, counting its failure against `parts`.
     async fn call<T, F>(&self, parts: &[usize], call: F) -> Result<T, CheckError>
     where
         F: std::future::Future<Output = Result<T, CheckError>>,
     {
-        let limit = self.inner.config.timeout;
+        let limit = self.limit(parts);
         let cause = match tokio::time::timeout(limit, call).await {
             Ok(Ok(value)) => {
                 for part in parts {

@@ -12,6 +12,8 @@ use weir_testkit::faults::{Fault, FaultyStore};
 fn config() -> FailoverConfig {
     FailoverConfig {
         timeout: Duration::from_millis(30),
+        // The fault switch stands for a store that has answered before.
+        first_timeout: Duration::from_millis(30),
         failure_threshold: 2,
         probe_interval: Duration::from_millis(20),
         instances: 2,

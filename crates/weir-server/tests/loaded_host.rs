@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use common::{bounded, check_body, settings, Scratch, TestServer};
 use weir_server::{StoreClock, StoreSpec};
-use weir_testkit::servers::RedisServer;
+use weir_testkit::servers::{RedisCluster, RedisServer};
 
 const RULES: &str = "domain: hog
 descriptors:
@@ -55,8 +55,12 @@ impl Drop for Hog {
 }
 
 async fn server_on(redis: &RedisServer, rules: &Scratch) -> TestServer {
+    server_at(&redis.url(), rules).await
+}
+
+async fn server_at(url: &str, rules: &Scratch) -> TestServer {
     let (mut settings, _clock) = settings(Some(&rules.0));
-    settings.engine.store = StoreSpec::parse(&redis.url()).unwrap();
+    settings.engine.store = StoreSpec::parse(url).unwrap();
     settings.engine.store_clock = StoreClock::Process;
     TestServer::start(settings).await
 }
@@ -178,4 +182,52 @@ async fn the_fallback_share_is_learned_from_the_store_and_reported() {
         second.stop().await.unwrap();
     })
     .await;
+}
+
+// Issue 29: on a freshly created 3-primary Cluster the first calls (the slot map, Weir's
+// function library on each primary) outlasted the 50 ms timeout; each went to the local
+// fallback, and an exact fixed window of 50 admitted 53 and 79 for its first key. A fresh
+// Cluster with busy loops beside it: exactly 50, and no part of it taken for dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_cluster_beside_a_cpu_hog_admits_exactly_the_limit() {
+    let cluster = RedisCluster::start_with(3, 0);
+    bounded(async {
+        let rules = Scratch::new("fresh-cluster");
+        rules.write("hog.yaml", RULES);
+        let ports: Vec<String> = cluster
+            .nodes()
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let url = format!("redis+cluster://{}", ports.join(","));
+        let hog = Hog::start();
+        let servers = Arc::new([server_at(&url, &rules).await, server_at(&url, &rules).await]);
+        let (admitted, denied) = load(&servers, "exact", 120, 8).await;
+        drop(hog);
+        let mut seen = String::new();
+        for server in servers.iter() {
+            seen.push_str(&store_errors(server).await);
+        }
+        assert_eq!(
+            (admitted, denied),
+            (50, 70),
+            "two instances admit exactly the limit; {seen}"
+        );
+        let metrics = servers[0].get("/metrics").await.body;
+        assert!(
+            metrics.contains(r#"weir_store_fallback{store="redis"} 0"#),
+            "{metrics}"
+        );
+    })
+    .await;
+}
+
+/// The store error counters of `server`'s metrics.
+async fn store_errors(server: &TestServer) -> String {
+    let metrics = server.get("/metrics").await.body;
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("weir_store_errors"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
