@@ -80,8 +80,10 @@ pub(crate) struct EngineArgs {
     #[arg(long, value_enum, value_name = "KIND", env = "WEIR_HEADERS", default_value_t = Headers::Ietf)]
     headers: Headers,
 
-    /// How many instances share each limit: while the store is down each decides with
-    /// its share (limit / N)
+    /// How many instances at least share each limit: while the store (or its server for
+    /// a key) is down each decides with its share, limit / n, n the larger of N and the
+    /// instances counted in the store (each announces itself there every 10 s; /readyz
+    /// shows fallback_share)
     #[arg(long, value_name = "N", env = "WEIR_INSTANCES", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..))]
     instances: u64,

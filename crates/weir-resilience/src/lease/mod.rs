@@ -71,8 +71,18 @@ pub struct LeaseStats {
 ///   ages out of the rule's window. An instance that has been turning the key's requests
 ///   away since its last slice may claim up to the whole limit (its demand spends it; this
 ///   is what keeps store calls low under overload): if its demand then stops, those units
-///   sit idle for at most one lifetime. A claim the store refuses waits, locally, until
-///   the units it asked for are back, at most `cap` units later than an exact check would.
+///   sit idle for at most one lifetime.
+/// - **At the rule's rate under overload.** A grant that leaves the store short of a
+///   partial claim is followed by local denials only until the units the rule gives back
+///   over one lifetime are back ([`LeaseConfig::per_lifetime`]; at most one lifetime for
+///   GCRA and the buckets, a fixed window's end), and the next claim asks for those. A
+///   refused claim takes what is left if that is at least half this instance's part of a
+///   lifetime's units; otherwise it is answered locally for at most half a lifetime, less
+///   than the wait after a grant, so instances at overload take turns. No key goes longer
+///   than the exact rule's own gaps plus one lifetime without an admission, and a
+///   saturated key gets at least 90 % of the exact rule (`tests/lease_bounds.rs`, and on
+///   Redis `weir-engine/tests/leased_redis.rs`), for about one store call per lifetime
+///   and instance.
 /// - **Outage.** Slices keep being spent while the store is away; the next claim fails and
 ///   the store below (usually a [`FailoverStore`](crate::FailoverStore)) applies the rule's
 ///   failure policy.
