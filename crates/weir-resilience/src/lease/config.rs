@@ -72,9 +72,7 @@ impl LeaseConfig {
     /// a claim that left the store short, so that no key goes longer than one lifetime
     /// without a unit while the exact rule would admit one.
     pub fn per_lifetime(&self, rule: &Rule, cost: u64, ttl_ns: u64) -> u64 {
-        let window_ns = u128::try_from(rule.window().as_nanos())
-            .unwrap_or(u128::MAX)
-            .max(1);
+        let window_ns = rule.window().as_nanos().max(1);
         let units = u128::from(rule.limit()) * u128::from(ttl_ns) / window_ns;
         u64::try_from(units).unwrap_or(u64::MAX).max(cost).max(1)
     }
