@@ -5,6 +5,7 @@
 //!
 //! The protocol and its bounds are on [`LeasedStore`].
 
+mod claim;
 mod config;
 mod slice;
 
@@ -18,6 +19,7 @@ use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 use weir_core::{CheckError, Decision, Decisions, Key, Mode, Op, Outcome, Rule, Store, StoreError};
 
+use claim::ClaimGuard;
 pub use config::LeaseConfig;
 use slice::{Id, Slice};
 
@@ -518,52 +520,6 @@ impl<S: Store> LeasedStore<S> {
             Target::Plain => self.inner.check_all(limits, cost, now_ns).await,
             Target::Scoped => self.inner.check_all_scoped(limits, cost, now_ns).await,
         }
-    }
-}
-
-/// The claiming check's hold on a key. Settling it (or dropping it, when the store call
-/// failed or the caller went away) clears the claim and wakes the key's waiting checks.
-struct ClaimGuard<'a> {
-    shard: &'a Shard,
-    hash: u64,
-    notify: Arc<Notify>,
-    settled: bool,
-}
-
-impl ClaimGuard<'_> {
-    fn settle<T>(mut self, update: impl FnOnce(&mut Slice) -> T) -> Option<T> {
-        let mut map = lock(self.shard);
-        let answer = match map.get_mut(&self.hash) {
-            Some(slice) if self.ours(slice) => {
-                slice.claiming = None;
-                Some(update(slice))
-            }
-            _ => None,
-        };
-        drop(map);
-        self.settled = true;
-        self.notify.notify_waiters();
-        answer
-    }
-
-    fn ours(&self, slice: &Slice) -> bool {
-        matches!(&slice.claiming, Some(n) if Arc::ptr_eq(n, &self.notify))
-    }
-}
-
-impl Drop for ClaimGuard<'_> {
-    fn drop(&mut self) {
-        if self.settled {
-            return;
-        }
-        let mut map = lock(self.shard);
-        if let Some(slice) = map.get_mut(&self.hash) {
-            if self.ours(slice) {
-                slice.claiming = None;
-            }
-        }
-        drop(map);
-        self.notify.notify_waiters();
     }
 }
 
