@@ -106,13 +106,17 @@ pub(crate) struct EngineArgs {
     #[arg(long, value_enum, value_name = "KIND", env = "WEIR_HEADERS", default_value_t = Headers::Ietf)]
     headers: Headers,
 
-    /// How many instances share each limit: while the store is down each decides with
-    /// its share (limit / N)
+    /// How many instances at least share each limit: while the store (or its server for
+    /// a key) is down each decides with its share, limit / n, n the larger of N and the
+    /// instances counted in the store (each announces itself there every 10 s; /readyz
+    /// shows fallback_share)
     #[arg(long, value_name = "N", env = "WEIR_INSTANCES", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..))]
     instances: u64,
 
-    /// The longest one store call may take before it counts as failed [default: 50ms]
+    /// The longest one store call may take before it counts as failed (the call is then
+    /// decided by its rule's on_failure) [default: 500ms, above the slowest call measured
+    /// beside a CPU hog on a loaded host; lower it only on a quiet host with a near store]
     #[arg(long, value_name = "DURATION", env = "WEIR_STORE_TIMEOUT", value_parser = parse_duration)]
     store_timeout: Option<Duration>,
 
@@ -253,7 +257,7 @@ impl EngineArgs {
         settings.engine.failover.timeout = self
             .store_timeout
             .or(fallbacks.store_timeout)
-            .unwrap_or(Duration::from_millis(50));
+            .unwrap_or(Duration::from_millis(500));
         settings.engine.failover.instances = self.instances;
         settings.engine.failover.reconcile = self.reconcile;
         settings.engine.redis_batch_wait = self.redis_batch_wait;

@@ -63,6 +63,22 @@ pub struct Readiness {
     pub mode: &'static str,
     /// Why it is not ready, or what covers a store that does not answer.
     pub detail: Option<String>,
+    /// A network store's local fallback: each rule allows `limit / instances` per
+    /// instance while its store part is down; `source` says whether that count was
+    /// `stated` (`--instances`) or `learned` from the store's presence key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_share: Option<ShareReport>,
+}
+
+/// The local fallback's share, as readiness reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ShareReport {
+    /// The instance count each limit is divided by.
+    pub instances: u64,
+    /// `stated` (`--instances`) or `learned` (the store's presence key counted more).
+    pub source: &'static str,
+    /// How many instances the presence key counted last, if it has answered.
+    pub learned: Option<u64>,
 }
 
 impl Engine {
@@ -225,12 +241,18 @@ impl Engine {
             None => "store",
         };
         let reachable = ping.is_ok();
+        let share = store.fallback_share().map(|s| ShareReport {
+            instances: s.instances,
+            source: s.source.as_str(),
+            learned: s.learned,
+        });
         let not_ready = |detail: String| Readiness {
             ready: false,
             store: store.kind(),
             store_reachable: reachable,
             mode,
             detail: Some(detail),
+            fallback_share: share,
         };
         if self.inner.draining.load(Ordering::Acquire) {
             return not_ready("shutting down".to_string());
@@ -263,6 +285,7 @@ impl Engine {
                 store_reachable: true,
                 mode,
                 detail: None,
+                fallback_share: share,
             },
             Err(error) if store.is_guarded() => Readiness {
                 ready: true,
@@ -272,6 +295,7 @@ impl Engine {
                 detail: Some(format!(
                     "{error}; each rule's failure policy decides until it answers"
                 )),
+                fallback_share: share,
             },
             Err(error) => not_ready(error.to_string()),
         }
@@ -287,6 +311,7 @@ impl Engine {
             self.state_saver().map(StateSaver::spawn),
             Some(self.spawn_history_sampler()),
             self.spawn_statsd(),
+            self.store().spawn_presence(self.limiter().clock().clone()),
         ]
         .into_iter()
         .flatten()

@@ -79,7 +79,7 @@ pub use blocked::{BlockedEntry, BlockedList};
 pub use decide::{deny_all, CheckRequest, DecideError};
 pub use decide_all::{AllVerdict, LimitDecision};
 pub use direct::DIRECT_DOMAIN;
-pub use engine::{Engine, EngineLimiter, Readiness};
+pub use engine::{Engine, EngineLimiter, Readiness, ShareReport};
 pub use error::EngineError;
 pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use lifecycle::{Lifecycle, ListenerTask};

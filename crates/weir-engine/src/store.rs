@@ -12,8 +12,8 @@ use weir_core::{CheckError, Decisions, Key, MemoryStore, Op, Outcome, Rule, Stor
 use weir_memcached::MemcachedStore;
 use weir_redis::{RedisStore, TimeSource};
 use weir_resilience::{
-    FailoverConfig, FailoverStats, FailoverStore, LeaseConfig, LeaseStats, LeasedStore,
-    OverLimitCache, OverLimitStats,
+    FailoverConfig, FailoverStats, FailoverStore, FallbackShare, LeaseConfig, LeaseStats,
+    LeasedStore, OverLimitCache, OverLimitStats,
 };
 
 use crate::store_url::{StoreSpec, StoreUrlError};
@@ -119,6 +119,7 @@ impl AnyStore {
                 };
                 let mut builder = RedisStore::builder(url.as_str())
                     .timeout(failover.timeout)
+                    .first_timeout(failover.first_timeout)
                     .time_source(time);
                 if let Some(prefix) = prefix {
                     builder = builder.prefix(prefix);
@@ -175,6 +176,29 @@ impl AnyStore {
             AnyStore::Memory(_) => None,
             AnyStore::Redis(s) => Some(s.inner().inner().stats()),
             AnyStore::Memcached(s) => Some(s.inner().inner().stats()),
+        }
+    }
+
+    /// The local fallback's share in force (the instance count each rule's limit is
+    /// divided by while a store part is down, and where it comes from), for a network store.
+    pub fn fallback_share(&self) -> Option<FallbackShare> {
+        match self {
+            AnyStore::Memory(_) => None,
+            AnyStore::Redis(s) => Some(s.inner().inner().fallback_share()),
+            AnyStore::Memcached(s) => Some(s.inner().inner().fallback_share()),
+        }
+    }
+
+    /// Starts announcing this instance in a network store (the presence key every
+    /// instance renews: how many share the store, which sets the fallback's share).
+    pub fn spawn_presence<C: weir_core::Clock + 'static>(
+        &self,
+        clock: C,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        match self {
+            AnyStore::Memory(_) => None,
+            AnyStore::Redis(s) => Some(s.inner().inner().spawn_presence(clock)),
+            AnyStore::Memcached(s) => Some(s.inner().inner().spawn_presence(clock)),
         }
     }
 

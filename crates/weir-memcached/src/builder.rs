@@ -77,7 +77,7 @@ impl MemcachedStoreBuilder {
     /// The default pool size: connections, each carrying many calls at once.
     pub const DEFAULT_POOL_SIZE: usize = 2;
     /// The default timeout of one round trip (including connecting, if needed).
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
     /// The default number of retries after a CAS conflict.
     pub const DEFAULT_MAX_RETRIES: u32 = 64;
     /// The default key prefix.

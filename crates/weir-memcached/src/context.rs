@@ -12,7 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use weir_core::{CheckError, StoreError};
+use weir_core::{CheckError, Key, StoreError};
 
 use crate::backoff::Backoff;
 use crate::client::{Command, Pool, Reply, Value};
@@ -104,17 +104,41 @@ impl Inner {
     /// Asks every server for its version, concurrently: `Ok` only if each answers (a store
     /// with one server down is not healthy: that server's keys fail).
     pub(crate) async fn ping(&self) -> Result<(), StoreError> {
-        let pings = self.servers.iter().map(|server| async move {
-            match server.pool.one(Command::Version).await {
-                Ok(Reply::Version(_)) => Ok(()),
-                Ok(other) => Err(StoreError::Unavailable(format!(
-                    "memcached at {}: unexpected reply to version: {other:?}",
-                    server.addr
-                ))),
-                Err(e) => Err(e),
-            }
-        });
+        let pings = self.servers.iter().map(version);
         join_all(pings.collect()).await.into_iter().collect()
+    }
+
+    /// How many servers the list has.
+    pub(crate) fn server_count(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// The index of the server that holds `key`'s names.
+    pub(crate) fn server_of_key(&self, key: &Key) -> usize {
+        if self.servers.len() == 1 {
+            return 0;
+        }
+        self.ring.server(Names::new(&self.prefix, key).body())
+    }
+
+    /// Asks server `index` alone for its version.
+    pub(crate) async fn ping_server(&self, index: usize) -> Result<(), StoreError> {
+        let server = self.servers.get(index).ok_or_else(|| {
+            StoreError::Unavailable(format!("memcached: no server number {index} in the list"))
+        })?;
+        version(server).await
+    }
+}
+
+/// `Ok` if `server` answers a `version`.
+async fn version(server: &Server) -> Result<(), StoreError> {
+    match server.pool.one(Command::Version).await {
+        Ok(Reply::Version(_)) => Ok(()),
+        Ok(other) => Err(StoreError::Unavailable(format!(
+            "memcached at {}: unexpected reply to version: {other:?}",
+            server.addr
+        ))),
+        Err(e) => Err(e),
     }
 }
 

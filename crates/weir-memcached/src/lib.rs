@@ -154,10 +154,13 @@
 //!   servers' keys are decided as before; each rule's failure policy applies above the
 //!   store (`weir-resilience`'s `FailoverStore`). Moving its keys to another server would
 //!   start them afresh there mid-window, silently admitting up to one more limit per key.
-//!   [`ping`](weir_core::Store::ping) succeeds only when every server answers, and the
-//!   `FailoverStore`'s circuit counts the failures of all keys together, so a dead server
-//!   may open the circuit for every key (then every rule's failure policy decides until
-//!   every server answers again).
+//!   [`ping`](weir_core::Store::ping) succeeds only when every server answers. Each
+//!   server is one [part](weir_core::Store::parts) of the store
+//!   ([`part_of`](weir_core::Store::part_of) a key is its server on the ring,
+//!   [`ping_part`](weir_core::Store::ping_part) asks that server alone), so the
+//!   `FailoverStore` keeps one circuit per server: a dead server's keys follow their
+//!   rule's failure policy while the other servers' keys keep deciding on the store, and
+//!   each server's keys return to it as soon as it answers again.
 //! - **Changing the list** moves only the keys the ring places elsewhere (about `1/(N+1)`
 //!   of them when one server is added, all to it; the removed server's when one is
 //!   removed). A moved key starts afresh on its new server, as on a restarted memcached:
@@ -175,7 +178,7 @@
 //!
 //! ## Failures
 //!
-//! Every round trip runs under the configured timeout (default 50 ms, connecting included) and
+//! Every round trip runs under the configured timeout (default 500 ms, connecting included) and
 //! fails with `StoreError::Timeout`, whichever server it goes to; a refused or broken connection is
 //! `StoreError::Unavailable` with the reason (for every call in flight on it: calls share
 //! connections, pipelined). The pool replaces a broken connection, and one on which a call timed

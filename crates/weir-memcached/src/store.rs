@@ -49,4 +49,19 @@ impl Store for MemcachedStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }
+
+    /// One part per server of the list: each fails alone.
+    fn parts(&self) -> usize {
+        self.inner.server_count()
+    }
+
+    /// The server the ring places `key` on.
+    fn part_of(&self, key: &Key) -> usize {
+        self.inner.server_of_key(key)
+    }
+
+    /// `Ok` when server `part` answers.
+    async fn ping_part(&self, part: usize) -> Result<(), StoreError> {
+        self.inner.ping_server(part).await
+    }
 }

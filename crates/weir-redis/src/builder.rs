@@ -36,6 +36,7 @@ use crate::url::{self, Target};
 pub struct RedisStoreBuilder {
     url: String,
     timeout: Duration,
+    first_timeout: Duration,
     prefix: String,
     time: TimeSource,
     ttl_grace: Option<Duration>,
@@ -49,7 +50,10 @@ pub struct RedisStoreBuilder {
 
 impl RedisStore {
     /// The default timeout of every store call.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+    /// The default bound of calls until the store has answered once (connecting, loading a
+    /// Cluster's slot map and the function library on each node).
+    pub const DEFAULT_FIRST_TIMEOUT: Duration = Duration::from_secs(5);
     /// The default TTL grace under [`TimeSource::Process`] (clock skew between the
     /// application servers that share the store).
     pub const DEFAULT_PROCESS_GRACE: Duration = Duration::from_secs(1);
@@ -59,6 +63,7 @@ impl RedisStore {
         RedisStoreBuilder {
             url: url.into(),
             timeout: Self::DEFAULT_TIMEOUT,
+            first_timeout: Self::DEFAULT_FIRST_TIMEOUT,
             prefix: "weir".to_owned(),
             time: TimeSource::default(),
             ttl_grace: None,
@@ -81,6 +86,15 @@ impl RedisStoreBuilder {
     /// [`StoreError::Timeout`](weir_core::StoreError::Timeout).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// The longest a call may take until the store has answered once (default
+    /// [`RedisStore::DEFAULT_FIRST_TIMEOUT`], never below `timeout`): a new connection, a
+    /// fresh Cluster's slot map and the function library loaded on each node take longer
+    /// than a decision, and are not an outage.
+    pub fn first_timeout(mut self, first_timeout: Duration) -> Self {
+        self.first_timeout = first_timeout;
         self
     }
 
@@ -174,19 +188,22 @@ impl RedisStoreBuilder {
                 });
             }
         }
-        let (target, redactor) = url::parse(&self.url, self.timeout, &self.tls)?;
+        let first = self.timeout.max(self.first_timeout);
+        let (target, redactor) = url::parse(&self.url, first, &self.tls)?;
         let cluster = matches!(target, Target::Cluster(_));
         let grace = self.ttl_grace.unwrap_or(match self.time {
             TimeSource::Store => Duration::ZERO,
             TimeSource::Process => RedisStore::DEFAULT_PROCESS_GRACE,
         });
         let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.timeout))
+            .set_connection_timeout(Some(first))
             .set_response_timeout(None);
         let exec = Arc::new(Exec {
             link: Link::new(target, config),
             redactor,
             timeout: self.timeout,
+            first_timeout: first,
+            answered: AtomicBool::new(false),
             grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
             path: self.path,
             eval: AtomicBool::new(self.eval),

@@ -24,6 +24,11 @@ pub(crate) struct Exec {
     pub(crate) link: Link,
     pub(crate) redactor: Redactor,
     pub(crate) timeout: Duration,
+    /// The bound of calls until the store has answered once (connecting, a Cluster's slot
+    /// map, the function library on each node): at least `timeout`.
+    pub(crate) first_timeout: Duration,
+    /// Set by the first call that returns: from then on calls are bound by `timeout`.
+    pub(crate) answered: AtomicBool,
     pub(crate) grace_ms: u64,
     /// The scripts: with the fast path (always, but in tests of the general path).
     pub(crate) path: Path,
@@ -152,17 +157,28 @@ impl Exec {
         self.bounded(call).await
     }
 
-    /// `fut` under the store's timeout; a timeout counts towards replacing the connection.
+    /// `fut` under the store's timeout (the first-contact timeout until a call has
+    /// returned); a timeout counts towards replacing the connection.
     pub(crate) async fn bounded<T>(
         &self,
         fut: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         in_runtime()?;
-        match tokio::time::timeout(self.timeout, fut).await {
-            Ok(result) => result,
+        let limit = if self.answered.load(Ordering::Relaxed) {
+            self.timeout
+        } else {
+            self.timeout.max(self.first_timeout)
+        };
+        match tokio::time::timeout(limit, fut).await {
+            Ok(result) => {
+                if result.is_ok() && !self.answered.load(Ordering::Relaxed) {
+                    self.answered.store(true, Ordering::Relaxed);
+                }
+                result
+            }
             Err(_) => {
                 self.link.timed_out();
-                Err(error::timeout(self.timeout))
+                Err(error::timeout(limit))
             }
         }
     }

@@ -1,12 +1,14 @@
 //! [`FailoverStore`]: a store wrapper that keeps limiting when the shared store fails. Sits
 //! between the [`Limiter`](weir_core::Limiter) (or the over-limit cache) and a network store.
-//! Each call gets a timeout; consecutive failures open a circuit; while it is open each
-//! rule's [`FailurePolicy`] decides without touching the store; a background PING probe
-//! closes it again. A fail-closed denial is marked for a caller that notes it
-//! (`failed_closed.rs`).
+//! Each call gets a timeout; a failed read-only call is tried once more; each part of the
+//! store (the whole store, or one server of a memcached list: [`Store::parts`]) has its own
+//! circuit, opened by consecutive failures confirmed by a failed PING (`breaker.rs`); while
+//! a part's circuit is open each rule's [`FailurePolicy`] decides for the keys on that part
+//! alone, without touching the store; a background PING probe (`probe.rs`) closes it again.
+//! A fail-closed denial is marked for a caller that notes it (`failed_closed.rs`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -15,20 +17,30 @@ use weir_core::{
     StoreError,
 };
 
-use crate::breaker::{Breaker, Mode};
+use crate::breaker::{Breaker, Mode, Next};
 use crate::failed_closed::note_failed_closed;
 
 /// How a [`FailoverStore`] guards its store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailoverConfig {
-    /// The longest one store call may take before it counts as failed (default 50 ms).
+    /// The longest one store call may take before it counts as failed (default 500 ms:
+    /// above the slowest call measured beside a CPU hog on a loaded 2-core host, 303 ms;
+    /// `BENCHMARKS.md`, "Store timeouts on a loaded host").
     pub timeout: Duration,
-    /// Consecutive failures that open the circuit (default 3).
+    /// The longest a call may take until its part of the store has answered once
+    /// (default 5 s): connecting, a fresh Redis Cluster's slot map and Weir's functions
+    /// loaded on each node take longer than a decision and are not an outage. Never below
+    /// `timeout`.
+    pub first_timeout: Duration,
+    /// Consecutive failed calls on one part of the store after which that part is PINGed;
+    /// its circuit opens only if the PING fails too (default 5). One slow moment in which
+    /// many calls time out together therefore opens nothing once the part answers again.
     pub failure_threshold: u32,
     /// How often the probe PINGs a store that is down (default 250 ms).
     pub probe_interval: Duration,
-    /// How many instances share each limit: the local fallback allows each its share,
-    /// `limit / instances` ([`Rule::share`]). Default 1.
+    /// How many instances at least share each limit: the local fallback allows each its
+    /// share, `limit / n` ([`Rule::share`]), `n` the larger of this and the count learned
+    /// from the store's presence key ([`FailoverStore::fallback_share`]). Default 1.
     pub instances: u64,
     /// Whether usage counted locally during an outage is pushed to the store (as penalties)
     /// when it answers again. Default off.
@@ -41,8 +53,9 @@ pub struct FailoverConfig {
 impl Default for FailoverConfig {
     fn default() -> Self {
         Self {
-            timeout: Duration::from_millis(50),
-            failure_threshold: 3,
+            timeout: Duration::from_millis(500),
+            first_timeout: Duration::from_secs(5),
+            failure_threshold: 5,
             probe_interval: Duration::from_millis(250),
             instances: 1,
             reconcile: false,
@@ -54,8 +67,12 @@ impl Default for FailoverConfig {
 /// Counters for metrics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailoverStats {
-    /// Where decisions are made now.
+    /// Where decisions are made now: [`Mode::Fallback`] while any part's circuit is open.
     pub mode: Mode,
+    /// The parts of the store, each with its own circuit (1, or the servers of a list).
+    pub parts: usize,
+    /// The parts whose circuit is open now: their keys follow each rule's failure policy.
+    pub open_parts: usize,
     /// How many times the mode changed.
     pub mode_changes: u64,
     /// Store calls that failed with an error.
@@ -73,7 +90,7 @@ pub struct FailoverStats {
 /// probe).
 #[derive(Debug)]
 pub struct FailoverStore<S> {
-    inner: Arc<Inner<S>>,
+    pub(crate) inner: Arc<Inner<S>>,
 }
 
 impl<S> Clone for FailoverStore<S> {
@@ -85,18 +102,23 @@ impl<S> Clone for FailoverStore<S> {
 }
 
 #[derive(Debug)]
-struct Inner<S> {
-    primary: S,
+pub(crate) struct Inner<S> {
+    pub(crate) primary: S,
     local: MemoryStore,
-    config: FailoverConfig,
-    breaker: Breaker,
-    probing: AtomicBool,
-    last_now_ns: AtomicU64,
-    pending: Mutex<HashMap<Key, (Rule, u64)>>,
+    pub(crate) config: FailoverConfig,
+    /// One circuit per part of the primary ([`Store::parts`]), at least one.
+    pub(crate) breakers: Vec<Breaker>,
+    pub(crate) last_now_ns: AtomicU64,
+    /// Usage counted locally during an outage, per key: (rule, units, part).
+    pub(crate) pending: Mutex<HashMap<Key, (Rule, u64, usize)>>,
     store_errors: AtomicU64,
     store_timeouts: AtomicU64,
     fallback_decisions: AtomicU64,
-    reconciled_keys: AtomicU64,
+    pub(crate) reconciled_keys: AtomicU64,
+    /// The instance count the presence key last answered (0: not known yet).
+    pub(crate) learned_instances: AtomicU64,
+    /// This instance's holder id on the presence key: random, per store.
+    pub(crate) instance_id: String,
 }
 
 fn open_decision(rule: &Rule) -> Decision {
@@ -121,26 +143,43 @@ fn closed_decision(rule: &Rule, retry_after: Duration) -> Decision {
     }
 }
 
-fn timeout_ms(d: Duration) -> u64 {
+/// A random id for this instance's presence announcements.
+fn instance_id() -> String {
+    use std::hash::BuildHasher;
+    let random = foldhash::quality::RandomState::default().hash_one(std::process::id());
+    format!("{}-{random:016x}", std::process::id())
+}
+
+/// Whether `op` only reads (a peek or an inspect): such a call changes nothing in the
+/// store, so trying it again after a failure cannot count anything twice.
+fn read_only(op: Op<'_>) -> bool {
+    matches!(op, Op::Check { cost: 0 } | Op::Inspect)
+}
+
+pub(crate) fn timeout_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl<S: Store> FailoverStore<S> {
     /// Guards `primary` with `config`.
     pub fn new(primary: S, config: FailoverConfig) -> Self {
+        let breakers = (0..primary.parts().max(1))
+            .map(|_| Breaker::default())
+            .collect();
         Self {
             inner: Arc::new(Inner {
                 primary,
                 local: MemoryStore::default(),
                 config,
-                breaker: Breaker::default(),
-                probing: AtomicBool::new(false),
+                breakers,
                 last_now_ns: AtomicU64::new(0),
                 pending: Mutex::new(HashMap::new()),
                 store_errors: AtomicU64::new(0),
                 store_timeouts: AtomicU64::new(0),
                 fallback_decisions: AtomicU64::new(0),
                 reconciled_keys: AtomicU64::new(0),
+                learned_instances: AtomicU64::new(0),
+                instance_id: instance_id(),
             }),
         }
     }
@@ -150,17 +189,45 @@ impl<S: Store> FailoverStore<S> {
         &self.inner.primary
     }
 
-    /// Where decisions are made now.
+    /// Where decisions are made now: [`Mode::Fallback`] while any part's circuit is open.
     pub fn mode(&self) -> Mode {
-        self.inner.breaker.mode()
+        if self
+            .inner
+            .breakers
+            .iter()
+            .any(|b| b.mode() == Mode::Fallback)
+        {
+            Mode::Fallback
+        } else {
+            Mode::Store
+        }
+    }
+
+    /// Where decisions on the keys of part `part` are made now.
+    pub fn mode_of(&self, part: usize) -> Mode {
+        self.breaker(part).mode()
+    }
+
+    /// The circuit of `part` (the first for a part the store does not have).
+    pub(crate) fn breaker(&self, part: usize) -> &Breaker {
+        // `new` makes at least one; a part past the last is the store's error, and the
+        // last circuit stands for it.
+        let breakers = &self.inner.breakers;
+        &breakers[part.min(breakers.len().saturating_sub(1))]
     }
 
     /// Counters for metrics.
     pub fn stats(&self) -> FailoverStats {
         let i = &self.inner;
         FailoverStats {
-            mode: i.breaker.mode(),
-            mode_changes: i.breaker.mode_changes(),
+            mode: self.mode(),
+            parts: i.breakers.len(),
+            open_parts: i
+                .breakers
+                .iter()
+                .filter(|b| b.mode() == Mode::Fallback)
+                .count(),
+            mode_changes: i.breakers.iter().map(Breaker::mode_changes).sum(),
             store_errors: i.store_errors.load(Ordering::Relaxed),
             store_timeouts: i.store_timeouts.load(Ordering::Relaxed),
             fallback_decisions: i.fallback_decisions.load(Ordering::Relaxed),
@@ -168,20 +235,31 @@ impl<S: Store> FailoverStore<S> {
         }
     }
 
-    /// Records a failed call; opens the circuit (and starts the probe) at the threshold.
-    fn failed(&self, cause: &StoreError) {
+    /// Records a failed call on `part`; at the threshold, confirms with a PING of the part
+    /// and opens its circuit (and starts its probe) if that fails too.
+    async fn failed(&self, part: usize, cause: &StoreError) {
         let inner = &self.inner;
         match cause {
             StoreError::Timeout { .. } => inner.store_timeouts.fetch_add(1, Ordering::Relaxed),
             _ => inner.store_errors.fetch_add(1, Ordering::Relaxed),
         };
-        if inner.breaker.record_failure(inner.config.failure_threshold) {
+        let breaker = self.breaker(part);
+        if breaker.record_failure(inner.config.failure_threshold) != Next::Confirm {
+            return;
+        }
+        let answered = matches!(
+            tokio::time::timeout(self.limit(&[part]), inner.primary.ping_part(part)).await,
+            Ok(Ok(()))
+        );
+        if breaker.confirmed(answered) {
             tracing::warn!(
                 error = %cause,
                 failures = inner.config.failure_threshold,
-                "store failing: decisions fall back to each rule's failure policy"
+                part,
+                parts = inner.breakers.len(),
+                "store failing: decisions on its keys fall back to each rule's failure policy"
             );
-            self.start_probe();
+            self.start_probe(part);
         }
     }
 
@@ -191,14 +269,28 @@ impl<S: Store> FailoverStore<S> {
         )
     }
 
-    async fn call<T, F>(&self, call: F) -> Result<T, CheckError>
+    /// The bound of a call on `parts`: the timeout, or the first-contact timeout while
+    /// one of them has never answered.
+    fn limit(&self, parts: &[usize]) -> Duration {
+        let config = &self.inner.config;
+        if parts.iter().all(|p| self.breaker(*p).has_answered()) {
+            config.timeout
+        } else {
+            config.timeout.max(config.first_timeout)
+        }
+    }
+
+    /// Runs `call` under the timeout, counting its failure against `parts`.
+    async fn call<T, F>(&self, parts: &[usize], call: F) -> Result<T, CheckError>
     where
         F: std::future::Future<Output = Result<T, CheckError>>,
     {
-        let limit = self.inner.config.timeout;
+        let limit = self.limit(parts);
         let cause = match tokio::time::timeout(limit, call).await {
             Ok(Ok(value)) => {
-                self.inner.breaker.record_success();
+                for part in parts {
+                    self.breaker(*part).record_success();
+                }
                 return Ok(value);
             }
             Ok(Err(CheckError::Store(e))) => e,
@@ -207,7 +299,9 @@ impl<S: Store> FailoverStore<S> {
                 timeout_ms: timeout_ms(limit),
             },
         };
-        self.failed(&cause);
+        for part in parts {
+            self.failed(*part, &cause).await;
+        }
         Err(CheckError::Store(cause))
     }
 
@@ -219,11 +313,21 @@ impl<S: Store> FailoverStore<S> {
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
         self.inner.last_now_ns.fetch_max(now_ns, Ordering::Relaxed);
-        if self.mode() == Mode::Store {
-            match self
-                .call(self.inner.primary.apply(key, rule, op, now_ns))
-                .await
-            {
+        let part = self.inner.primary.part_of(key);
+        if self.mode_of(part) == Mode::Store {
+            let primary = &self.inner.primary;
+            let mut result = self
+                .call(&[part], primary.apply(key, rule, op, now_ns))
+                .await;
+            // A read changes nothing, so a second try cannot count anything twice. A check
+            // that charges may have been applied by the try that failed (a timeout does not
+            // say whether the store ran it): it is never tried again.
+            if matches!(result, Err(CheckError::Store(_))) && read_only(op) {
+                result = self
+                    .call(&[part], primary.apply(key, rule, op, now_ns))
+                    .await;
+            }
+            match result {
                 Err(CheckError::Store(cause)) => {
                     return self.fallback(key, rule, op, now_ns, cause)
                 }
@@ -269,11 +373,11 @@ impl<S: Store> FailoverStore<S> {
                 Outcome::Decision(closed_decision(rule, inner.config.probe_interval))
             }
             FailurePolicy::LocalFallback => {
-                let share = rule.share(inner.config.instances);
+                let share = rule.share(self.fallback_share().instances);
                 let outcome = inner.local.apply_now(key, &share, op, now_ns)?;
                 if let (Op::Check { cost: cost @ 1.. }, Outcome::Decision(d)) = (op, outcome) {
                     if d.allowed {
-                        self.remember(key, rule, cost);
+                        self.remember(key, rule, cost, inner.primary.part_of(key));
                     }
                 }
                 outcome
@@ -286,7 +390,7 @@ impl<S: Store> FailoverStore<S> {
     }
 
     /// Remembers local usage for reconciliation.
-    fn remember(&self, key: &Key, rule: &Rule, cost: u64) {
+    fn remember(&self, key: &Key, rule: &Rule, cost: u64, part: usize) {
         if !self.inner.config.reconcile {
             return;
         }
@@ -297,78 +401,11 @@ impl<S: Store> FailoverStore<S> {
             .unwrap_or_else(PoisonError::into_inner);
         let room = pending.len() < self.inner.config.reconcile_capacity;
         match pending.get_mut(key) {
-            Some((_, used)) => *used = used.saturating_add(cost),
+            Some((_, used, _)) => *used = used.saturating_add(cost),
             None if room => {
-                pending.insert(key.clone(), (*rule, cost));
+                pending.insert(key.clone(), (*rule, cost, part));
             }
             None => {}
-        }
-    }
-
-    fn start_probe(&self) {
-        let inner = &self.inner;
-        if inner.probing.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // No runtime to probe from: go back to trying the store (with its timeout).
-            inner.probing.store(false, Ordering::Release);
-            inner.breaker.close();
-            return;
-        };
-        let weak = Arc::downgrade(&self.inner);
-        let interval = inner.config.probe_interval;
-        runtime.spawn(async move {
-            loop {
-                tokio::time::sleep(interval).await;
-                let Some(inner) = weak.upgrade() else {
-                    return; // the store was dropped
-                };
-                let store = FailoverStore { inner };
-                let answered =
-                    tokio::time::timeout(store.inner.config.timeout, store.inner.primary.ping())
-                        .await;
-                if matches!(answered, Ok(Ok(()))) {
-                    store.reconcile().await;
-                    store.inner.probing.store(false, Ordering::Release);
-                    if store.inner.breaker.close() {
-                        tracing::info!("store answers again: decisions return to it");
-                    }
-                    return;
-                }
-            }
-        });
-    }
-
-    /// Pushes usage counted locally during the outage to the store, as penalties.
-    async fn reconcile(&self) {
-        let pending: Vec<(Key, (Rule, u64))> = {
-            let mut map = self
-                .inner
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            map.drain().collect()
-        };
-        let now_ns = self.inner.last_now_ns.load(Ordering::Relaxed);
-        let mut pushed = 0u64;
-        for (key, (rule, n)) in pending {
-            let push = self
-                .inner
-                .primary
-                .apply(&key, &rule, Op::Penalty { n }, now_ns);
-            if matches!(
-                tokio::time::timeout(self.inner.config.timeout, push).await,
-                Ok(Ok(_))
-            ) {
-                pushed += 1;
-            }
-        }
-        if pushed > 0 {
-            self.inner
-                .reconciled_keys
-                .fetch_add(pushed, Ordering::Relaxed);
-            tracing::info!(keys = pushed, "outage usage reconciled into the store");
         }
     }
 
@@ -379,9 +416,15 @@ impl<S: Store> FailoverStore<S> {
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
         self.inner.last_now_ns.fetch_max(now_ns, Ordering::Relaxed);
-        if self.mode() == Mode::Store {
+        let mut parts: Vec<usize> = limits
+            .iter()
+            .map(|(key, _)| self.inner.primary.part_of(key))
+            .collect();
+        parts.sort_unstable();
+        parts.dedup();
+        if parts.iter().all(|p| self.mode_of(*p) == Mode::Store) {
             match self
-                .call(self.inner.primary.check_all(limits, cost, now_ns))
+                .call(&parts, self.inner.primary.check_all(limits, cost, now_ns))
                 .await
             {
                 Err(CheckError::Store(_)) => {}
@@ -407,7 +450,7 @@ impl<S: Store> FailoverStore<S> {
         let local: Vec<(Key, Rule)> = limits
             .iter()
             .filter(|(_, r)| r.failure_policy() == FailurePolicy::LocalFallback)
-            .map(|(k, r)| (k.clone(), r.share(inner.config.instances)))
+            .map(|(k, r)| (k.clone(), r.share(self.fallback_share().instances)))
             .collect();
         if closed {
             note_failed_closed();
@@ -429,7 +472,7 @@ impl<S: Store> FailoverStore<S> {
                 .iter()
                 .filter(|(_, r)| r.failure_policy() == FailurePolicy::LocalFallback)
             {
-                self.remember(key, rule, cost);
+                self.remember(key, rule, cost, inner.primary.part_of(key));
             }
         }
         Ok(Decisions { allowed, each })

@@ -13,11 +13,13 @@
 //!   in-process from slices of their limit claimed from the store ahead of time, within
 //!   the over- and under-admission bounds its docs state; exact rules pass through.
 //!
-//! - [`FailoverStore`]: every store call has a tight timeout; after `failure_threshold`
-//!   consecutive failures the circuit opens and every request goes straight to its rule's
+//! - [`FailoverStore`]: every store call has a timeout; each part of the store (the whole
+//!   store, or one server of a memcached list) has its own circuit, which opens after
+//!   `failure_threshold` consecutive failures confirmed by a failed PING of the part; then
+//!   every request on that part's keys goes straight to its rule's
 //!   [`FailurePolicy`](weir_core::FailurePolicy) (local fallback with this instance's share
-//!   of the limit, fail open, or fail closed) without waiting on the dead store. A
-//!   background PING probe closes the circuit when the store answers again and, if
+//!   of the limit, fail open, or fail closed) without waiting on the dead part. A
+//!   background PING probe closes the circuit when the part answers again and, if
 //!   enabled, pushes the usage counted locally during the outage to the store.
 //! - [`OverLimitCache`]: once a key is denied with `retry_after` T, the same check within
 //!   T is answered in-process, so an attack does not turn into load on the store. An
@@ -47,12 +49,15 @@ mod deny_cache;
 mod failed_closed;
 mod failover;
 mod lease;
+mod presence;
+mod probe;
 
 pub use breaker::Mode;
 pub use deny_cache::{OverLimitCache, OverLimitStats};
 pub use failed_closed::noting_failed_closed;
 pub use failover::{FailoverConfig, FailoverStats, FailoverStore};
 pub use lease::{LeaseConfig, LeaseStats, LeasedStore};
+pub use presence::{FallbackShare, ShareSource, PRESENCE_EVERY, PRESENCE_KEY, PRESENCE_TTL};
 
 // The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

@@ -12,6 +12,8 @@ use weir_testkit::faults::{Fault, FaultyStore};
 fn config() -> FailoverConfig {
     FailoverConfig {
         timeout: Duration::from_millis(30),
+        // The fault switch stands for a store that has answered before.
+        first_timeout: Duration::from_millis(30),
         failure_threshold: 2,
         probe_interval: Duration::from_millis(20),
         instances: 2,
@@ -117,9 +119,10 @@ async fn a_hanging_store_costs_at_most_the_timeout_and_then_nothing() {
     tokio::time::timeout(Duration::from_secs(5), fifty)
         .await
         .expect("decisions hung on a hanging store");
-    // Two timeouts open the circuit; the other 48 decisions never reach the store.
+    // Two timeouts and the PING that confirms them (which hangs too) open the circuit;
+    // the other 48 decisions never reach the store.
     assert_eq!(store.stats().store_timeouts, 2);
-    assert_eq!(primary.calls(), 2);
+    assert_eq!(primary.calls(), 3);
     primary.set(Fault::None);
     until_store_mode(&store).await;
 }
@@ -157,4 +160,49 @@ async fn operator_operations_never_fall_back() {
     }
     // Decisions still fall back.
     assert!(check(&store, &key, &rule, now).await.allowed);
+}
+
+/// Issue 29: on a loaded host many calls time out together in one slow moment, and three
+/// consecutive failures opened the circuit for the whole store, so fail_closed rules
+/// answered 429 until the next probe. Failures open it only when a PING of the store fails
+/// too: a store whose decisions were slow but which answers is never taken for dead.
+#[tokio::test]
+async fn a_slow_moment_is_not_an_outage() {
+    let primary = FaultyStore::new();
+    let store = FailoverStore::new(primary.clone(), config());
+    let rule = Rule::per_second(100).unwrap();
+    let key = Key::new("k").unwrap();
+    primary.set(Fault::HangCalls);
+    for _ in 0..10 {
+        // Each times out and its rule's policy decides it (local fallback: allowed).
+        assert!(check(&store, &key, &rule, 1).await.allowed);
+    }
+    assert_eq!(store.stats().store_timeouts, 10);
+    assert_eq!(store.mode(), Mode::Store, "the store answered every PING");
+    assert_eq!(store.stats().mode_changes, 0);
+    primary.set(Fault::None);
+    assert!(check(&store, &key, &rule, 1).await.allowed);
+    assert_eq!(store.stats().store_timeouts, 10);
+}
+
+/// A peek changes nothing, so one that fails is tried once more before the failure
+/// policy decides; a check that charges is never tried twice (the first may have counted).
+#[tokio::test]
+async fn a_failed_peek_is_tried_again_a_charging_check_is_not() {
+    let primary = FaultyStore::new();
+    // No confirming PING among the calls counted.
+    let quiet = FailoverConfig {
+        failure_threshold: 100,
+        ..config()
+    };
+    let store = FailoverStore::new(primary.clone(), quiet);
+    let rule = Rule::per_second(100).unwrap();
+    let key = Key::new("k").unwrap();
+    primary.set(Fault::HangCalls);
+    let before = primary.calls();
+    let _ = store.apply(&key, &rule, Op::Check { cost: 0 }, 1).await;
+    assert_eq!(primary.calls() - before, 2, "a peek is tried twice");
+    let before = primary.calls();
+    let _ = store.apply(&key, &rule, Op::Check { cost: 1 }, 1).await;
+    assert_eq!(primary.calls() - before, 1, "a check that charges, once");
 }

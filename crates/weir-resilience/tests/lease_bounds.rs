@@ -225,39 +225,43 @@ fn saturate(n: usize, rate: u64) -> (u64, u64, u64) {
         "admitted {admitted} of the {exact} the exact rule allows"
     );
     let claims = fleet.instances.iter().map(|s| s.stats().claims).sum();
-    // Instances at overload split the limit: each admits at least a fifth of it (a third
-    // each would be exact), none takes it all.
+    // Instances at overload split the limit: none starves (each admits at least a
+    // twentieth; the first to claim when units come back wins more often), none takes
+    // it all.
     if n > 1 {
         for stats in fleet.instances.iter().map(|s| s.stats()) {
-            let share = stats.units_granted * 5;
+            let share = stats.units_granted * 20;
             assert!(share >= admitted, "{stats:?} of {admitted}");
+            assert!(stats.units_granted < admitted, "{stats:?} of {admitted}");
         }
     }
     (admitted, decisions, claims)
 }
 
-/// One instance at 10x overload: nearly all the limit, about one store call per hundred
-/// decisions (the target of the overload benchmark), for a small limit as for a large one.
+/// One instance at 10x overload: nearly all the limit, for one store call per slice
+/// lifetime, for a small limit as for a large one.
 #[test]
 fn a_saturated_key_gets_nearly_its_limit_for_few_store_calls() {
-    // The floor is one claim per limit's worth of units: 1 / (10 × limit / limit) = 0.01,
-    // plus the first seconds while the slices grow.
+    // The floor, since issue 29 (no key goes a lifetime without a unit while the exact
+    // rule admits): one claim per lifetime (600 in the simulated minute: 0.1 calls a
+    // decision at 10/s, 0.01 at 100/s), plus the first claims while the slices grow.
     for rate in [10, 100] {
         let (_, decisions, claims) = saturate(1, rate);
         assert!(
-            claims * 1000 <= decisions * 12,
+            claims <= 600 + 30,
             "{rate}/s: {claims} store calls for {decisions} decisions"
         );
     }
 }
 
 /// Three instances competing at 10x overload: still nearly all the limit; refused claims
-/// (an instance asking while another holds the units) cost at most 1.5 calls per hundred.
+/// (an instance asking while another holds the units) cost at most two calls per
+/// instance and lifetime.
 #[test]
 fn competing_instances_share_a_saturated_key() {
     let (_, decisions, claims) = saturate(3, 100);
     assert!(
-        claims * 1000 <= decisions * 15,
+        claims <= 3 * (2 * 600 + 30),
         "{claims} store calls for {decisions} decisions"
     );
 }
@@ -318,4 +322,122 @@ fn a_reset_drops_the_slice() {
         .unwrap();
     assert_eq!(store.held_units(now + 100), 0);
     assert!(check(store, &key, &rule, now + 200).allowed);
+}
+
+/// What a run at steady overload saw.
+#[derive(Debug)]
+struct Run {
+    admitted: u64,
+    per_instance: Vec<u64>,
+    /// The longest time without an admission (from the start, between two, to the end).
+    longest_gap_ns: u64,
+    /// The same, per instance.
+    instance_gaps_ns: Vec<u64>,
+}
+
+/// `n` instances offered `per_s` checks a second in all (in turn) for `secs` seconds;
+/// `check(instance, now)` says whether one was admitted.
+fn offer(n: usize, per_s: u64, secs: u64, mut check: impl FnMut(usize, u64) -> bool) -> Run {
+    let start = 1_000_000_000u64;
+    let end = start + secs * 1_000_000_000;
+    let step = 1_000_000_000 / per_s;
+    let mut last = vec![start; n];
+    let mut all_last = start;
+    let mut run = Run {
+        admitted: 0,
+        per_instance: vec![0; n],
+        longest_gap_ns: 0,
+        instance_gaps_ns: vec![0; n],
+    };
+    let (mut now, mut i) = (start, 0usize);
+    while now < end {
+        let who = i % n;
+        if check(who, now) {
+            run.admitted += 1;
+            run.per_instance[who] += 1;
+            run.longest_gap_ns = run.longest_gap_ns.max(now - all_last);
+            run.instance_gaps_ns[who] = run.instance_gaps_ns[who].max(now - last[who]);
+            all_last = now;
+            last[who] = now;
+        }
+        now += step;
+        i += 1;
+    }
+    run.longest_gap_ns = run.longest_gap_ns.max(end - all_last);
+    for (gap, last) in run.instance_gaps_ns.iter_mut().zip(&last) {
+        *gap = (*gap).max(end - last);
+    }
+    run
+}
+
+/// Every algorithm that leases, each 100 per 10 s.
+fn hundred_per_ten_seconds() -> Vec<(&'static str, Rule)> {
+    let ten = Duration::from_secs(10);
+    vec![
+        ("gcra", Rule::gcra(100, ten, 100).unwrap()),
+        ("token_bucket", Rule::token_bucket(100, 100, ten).unwrap()),
+        ("fixed_window", Rule::fixed_window(100, ten).unwrap()),
+        (
+            "sliding_window",
+            Rule::sliding_window(100, ten, Duration::from_secs(1)).unwrap(),
+        ),
+        ("weighted_window", Rule::weighted_window(100, ten).unwrap()),
+    ]
+}
+
+/// Issue 29: GCRA 100 per 10 s, burst 100, leased, one key offered ~80/s for 15 s admitted
+/// 172 where the exact rule admits 250, with an 8.7 s gap: a claim took the whole limit,
+/// the slice expired a fifth unspent, and the instance then waited for the whole limit to
+/// come back. The tests above offered 10x, where a slice is always spent. Now, at 2x and
+/// 8x, for every algorithm that leases, with one and two instances (and two that were told
+/// they are one): at least 90 % of the exact rule, no gap longer than the exact rule's plus
+/// one slice lifetime, and two instances both admit in every window.
+#[test]
+fn leased_rules_admit_at_their_rate_under_steady_overload() {
+    for (name, exact) in hundred_per_ten_seconds() {
+        let leased = exact.leased().unwrap();
+        let ttl = LeaseConfig::default().ttl_ns(&leased);
+        for (n, stated) in [(1, 1), (2, 2), (2, 1)] {
+            for per_s in [20, 80] {
+                let store = MemoryStore::default();
+                let key = Key::new("hot").unwrap();
+                let exact_run = offer(n, per_s, 15, |_, now| {
+                    match store.apply_now(&key, &exact, Op::Check { cost: 1 }, now) {
+                        Ok(Outcome::Decision(d)) => d.allowed,
+                        other => panic!("{other:?}"),
+                    }
+                });
+                let fleet = fleet_stating(n, stated);
+                let run = offer(n, per_s, 15, |who, now| {
+                    check(&fleet.instances[who], &key, &leased, now).allowed
+                });
+                let case = format!("{name}, {n} instances ({stated} stated), {per_s}/s");
+                assert!(
+                    run.admitted * 10 >= exact_run.admitted * 9,
+                    "{case}: {run:?} of the exact {exact_run:?}"
+                );
+                assert!(
+                    run.longest_gap_ns <= exact_run.longest_gap_ns + ttl,
+                    "{case}: {run:?}, exact {exact_run:?}"
+                );
+                for gap in &run.instance_gaps_ns {
+                    assert!(*gap <= 10_000_000_000, "{case}: one starved {run:?}");
+                }
+            }
+        }
+    }
+}
+
+fn fleet_stating(n: usize, stated: u64) -> Fleet {
+    let mut fleet = fleet(n);
+    let config = LeaseConfig {
+        instances: stated,
+        ..LeaseConfig::default()
+    };
+    fleet.instances = fleet
+        .instances
+        .into_iter()
+        .map(|s| LeasedStore::new(s.inner().clone(), config))
+        .collect();
+    fleet
 }

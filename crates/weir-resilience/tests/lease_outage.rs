@@ -21,6 +21,7 @@ async fn check<S: Store>(store: &S, key: &Key, rule: &Rule, now: u64) -> Decisio
 fn stack(primary: &FaultyStore) -> LeasedStore<FailoverStore<FaultyStore>> {
     let failover = FailoverConfig {
         timeout: Duration::from_millis(30),
+        first_timeout: Duration::from_millis(30),
         failure_threshold: 1,
         instances: 2,
         ..FailoverConfig::default()

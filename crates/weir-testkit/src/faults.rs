@@ -3,7 +3,6 @@
 //! network stores are tested against real servers that are killed and paused; this is for
 //! the wrapper's own logic, with exact control of when the store fails.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -19,6 +18,8 @@ pub enum Fault {
     Down = 1,
     /// Never answers (the caller's timeout must fire).
     Hang = 2,
+    /// Decisions never answer, but PING does: a store slow for a moment, not down.
+    HangCalls = 3,
 }
 
 /// A memory store with a fault switch and a call counter. Clones share both.
@@ -54,6 +55,7 @@ impl FaultyStore {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match self.fault.load(Ordering::SeqCst) {
             0 => Ok(()),
+            3 => std::future::pending().await,
             1 => Err(StoreError::Unavailable(
                 "connection refused (injected)".into(),
             )),
@@ -84,7 +86,11 @@ impl Store for FaultyStore {
         self.store.check_all_now(limits, cost, now_ns)
     }
 
-    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.gate()
+    async fn ping(&self) -> Result<(), StoreError> {
+        if self.fault.load(Ordering::SeqCst) == Fault::HangCalls as u8 {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            return Ok(());
+        }
+        self.gate().await
     }
 }

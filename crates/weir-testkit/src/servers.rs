@@ -7,7 +7,7 @@
 //!
 //! A missing binary panics with the command that installs it (`scripts/test` does).
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -332,6 +332,40 @@ impl Memcached {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Starts it again on the same port, empty (memcached keeps nothing across a restart).
+    pub fn restart(&mut self) {
+        self.kill();
+        for _ in 0..START_ATTEMPTS {
+            if let Some(mut fresh) = Self::try_start(self.port) {
+                self.child = fresh.child.take();
+                return;
+            }
+        }
+        panic!("memcached did not restart on port {}", self.port);
+    }
+
+    /// How many items it holds now (`curr_items` of `stats`): which server a key went to
+    /// is seen from outside as the server whose count grew.
+    pub fn items(&self) -> u64 {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("memcached answers");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("set a read timeout");
+        let mut writer = stream.try_clone().expect("clone the stream");
+        writer.write_all(b"stats\r\n").expect("send stats");
+        let mut items = None;
+        for line in BufReader::new(stream).lines() {
+            let line = line.expect("read stats");
+            if line == "END" {
+                break;
+            }
+            if let Some(n) = line.strip_prefix("STAT curr_items ") {
+                items = n.trim().parse().ok();
+            }
+        }
+        items.expect("stats reports curr_items")
     }
 }
 

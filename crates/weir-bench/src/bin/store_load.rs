@@ -27,7 +27,7 @@
 //! every store call is bounded by the store's timeout, and a watchdog exits the process if
 //! it is still running 30 s after the deadline.
 //!
-//! Prints one JSON line: decisions/s, p50/p99 latency of one check (µs), the allowed share,
+//! Prints one JSON line: decisions/s, p50/p99/p99.9/max latency of one check (µs), the allowed share,
 //! errors, and for Redis the `FCALL`/`EVALSHA`/`EVAL` calls counted by `INFO commandstats` during
 //! the measured phase (store calls per decision, Redis CPU µs per call and per decision);
 //! for memcached the commands counted by `stats`; with `--cache`, the checks the over-limit
@@ -551,7 +551,7 @@ fn main() -> anyhow::Result<()> {
         "{{\"store\":\"{}\",\"algorithm\":\"{}\",\"concurrency\":{},\"keys\":{},\"batch\":{},\
          \"batch_wait_us\":{},\"cache\":{},\"rate\":{},\"workers\":{},\"dur_s\":{:.3},\
          \"decisions\":{},\"decisions_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\
-         \"allowed_pct\":{:.1},\"errors\":{}{extra}}}",
+         \"p999_us\":{:.1},\"max_us\":{:.1},\"allowed_pct\":{:.1},\"errors\":{}{extra}}}",
         match args.store.kind {
             Kind::Redis => "redis",
             Kind::Memcached => "memcached",
@@ -569,6 +569,8 @@ fn main() -> anyhow::Result<()> {
         n / secs,
         quantile(&lat, 0.5),
         quantile(&lat, 0.99),
+        quantile(&lat, 0.999),
+        quantile(&lat, 1.0),
         allowed_pct,
         tally.errors,
     );

@@ -110,4 +110,26 @@ pub trait Store: Send + Sync + 'static {
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
         std::future::ready(Ok(()))
     }
+
+    /// How many parts this store's keys are spread over, each of which can fail while the
+    /// others answer (the servers of a memcached list). A failure guard keeps one circuit
+    /// per part, so a dead part sends only its own keys to their rule's failure policy.
+    /// Default 1: the store fails as a whole.
+    fn parts(&self) -> usize {
+        1
+    }
+
+    /// The part (`0..parts()`) that holds the records of `key`, the key exactly as
+    /// [`apply`](Self::apply) receives it. Default 0.
+    fn part_of(&self, key: &Key) -> usize {
+        let _ = key;
+        0
+    }
+
+    /// Whether part `part` answers: what a failure guard probes to close that part's
+    /// circuit. Default: [`ping`](Self::ping), the whole store.
+    fn ping_part(&self, part: usize) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = part;
+        self.ping()
+    }
 }

@@ -398,6 +398,8 @@ impl Metrics {
         if let Some(now) = store.failover_stats() {
             let before = seen.failover.unwrap_or(FailoverStats {
                 mode: Mode::Store,
+                parts: now.parts,
+                open_parts: 0,
                 mode_changes: 0,
                 store_errors: 0,
                 store_timeouts: 0,

@@ -67,6 +67,16 @@ impl LeaseConfig {
         self.max_slice.min(share).max(cost)
     }
 
+    /// The units `rule` gives back over one slice lifetime `ttl_ns` (its limit over its
+    /// window, or its rate), at least `cost`: what an overloaded instance waits for after
+    /// a claim that left the store short, so that no key goes longer than one lifetime
+    /// without a unit while the exact rule would admit one.
+    pub fn per_lifetime(&self, rule: &Rule, cost: u64, ttl_ns: u64) -> u64 {
+        let window_ns = rule.window().as_nanos().max(1);
+        let units = u128::from(rule.limit()) * u128::from(ttl_ns) / window_ns;
+        u64::try_from(units).unwrap_or(u64::MAX).max(cost).max(1)
+    }
+
     /// The most units a slice may hold when this instance has been denying the key since
     /// its last slice (its demand is above what it gets): its share of the limit
     /// (`limit / instances`), since units claimed by an instance turning requests away are

@@ -5,6 +5,7 @@
 //!
 //! The protocol and its bounds are on [`LeasedStore`].
 
+mod claim;
 mod config;
 mod slice;
 
@@ -12,11 +13,13 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 use weir_core::{CheckError, Decision, Decisions, Key, Mode, Op, Outcome, Rule, Store, StoreError};
 
+use claim::ClaimGuard;
 pub use config::LeaseConfig;
 use slice::{Id, Slice};
 
@@ -70,8 +73,18 @@ pub struct LeaseStats {
 ///   ages out of the rule's window. An instance that has been turning the key's requests
 ///   away since its last slice may claim up to the whole limit (its demand spends it; this
 ///   is what keeps store calls low under overload): if its demand then stops, those units
-///   sit idle for at most one lifetime. A claim the store refuses waits, locally, until
-///   the units it asked for are back, at most `cap` units later than an exact check would.
+///   sit idle for at most one lifetime.
+/// - **At the rule's rate under overload.** A grant that leaves the store short of a
+///   partial claim is followed by local denials only until the units the rule gives back
+///   over one lifetime are back ([`LeaseConfig::per_lifetime`]; at most one lifetime for
+///   GCRA and the buckets, a fixed window's end), and the next claim asks for those. A
+///   refused claim takes what is left if that is at least half this instance's part of a
+///   lifetime's units; otherwise it is answered locally for at most half a lifetime, less
+///   than the wait after a grant, so instances at overload take turns. No key goes longer
+///   than the exact rule's own gaps plus one lifetime without an admission, and a
+///   saturated key gets at least 90 % of the exact rule (`tests/lease_bounds.rs`, and on
+///   Redis `weir-engine/tests/leased_redis.rs`), for about one store call per lifetime
+///   and instance.
 /// - **Outage.** Slices keep being spent while the store is away; the next claim fails and
 ///   the store below (usually a [`FailoverStore`](crate::FailoverStore)) applies the rule's
 ///   failure policy.
@@ -234,16 +247,17 @@ impl<S: Store> LeasedStore<S> {
             self.counters.local_denied.fetch_add(1, Ordering::Relaxed);
             return Step::Answer(d, None);
         }
-        let want = slice.want(
-            cost,
-            now_ns,
-            self.config.ttl_ns(rule),
-            if slice.overloaded {
-                self.config.overload_cap(rule, cost)
-            } else {
-                self.config.cap(rule, cost)
-            },
-        );
+        let ttl_ns = self.config.ttl_ns(rule);
+        let cap = if slice.short {
+            // The store was left short: what came back since is at most one lifetime's
+            // units; asking for more would be refused (a second call for the rest).
+            self.config.per_lifetime(rule, cost, ttl_ns)
+        } else if slice.overloaded {
+            self.config.overload_cap(rule, cost)
+        } else {
+            self.config.cap(rule, cost)
+        };
+        let want = slice.want(cost, now_ns, ttl_ns, cap);
         let notify = Arc::new(Notify::new());
         slice.claiming = Some(notify.clone());
         Step::Claim(
@@ -313,13 +327,21 @@ impl<S: Store> LeasedStore<S> {
                 Step::Claim(want, guard) => (want, guard),
             };
             let ttl_ns = self.config.ttl_ns(rule);
+            let instances = self.config.instances.max(1);
+            // What the rule gives back over one lifetime, and half of this instance's part
+            // of it (half: the wait below is for a whole lifetime's units, and the store's
+            // clock may run a little behind this one).
+            let per_lifetime = self.config.per_lifetime(rule, cost, ttl_ns);
+            let floor = partial_floor(cost, want)
+                .min(per_lifetime / instances / 2)
+                .max(cost);
             let first = self.ask(target, key, rule, want, now_ns).await?;
-            // A refused claim takes what is left when that is at least half of it and the
-            // rest is not back within a quarter lifetime (a window's end, a slow refill):
-            // waiting would leave those units idle in the store. Units back sooner are
-            // worth waiting for: one call for the whole slice.
+            // A refused claim takes what is left when that is at least the floor (half of
+            // it, or half this instance's part of one lifetime's units if less) and the rest is
+            // not back within a quarter lifetime: waiting would leave those units idle in
+            // the store. Units back sooner are worth waiting for: one call for the slice.
             let partial = want > cost
-                && first.remaining >= partial_floor(cost, want)
+                && first.remaining >= floor
                 && slice::nanos(first.retry_after) > ttl_ns / 4;
             let (granted, store) = if first.allowed {
                 (want, first)
@@ -332,22 +354,26 @@ impl<S: Store> LeasedStore<S> {
             };
             let settled = guard.settle(|slice| {
                 if granted > 0 {
-                    // When the grant left too few units for even a partial claim, the
-                    // store would refuse the next one until they are back: wait here. A
-                    // slice spent before then means the key is overloaded here, and the
-                    // next claim asks for the overload cap; and the other instances, also
-                    // waiting, go first: wait until every instance's share is back.
-                    let share = self.config.overload_cap(rule, cost).max(granted);
-                    let next = share
-                        .saturating_mul(self.config.instances.max(1))
-                        .min(rule.limit());
-                    let back = (store.remaining < partial_floor(cost, granted))
-                        .then(|| rule.retry_after_allowed(&store, next.max(cost)))
+                    // When the grant left the store short of even a partial claim, the
+                    // store would refuse the next one until units are back: wait here
+                    // until one lifetime's units are (at most one lifetime, for the
+                    // rate-based rules; a fixed window's end). Waiting for more (the
+                    // limit, or every instance's share of it) left keys with no unit for
+                    // most of a window while the exact rule admitted at its rate.
+                    let back = (store.remaining < floor)
+                        .then(|| rule.retry_after_allowed(&store, per_lifetime))
                         .flatten();
                     let d = slice.grant(granted, cost, &store, back, now_ns, ttl_ns);
                     (d, Some(slice.generation))
                 } else {
-                    (slice.deny(cost, &store, now_ns), None)
+                    // Refused: answered here for at most this instance's part of a
+                    // lifetime, and at most half of one (its `retry_after` is for all it
+                    // asked). Shorter than the wait after a grant, so an instance that
+                    // lost the race to another claims first next time: instances at
+                    // overload take turns instead of one starving, whatever count of
+                    // instances was stated.
+                    let most = Duration::from_nanos((ttl_ns / instances.max(2)).max(1));
+                    (slice.deny(cost, &store, most, now_ns), None)
                 }
             });
             // Without its slice (it cannot be evicted while claiming) the answer is the
@@ -494,52 +520,6 @@ impl<S: Store> LeasedStore<S> {
             Target::Plain => self.inner.check_all(limits, cost, now_ns).await,
             Target::Scoped => self.inner.check_all_scoped(limits, cost, now_ns).await,
         }
-    }
-}
-
-/// The claiming check's hold on a key. Settling it (or dropping it, when the store call
-/// failed or the caller went away) clears the claim and wakes the key's waiting checks.
-struct ClaimGuard<'a> {
-    shard: &'a Shard,
-    hash: u64,
-    notify: Arc<Notify>,
-    settled: bool,
-}
-
-impl ClaimGuard<'_> {
-    fn settle<T>(mut self, update: impl FnOnce(&mut Slice) -> T) -> Option<T> {
-        let mut map = lock(self.shard);
-        let answer = match map.get_mut(&self.hash) {
-            Some(slice) if self.ours(slice) => {
-                slice.claiming = None;
-                Some(update(slice))
-            }
-            _ => None,
-        };
-        drop(map);
-        self.settled = true;
-        self.notify.notify_waiters();
-        answer
-    }
-
-    fn ours(&self, slice: &Slice) -> bool {
-        matches!(&slice.claiming, Some(n) if Arc::ptr_eq(n, &self.notify))
-    }
-}
-
-impl Drop for ClaimGuard<'_> {
-    fn drop(&mut self) {
-        if self.settled {
-            return;
-        }
-        let mut map = lock(self.shard);
-        if let Some(slice) = map.get_mut(&self.hash) {
-            if self.ours(slice) {
-                slice.claiming = None;
-            }
-        }
-        drop(map);
-        self.notify.notify_waiters();
     }
 }
 

@@ -39,6 +39,9 @@ pub(super) struct Slice {
     /// This instance denied a check of the key since the last grant: it wants more than
     /// it gets, so the next slice may be as large as the limit (it will not sit idle).
     pub(super) overloaded: bool,
+    /// The last claim left the store with fewer units than a partial claim takes: the
+    /// next asks for at most one lifetime's units (what the wait after it was for).
+    pub(super) short: bool,
     /// Units asked for since `since_ns`: the local demand, measured over at least one
     /// slice lifetime.
     demand: u64,
@@ -58,6 +61,7 @@ impl Slice {
             denied: None,
             claiming: None,
             overloaded: false,
+            short: false,
             demand: 0,
             since_ns: now_ns,
         }
@@ -140,6 +144,7 @@ impl Slice {
         self.reset_at_ns = now_ns.saturating_add(nanos(store.reset_after));
         self.limit = store.limit;
         self.overloaded = false;
+        self.short = back.is_some();
         self.denied = back.map(|wait| {
             let denial = Decision {
                 allowed: false,
@@ -160,15 +165,27 @@ impl Slice {
     }
 
     /// The store denied the claim: answer the key's checks with its denial until the units
-    /// claimed are back (`retry_after`). Unspent units of the old slice are dropped: they
+    /// claimed are back (`retry_after`), or for `most` if that is sooner (then the next
+    /// check claims again, perhaps less). Unspent units of the old slice are dropped: they
     /// were granted earlier and must not outlive their lifetime. Returns the denial.
-    pub(super) fn deny(&mut self, cost: u64, store: &Decision, now_ns: u64) -> Decision {
+    pub(super) fn deny(
+        &mut self,
+        cost: u64,
+        store: &Decision,
+        most: Duration,
+        now_ns: u64,
+    ) -> Decision {
         self.units = 0;
         self.demand = self.demand.saturating_add(cost);
+        self.overloaded = true;
         self.reset_at_ns = now_ns.saturating_add(nanos(store.reset_after));
-        let wait = store.retry_after;
-        self.denied = (!wait.is_zero()).then(|| (now_ns.saturating_add(nanos(wait)), *store));
-        *store
+        let wait = store.retry_after.min(most);
+        let denial = Decision {
+            retry_after: wait,
+            ..*store
+        };
+        self.denied = (!wait.is_zero()).then(|| (now_ns.saturating_add(nanos(wait)), denial));
+        denial
     }
 
     /// Puts back `cost` units taken from generation `generation`, if that slice is still
@@ -257,7 +274,7 @@ mod tests {
             retry_after: Duration::from_nanos(500),
             ..store(0)
         };
-        s.deny(1, &denied, 100);
+        s.deny(1, &denied, Duration::from_secs(1), 100);
         assert_eq!(
             s.denial(1, 200).unwrap().retry_after,
             Duration::from_nanos(400)
