@@ -29,7 +29,7 @@ pub(crate) struct RespArgs {
     #[arg(long = "resp", value_name = "ADDR", env = "WEIR_RESP")]
     pub(crate) addr: Option<SocketAddr>,
 
-    /// A file holding the password RESP clients must give (AUTH <password>, or redis-py's
+    /// A file holding the password RESP clients must give (AUTH PASSWORD, or redis-py's
     /// password=, ioredis's password:, redis://:PASSWORD@host) before any command but
     /// AUTH, HELLO, PING and QUIT (answered -NOAUTH until then). At least 16 bytes;
     /// surrounding whitespace is trimmed; compared in constant time, never logged; a wrong
