@@ -103,6 +103,10 @@ impl RatelimitEnv {
     }
 }
 
+/// The variables of [`MAPPED`] that many programs read, so that one set in the environment
+/// does not say envoyproxy/ratelimit is in use.
+const GENERIC: &[&str] = &["HOST", "PORT", "LOG_LEVEL", "LOG_FORMAT"];
+
 /// Every variable [`read`] maps (the unsupported ones are in `unsupported.rs`).
 pub(crate) const MAPPED: &[&str] = &[
     "HOST",
@@ -200,10 +204,15 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
         .copied()
         .filter(|name| vars.get(name).is_some())
         .collect();
-    env.statsd = stats::read(&vars, !env.present.is_empty())?;
+    // Whether ratelimit is in use: a variable of its own, not only one of the generic names
+    // a platform or a shell sets for any program (a PaaS's `PORT`, a shell's `LOG_LEVEL`).
+    // Those are still read, but alone they must not move the rules away from `weir serve`'s
+    // own default (to an empty directory: nothing limited) nor turn statsd on.
+    let in_use = env.present.iter().any(|name| !GENERIC.contains(name));
+    env.statsd = stats::read(&vars, in_use)?;
     // ratelimit in use but no RUNTIME_* variable: its rules are at its default place, never
     // Weir's built-in example (every real domain would be unknown, so unlimited).
-    if env.rules.is_none() && !env.present.is_empty() {
+    if env.rules.is_none() && in_use {
         env.rules = Some(RuntimeDir {
             dir: PathBuf::from(DEFAULT_RUNTIME_ROOT).join(DEFAULT_APP_DIRECTORY),
             ignore_dotfiles: vars.is_true("RUNTIME_IGNOREDOTFILES")?,
@@ -485,5 +494,25 @@ mod tests {
         );
         assert!(e.warnings.is_empty(), "{:?}", e.warnings);
         assert_eq!(env(&[]).unwrap().rules, None);
+    }
+
+    /// A platform's `PORT` or a shell's `LOG_LEVEL` alone is no sign of ratelimit: `weir
+    /// serve` keeps its own rules (it used to move them to ratelimit's default directory,
+    /// empty on such a host: nothing limited) and sends no statsd.
+    #[test]
+    fn generic_variables_alone_do_not_switch_to_ratelimits_runtime_directory() {
+        let e = env(&[
+            ("PORT", "9080"),
+            ("LOG_LEVEL", "info"),
+            ("HOST", "127.0.0.1"),
+        ])
+        .unwrap();
+        assert_eq!(e.rules, None);
+        assert!(e.statsd.is_none());
+        let e = env(&[("PORT", "9080"), ("USE_STATSD", "false")]).unwrap();
+        assert!(
+            e.rules.is_some(),
+            "a variable of ratelimit's own says it is in use"
+        );
     }
 }
