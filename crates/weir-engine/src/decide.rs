@@ -389,15 +389,7 @@ impl Engine {
             }
             Err(CheckError::Store(error)) => {
                 self.store_failed(error, rule.failure_policy(), rule_id)?;
-                // A full memory store under fail open: allowed, nothing counted.
-                Decision {
-                    allowed: true,
-                    limit: rule.limit(),
-                    remaining: 0,
-                    reset_after: Duration::ZERO,
-                    retry_after: Duration::ZERO,
-                    delay: Duration::ZERO,
-                }
+                allowed_without_store(rule)
             }
             Err(CheckError::Unsupported { op, algorithm }) => {
                 return Err(DecideError::Rule {
@@ -415,6 +407,20 @@ impl Engine {
         };
         let failed_closed = failed_closed && !decision.allowed;
         Ok((decision, false, failed_closed))
+    }
+}
+
+/// The answer when a failed store lets a request through (a full memory store, or the
+/// store down, under fail open): allowed, nothing counted. `Engine::check_rule` gives it
+/// too.
+pub(crate) fn allowed_without_store(rule: &Rule) -> Decision {
+    Decision {
+        allowed: true,
+        limit: rule.limit(),
+        remaining: 0,
+        reset_after: Duration::ZERO,
+        retry_after: Duration::ZERO,
+        delay: Duration::ZERO,
     }
 }
 

@@ -57,15 +57,7 @@ impl Engine {
             Ok(decision) => decision,
             Err(CheckError::Store(error)) => {
                 self.store_failed(error, rule.failure_policy(), name)?;
-                // A full memory store under fail open: allowed, nothing counted.
-                Decision {
-                    allowed: true,
-                    limit: rule.limit(),
-                    remaining: 0,
-                    reset_after: Duration::ZERO,
-                    retry_after: Duration::ZERO,
-                    delay: Duration::ZERO,
-                }
+                crate::decide::allowed_without_store(rule)
             }
             Err(other) => return Err(DecideError::Invalid(other.to_string())),
         };
