@@ -1,6 +1,17 @@
 //! Rules: an algorithm with validated parameters, plus an optional lockout. Built once (from
 //! code or, later, from YAML) and checked when built, so a bad parameter is a typed error that
 //! names it, never a surprise at check time.
+//!
+//! This file is the rule and its constructors; `rule/lockout.rs` the lockout,
+//! `rule/policy.rs` what a shared store does with the rule (failure policy, leased mode,
+//! an instance's share), and `rule/timing.rs` what a decision's headers read off it.
+
+mod lockout;
+mod policy;
+mod timing;
+
+pub use lockout::Lockout;
+pub use policy::{FailurePolicy, Mode};
 
 use crate::scope::{stable_hash, Scope};
 use std::time::Duration;
@@ -9,7 +20,6 @@ use crate::algorithm::{
     interval_ns, Concurrency, FixedWindow, Gcra, LeakyBucket, LeakyQueue, Sliding, TokenBucket,
     WarmUp, WeightedWindow,
 };
-use crate::decision::Decision;
 use crate::error::RuleError;
 use crate::time::duration_ns;
 
@@ -69,131 +79,6 @@ impl Algorithm {
     }
 }
 
-/// Lock a key out for a while once it hits its limit, escalating for repeat offenders.
-///
-/// The first denied check blocks the key for `duration`; each further lockout before the
-/// strikes are forgiven doubles it (`D, 2D, 4D, …`) up to `max`. Strikes are forgotten
-/// `forgive_after` after the last lockout ends (default 24 hours). `Limiter::reset` clears
-/// the count and the strikes (the "successful login" case); `unblock` lifts the lockout,
-/// forgives the strikes and clears the count (the operator's "let them try again").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Lockout {
-    pub(crate) base_ns: u64,
-    pub(crate) max_ns: u64,
-    pub(crate) forgive_ns: u64,
-}
-
-impl Lockout {
-    /// A lockout of `duration` that does not escalate.
-    pub fn new(duration: Duration) -> Result<Self, RuleError> {
-        let base_ns = span("lockout.duration", duration)?;
-        Ok(Self {
-            base_ns,
-            max_ns: base_ns,
-            forgive_ns: duration_ns(Duration::from_secs(24 * 3600)),
-        })
-    }
-
-    /// Escalates: each repeat doubles the lockout, up to `max`.
-    pub fn escalating(mut self, max: Duration) -> Result<Self, RuleError> {
-        let max_ns = span("lockout.max", max)?;
-        if max_ns < self.base_ns {
-            return Err(RuleError::Inconsistent {
-                param: "lockout.max",
-                reason: "must be at least lockout.duration",
-            });
-        }
-        self.max_ns = max_ns;
-        Ok(self)
-    }
-
-    /// Forgets strikes this long after the last lockout ends (at most [`MAX_SPAN`]).
-    pub fn forgive_after(mut self, after: Duration) -> Self {
-        self.forgive_ns = duration_ns(after.min(MAX_SPAN));
-        self
-    }
-
-    /// The first lockout's length.
-    pub fn duration(&self) -> Duration {
-        Duration::from_nanos(self.base_ns)
-    }
-
-    /// The longest a lockout escalates to (equal to [`duration`](Self::duration) when it
-    /// does not escalate).
-    pub fn max_duration(&self) -> Duration {
-        Duration::from_nanos(self.max_ns)
-    }
-
-    /// How long after the last lockout ends its strikes are forgotten.
-    pub fn forgiven_after(&self) -> Duration {
-        Duration::from_nanos(self.forgive_ns)
-    }
-
-    /// The lockout for a key that has served `strikes` lockouts already.
-    pub(crate) fn duration_ns(&self, strikes: u32) -> u64 {
-        let factor = 1u64.checked_shl(strikes.min(63)).unwrap_or(u64::MAX);
-        self.base_ns.saturating_mul(factor).min(self.max_ns)
-    }
-}
-
-/// What a rule does when its store cannot decide (down, timed out, circuit open). Applied
-/// by `weir_resilience::FailoverStore`; the memory store never fails this way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum FailurePolicy {
-    /// Decide in-process with this instance's share of the limit (the limit divided by the
-    /// configured instance count; see [`Rule::share`]). The default: limiting goes on.
-    #[default]
-    LocalFallback,
-    /// Allow every request while the store is down (availability over protection).
-    FailOpen,
-    /// Deny every request while the store is down (protection over availability).
-    FailClosed,
-}
-
-impl FailurePolicy {
-    /// The policy's name in configuration (`on_failure:`): `local_fallback`, `fail_open`
-    /// or `fail_closed`.
-    ///
-    /// ```
-    /// assert_eq!(weir_core::FailurePolicy::FailClosed.name(), "fail_closed");
-    /// ```
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::LocalFallback => "local_fallback",
-            Self::FailOpen => "fail_open",
-            Self::FailClosed => "fail_closed",
-        }
-    }
-
-    /// The policy for a request several rules limit together, when the store fails: fail
-    /// closed if any rule fails closed (one rule that must not fail open keeps the request
-    /// out), fail open only if every rule fails open, else the local fallback.
-    ///
-    /// ```
-    /// use weir_core::FailurePolicy::{FailClosed, FailOpen, LocalFallback};
-    /// use weir_core::FailurePolicy;
-    /// assert_eq!(FailurePolicy::strictest([FailOpen, FailClosed, LocalFallback]), FailClosed);
-    /// assert_eq!(FailurePolicy::strictest([FailOpen, LocalFallback]), LocalFallback);
-    /// assert_eq!(FailurePolicy::strictest([FailOpen, FailOpen]), FailOpen);
-    /// ```
-    pub fn strictest(policies: impl IntoIterator<Item = FailurePolicy>) -> FailurePolicy {
-        policies
-            .into_iter()
-            .fold(FailurePolicy::FailOpen, |strictest, p| {
-                match (strictest, p) {
-                    (FailurePolicy::FailClosed, _) | (_, FailurePolicy::FailClosed) => {
-                        FailurePolicy::FailClosed
-                    }
-                    (FailurePolicy::LocalFallback, _) | (_, FailurePolicy::LocalFallback) => {
-                        FailurePolicy::LocalFallback
-                    }
-                    _ => FailurePolicy::FailOpen,
-                }
-            })
-    }
-}
-
 /// A validated rule: an algorithm and its policies. Cheap to copy.
 ///
 /// ```
@@ -215,31 +100,6 @@ pub struct Rule {
     pub(crate) on_failure: FailurePolicy,
     pub(crate) scope: Scope,
     pub(crate) mode: Mode,
-}
-
-/// How a shared store decides a rule's checks: every check in the store (exact, the
-/// default), or from slices of the limit each instance claims from the store and spends
-/// locally (leased: `weir_resilience::LeasedStore` does it, with the bounds it states).
-/// Only a store wrapped in a `LeasedStore` leases; any other store decides a leased rule
-/// exactly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Mode {
-    /// Every check is one atomic step in the store.
-    #[default]
-    Exact,
-    /// Checks spend units of a slice claimed from the store ahead of time.
-    Leased,
-}
-
-impl Mode {
-    /// The mode's name in configuration (`exact`, `leased`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Exact => "exact",
-            Self::Leased => "leased",
-        }
-    }
 }
 
 /// The longest window, period or lockout a rule accepts: ten years. Longer spans are
@@ -558,107 +418,6 @@ impl Rule {
         self.on_failure
     }
 
-    /// Opts the rule in to leased mode (see [`Mode::Leased`]): a
-    /// `weir_resilience::LeasedStore` then claims slices of its limit from the shared store
-    /// and decides locally until a slice runs out or expires. The mode changes no record:
-    /// exact and leased instances of one rule share the same counts.
-    ///
-    /// Only algorithms whose units can be claimed ahead of time lease: GCRA, the token
-    /// bucket, the leaky-bucket meter, the fixed window and the two window counters. Refused,
-    /// with the reason, for the sliding log (its promise is "never more than the limit in
-    /// any window", which a unit spent after it was claimed would break: use the sliding
-    /// window counter), the leaky-bucket queue (each request's delay depends on the ones
-    /// before it, everywhere), concurrency leases (each lease has a holder to release it),
-    /// and any rule with a lockout (its first denial must reach the store to engage it).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use weir_core::{Mode, Rule};
-    /// let rule = Rule::gcra(100, Duration::from_secs(1), 100)?.leased()?;
-    /// assert_eq!(rule.mode(), Mode::Leased);
-    /// assert!(Rule::sliding_log(100, Duration::from_secs(1))?.leased().is_err());
-    /// # Ok::<(), weir_core::RuleError>(())
-    /// ```
-    pub fn leased(mut self) -> Result<Self, RuleError> {
-        let refused = match self.algorithm {
-            Algorithm::SlidingLog(_) => Some(
-                "the sliding log cannot be leased: it admits exactly the limit in every window, \
-                 which a unit spent after it was claimed would break (use sliding_window)",
-            ),
-            Algorithm::LeakyQueue(_) => Some(
-                "the leaky-bucket queue cannot be leased: each request's delay depends on \
-                 every request before it",
-            ),
-            Algorithm::Concurrency(_) => {
-                Some("concurrency leases cannot be leased: each one has a holder that releases it")
-            }
-            _ if self.lockout.is_some() => Some(
-                "a rule with a lockout cannot be leased: its first denial must reach the store \
-                 to engage the lockout",
-            ),
-            _ => None,
-        };
-        if let Some(reason) = refused {
-            return Err(RuleError::Inconsistent {
-                param: "mode",
-                reason,
-            });
-        }
-        self.mode = Mode::Leased;
-        Ok(self)
-    }
-
-    /// How a shared store decides the rule: [`Mode::Leased`] only if it was opted in with
-    /// [`leased`](Self::leased) and has no lockout (a lockout added afterwards turns leasing
-    /// off), else [`Mode::Exact`].
-    pub fn mode(&self) -> Mode {
-        if self.lockout.is_some() {
-            Mode::Exact
-        } else {
-            self.mode
-        }
-    }
-
-    /// This instance's share of the rule when `instances` share it and each decides alone
-    /// (local fallback): limits, capacities, bursts, depths and lease counts divided by
-    /// `instances` (rounded down, at least 1), rates divided likewise (intervals
-    /// multiplied). Windows, lockout and policy are unchanged. `instances <= 1` returns the
-    /// rule itself.
-    pub fn share(&self, instances: u64) -> Rule {
-        if instances <= 1 {
-            return *self;
-        }
-        let part = |n: u64| (n / instances).max(1);
-        let slower = |interval_ns: u64| interval_ns.saturating_mul(instances);
-        let mut rule = *self;
-        match &mut rule.algorithm {
-            Algorithm::FixedWindow(a) => a.limit = part(a.limit),
-            Algorithm::SlidingLog(a) | Algorithm::SlidingWindow(a) => a.limit = part(a.limit),
-            Algorithm::WeightedWindow(a) => a.limit = part(a.limit),
-            Algorithm::TokenBucket(a) => {
-                a.capacity = part(a.capacity);
-                a.initial = part(a.initial).min(a.capacity);
-                a.interval_ns = slower(a.interval_ns);
-            }
-            Algorithm::LeakyBucket(a) => {
-                a.capacity = part(a.capacity);
-                a.interval_ns = slower(a.interval_ns);
-            }
-            Algorithm::Gcra(a) => {
-                *a = Gcra {
-                    warmup: a.warmup,
-                    ..Gcra::new(part(a.burst), slower(a.interval_ns))
-                }
-            }
-            Algorithm::LeakyQueue(a) => {
-                a.max_depth = part(a.max_depth);
-                a.interval_ns = slower(a.interval_ns);
-            }
-            Algorithm::Concurrency(a) => a.max_leases = part(a.max_leases),
-        }
-        rule
-    }
-
     /// The algorithm and its parameters.
     pub fn algorithm(&self) -> &Algorithm {
         &self.algorithm
@@ -682,80 +441,6 @@ impl Rule {
             Algorithm::LeakyQueue(a) => a.max_depth,
             Algorithm::Concurrency(a) => a.max_leases,
         }
-    }
-}
-
-impl Rule {
-    /// The time over which [`limit`](Self::limit) applies: the window of the window
-    /// algorithms, and the time to go from empty to full (`limit × interval`) for the
-    /// buckets, GCRA and the queue. Zero for concurrency leases, which have no window. This
-    /// is the `w` of an IETF `RateLimit-Policy` header.
-    pub fn window(&self) -> Duration {
-        let ns = match &self.algorithm {
-            Algorithm::FixedWindow(a) => a.window_ns,
-            Algorithm::SlidingLog(a) | Algorithm::SlidingWindow(a) => a.window_ns,
-            Algorithm::WeightedWindow(a) => a.window_ns,
-            Algorithm::TokenBucket(a) => a.capacity.saturating_mul(a.interval_ns),
-            Algorithm::LeakyBucket(a) => a.capacity.saturating_mul(a.interval_ns),
-            Algorithm::Gcra(a) => a.tolerance_ns,
-            Algorithm::LeakyQueue(a) => a.max_depth.saturating_mul(a.interval_ns),
-            Algorithm::Concurrency(_) => 0,
-        };
-        Duration::from_nanos(ns)
-    }
-
-    /// Right after `allowed`, a check of `cost` under this rule that left fewer than `cost`
-    /// units (`remaining < cost`): how long the same check stays denied if nothing else
-    /// happens to the key. This is the `retry_after` that check would get, read off the
-    /// allowed decision alone, so a caller can answer it without asking the store (the
-    /// over-limit cache in `weir-resilience` does).
-    ///
-    /// Exact for the fixed window (until the window ends), and for GCRA, the token bucket
-    /// and the leaky-bucket meter (`reset_after − (limit − cost) × interval`: the time until
-    /// `cost` units are back). If the decision came from a share of this rule
-    /// ([`share`](Self::share): a longer interval, a smaller limit), it is a lower bound,
-    /// never later than the truth. `None` when the decision does not tell: it allowed with
-    /// `cost` or more to spare, the cost is zero, or the algorithm's next free unit is not
-    /// in it (the sliding log and window counters, the queue, leases).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use weir_core::{Key, MemoryStore, Op, Outcome, Rule};
-    /// let rule = Rule::gcra(10, Duration::from_secs(1), 2)?; // one per 100 ms, burst 2
-    /// let store = MemoryStore::default();
-    /// let key = Key::new("k")?;
-    /// let check = |now| match store.apply_now(&key, &rule, Op::Check { cost: 1 }, now) {
-    ///     Ok(Outcome::Decision(d)) => d,
-    ///     other => panic!("{other:?}"),
-    /// };
-    /// check(0);
-    /// let last = check(0); // the burst is spent
-    /// let wait = rule.retry_after_allowed(&last, 1).unwrap();
-    /// assert_eq!(wait, Duration::from_millis(100));
-    /// assert_eq!(check(0).retry_after, wait);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn retry_after_allowed(&self, allowed: &Decision, cost: u64) -> Option<Duration> {
-        if !allowed.allowed || cost == 0 || allowed.remaining >= cost {
-            return None;
-        }
-        let reset_ns = duration_ns(allowed.reset_after);
-        let back_ns = |limit: u64, interval_ns: u64| {
-            let spare = limit.saturating_sub(cost).saturating_mul(interval_ns);
-            reset_ns.saturating_sub(spare)
-        };
-        let wait_ns = match &self.algorithm {
-            Algorithm::FixedWindow(_) => reset_ns,
-            Algorithm::Gcra(a) => back_ns(a.burst, a.interval_ns),
-            Algorithm::TokenBucket(a) => back_ns(a.capacity, a.interval_ns),
-            Algorithm::LeakyBucket(a) => back_ns(a.capacity, a.interval_ns),
-            Algorithm::SlidingLog(_)
-            | Algorithm::SlidingWindow(_)
-            | Algorithm::WeightedWindow(_)
-            | Algorithm::LeakyQueue(_)
-            | Algorithm::Concurrency(_) => return None,
-        };
-        (wait_ns > 0).then(|| Duration::from_nanos(wait_ns))
     }
 }
 
@@ -821,30 +506,6 @@ mod tests {
             unreachable!()
         };
         assert_eq!(g.interval_ns(), 100);
-    }
-
-    #[test]
-    fn lockout_escalates_up_to_its_cap() {
-        let l = Lockout::new(Duration::from_secs(60))
-            .unwrap()
-            .escalating(Duration::from_secs(300))
-            .unwrap();
-        let mins: Vec<u64> = (0..5).map(|k| l.duration_ns(k) / 60_000_000_000).collect();
-        assert_eq!(mins, [1, 2, 4, 5, 5]);
-        assert!(Lockout::new(Duration::ZERO).is_err());
-    }
-
-    #[test]
-    fn an_instance_share_divides_limits_and_rates() {
-        let rule = Rule::gcra(100, S, 40).unwrap();
-        let share = rule.share(4);
-        assert_eq!(share.limit(), 10);
-        let Algorithm::Gcra(g) = share.algorithm() else {
-            unreachable!()
-        };
-        assert_eq!(g.interval_ns(), 40_000_000, "25 per second");
-        assert_eq!(Rule::concurrency(2).unwrap().share(8).limit(), 1);
-        assert_eq!(rule.share(1), rule);
     }
 
     #[test]
