@@ -1,0 +1,140 @@
+//! All-or-nothing checks on the memory store ([`Store::check_all`](crate::Store::check_all)):
+//! the shards of every limit locked at once (in index order, so two such checks never
+//! deadlock), every limit decided on a copy, and the copies written back only when all
+//! allow (a denial's record too, for its lockout). A record the lock-free path held moves
+//! to the general one first. The proxy's every request comes here.
+
+use std::sync::MutexGuard;
+
+use crate::error::CheckError;
+use crate::key::Key;
+use crate::rule::Rule;
+use crate::state::Record;
+use crate::step::{check_now, Outcome};
+use crate::store::Decisions;
+
+use super::general::{evictable, Entry, Table};
+use super::routing::{MemoryStore, UNSCOPED};
+
+impl MemoryStore {
+    /// [`Store::check_all`], synchronously: locks the shards involved in index order (so
+    /// two such calls never deadlock), decides every limit on a copy, and writes back only
+    /// if all allow (denials are written back too, for their lockouts).
+    pub fn check_all_now(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decisions, CheckError> {
+        self.check_all_in(limits, |_| UNSCOPED, cost, now_ns)
+    }
+
+    /// [`check_all_now`](Self::check_all_now) on the records of each (rule, key): what a
+    /// [`Limiter`](crate::Limiter) asks ([`Store::check_all_scoped`]).
+    pub fn check_all_scoped_now(
+        &self,
+        limits: &[(Key, Rule)],
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decisions, CheckError> {
+        self.check_all_in(limits, Rule::scope, cost, now_ns)
+    }
+
+    fn check_all_in(
+        &self,
+        limits: &[(Key, Rule)],
+        scope_of: impl Fn(&Rule) -> u64,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decisions, CheckError> {
+        let inner = &*self.inner;
+        let ids: Vec<(u64, u64)> = limits
+            .iter()
+            .map(|(k, r)| {
+                let scope = scope_of(r);
+                (inner.hash(scope, k), scope)
+            })
+            .collect();
+        let mut shard_ids: Vec<usize> = ids.iter().map(|(h, _)| inner.shard_index(*h)).collect();
+        shard_ids.sort_unstable();
+        shard_ids.dedup();
+        let mut tables: Vec<(usize, MutexGuard<'_, Table>)> =
+            shard_ids.iter().map(|&i| (i, inner.lock(i))).collect();
+        let table_of = |tables: &mut Vec<(usize, MutexGuard<'_, Table>)>, hash: u64| {
+            let id = inner.shard_index(hash);
+            tables.iter().position(|(i, _)| *i == id)
+        };
+
+        // Records the lock-free path held move to the general one first (whatever the
+        // outcome, they stay there: a move must not lose them).
+        for ((key, rule), &(hash, scope)) in limits.iter().zip(&ids) {
+            let Some(t) = table_of(&mut tables, hash) else {
+                continue;
+            };
+            if tables[t].1.get(hash, scope, key).is_none() {
+                if let Some(record) = inner.take_lock_free(hash, scope, key, now_ns) {
+                    let entry = Entry {
+                        hash,
+                        scope,
+                        key: key.clone(),
+                        evictable: false,
+                        record,
+                        rule: inner.rule_hash(rule),
+                        referenced: true,
+                        queued: false,
+                        ticket: 0,
+                    };
+                    tables[t].1.put(entry, now_ns, &inner.limits, true)?;
+                }
+            }
+        }
+
+        // (hash, scope, key, working copy, rule hash), one per distinct record.
+        let mut work: Vec<(u64, u64, &Key, Record, u64)> = Vec::with_capacity(limits.len());
+        // For each limit, the index of its record's working copy (a record may repeat).
+        let mut slots = Vec::with_capacity(limits.len());
+        let mut each = Vec::with_capacity(limits.len());
+        for ((key, rule), &(hash, scope)) in limits.iter().zip(&ids) {
+            let found = work
+                .iter()
+                .position(|(h, s, k, _, _)| *h == hash && *s == scope && *k == key);
+            let slot = match found {
+                Some(slot) => slot,
+                None => {
+                    let copy = table_of(&mut tables, hash)
+                        .and_then(|t| tables[t].1.get(hash, scope, key).map(|e| e.record.clone()))
+                        .filter(|r| r.is_live(now_ns))
+                        .unwrap_or_else(|| Record::fresh(rule, now_ns));
+                    work.push((hash, scope, key, copy, inner.rule_hash(rule)));
+                    work.len() - 1
+                }
+            };
+            slots.push(slot);
+            each.push(check_now(rule, &mut work[slot].3, cost, now_ns)?);
+        }
+        let allowed = each.iter().all(|d| d.allowed);
+        for (slot, (hash, scope, key, record, rule_hash)) in work.into_iter().enumerate() {
+            let mut outcomes = slots.iter().zip(&each).filter(|(s, _)| **s == slot);
+            let denied_here = outcomes.clone().any(|(_, d)| !d.allowed);
+            let entry_evictable = outcomes.all(|(_, d)| evictable(&record, &Outcome::Decision(*d)));
+            // A peek writes nothing; otherwise all when allowed, and denials for lockouts.
+            if cost > 0 && (allowed || denied_here) {
+                if let Some(t) = table_of(&mut tables, hash) {
+                    let entry = Entry {
+                        hash,
+                        scope,
+                        key: key.clone(),
+                        record,
+                        rule: rule_hash,
+                        evictable: entry_evictable,
+                        referenced: true,
+                        queued: false,
+                        ticket: 0,
+                    };
+                    tables[t].1.put(entry, now_ns, &inner.limits, false)?;
+                }
+            }
+        }
+        Ok(Decisions { allowed, each })
+    }
+}
