@@ -3,7 +3,7 @@
 //! first call connects.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use crate::error::BuildError;
 use crate::exec::Exec;
 use crate::keys;
 use crate::scripts::Path;
+use crate::shards::Shards;
 use crate::store::{Inner, RedisStore, TimeSource};
 use crate::tls::TlsFiles;
 use crate::url::{self, Target};
@@ -190,7 +191,15 @@ impl RedisStoreBuilder {
         }
         let first = self.timeout.max(self.first_timeout);
         let (target, redactor) = url::parse(&self.url, first, &self.tls)?;
-        let cluster = matches!(target, Target::Cluster(_));
+        let cluster = matches!(target, Target::Cluster(..));
+        let shards = match &target {
+            Target::Cluster(_, access) => Some(Arc::new(Shards::new(
+                access.as_ref().clone(),
+                self.timeout,
+                redactor.clone(),
+            ))),
+            _ => None,
+        };
         let grace = self.ttl_grace.unwrap_or(match self.time {
             TimeSource::Store => Duration::ZERO,
             TimeSource::Process => RedisStore::DEFAULT_PROCESS_GRACE,
@@ -204,6 +213,8 @@ impl RedisStoreBuilder {
             timeout: self.timeout,
             first_timeout: first,
             answered: AtomicBool::new(false),
+            shards,
+            mapped: AtomicU64::new(0),
             grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
             path: self.path,
             eval: AtomicBool::new(self.eval),

@@ -100,7 +100,7 @@ impl Link {
                         .await?,
                 )
             }
-            Target::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+            Target::Cluster(client, _) => Conn::Cluster(client.get_async_connection().await?),
         };
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         self.timeouts.store(0, Ordering::Relaxed);
@@ -122,18 +122,24 @@ impl Link {
     }
 
     fn cluster(&self) -> bool {
-        matches!(self.target, Target::Cluster(_))
+        matches!(self.target, Target::Cluster(..))
     }
 
     /// A Cluster call failed or timed out: after a few, re-read the topology.
     fn cluster_failure(&self) {
         if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= CLUSTER_FAILURES_BEFORE_RECONNECT {
-            self.timeouts.store(0, Ordering::Relaxed);
-            *self
-                .current
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            self.renew();
         }
+    }
+
+    /// Drops the connection, so the next call makes it anew (on a Cluster: reading the slot
+    /// map and connecting to every node again). Calls in flight keep theirs.
+    pub(crate) fn renew(&self) {
+        self.timeouts.store(0, Ordering::Relaxed);
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 
     /// A call succeeded.
@@ -169,11 +175,7 @@ impl Link {
             return;
         }
         if self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= TIMEOUTS_BEFORE_RECONNECT {
-            self.timeouts.store(0, Ordering::Relaxed);
-            *self
-                .current
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            self.renew();
         }
     }
 }

@@ -5,7 +5,8 @@
 //! with every failure mapped to a [`StoreError`]. Shared by direct calls (`store.rs`) and
 //! batches (`batch.rs`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{RedisError, Value};
@@ -17,6 +18,7 @@ use crate::encode::Args;
 use crate::error;
 use crate::redact::Redactor;
 use crate::scripts::{self, Entry, Path, Tag};
+use crate::shards::Shards;
 
 /// What every call needs: the connection, how to scrub messages, the time bound, and which
 /// scripts to run how.
@@ -29,6 +31,10 @@ pub(crate) struct Exec {
     pub(crate) first_timeout: Duration,
     /// Set by the first call that returns: from then on calls are bound by `timeout`.
     pub(crate) answered: AtomicBool,
+    /// A Cluster's slot → part table (`shards.rs`); none for one node or Sentinel.
+    pub(crate) shards: Option<Arc<Shards>>,
+    /// The connection generation whose slot map was last read into `shards`.
+    pub(crate) mapped: AtomicU64,
     pub(crate) grace_ms: u64,
     /// The scripts: with the fast path (always, but in tests of the general path).
     pub(crate) path: Path,
@@ -84,6 +90,7 @@ impl Exec {
                 .get()
                 .await
                 .map_err(|e| error::store(&e, &self.redactor, self.timeout))?;
+            self.map_slots(generation);
             match self.run(&mut conn, call).await {
                 Ok(value) => {
                     self.link.succeeded();
@@ -96,6 +103,28 @@ impl Exec {
             }
         })
         .await
+    }
+
+    /// On a Cluster connection not seen before (the first, or one made again after
+    /// failures), reads the slot map into the part table, in the background: the call
+    /// does not wait for it.
+    fn map_slots(&self, generation: u64) {
+        let Some(shards) = &self.shards else {
+            return;
+        };
+        if self.mapped.load(Ordering::Relaxed) == generation
+            || self.mapped.swap(generation, Ordering::Relaxed) == generation
+        {
+            return;
+        }
+        let shards = Arc::clone(shards);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                // Not read (no node answered): the parts stay as they were, and the next
+                // PING of a failing part reads the map again.
+                let _ = shards.refresh(None).await;
+            });
+        }
     }
 
     /// `FCALL`, loading the library if the server lacks it; `EVALSHA` (loading the script

@@ -42,6 +42,25 @@ pub(crate) fn slot(name: &[u8]) -> Slot {
     Slot::for_key(name)
 }
 
+/// The Cluster slot of a Redis key as a number (0..16384), as [`slot`] finds it: CRC16
+/// (XMODEM) of its hash tag, or of the whole key without one, modulo 16384. redis-rs keeps
+/// the number of its `Slot` private; the part table (`shards.rs`) needs it.
+pub(crate) fn slot_number(name: &[u8]) -> u16 {
+    let hashed = hash_tag(name).unwrap_or(name);
+    let mut crc: u16 = 0;
+    for byte in hashed {
+        crc ^= u16::from(*byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16_384
+}
+
 /// Whether a prefix keeps the naming scheme sound (no braces, or tags would move).
 pub(crate) fn prefix_is_valid(prefix: &str) -> bool {
     !prefix.contains(['{', '}'])
@@ -65,6 +84,25 @@ mod tests {
             slot(name("api:1h:{user-7}").as_bytes())
         );
         assert_eq!(slot(name("{user-7}").as_bytes()), slot(b"user-7"));
+    }
+
+    #[test]
+    fn slot_numbers_agree_with_redis_rs() {
+        for key in [
+            "login:alice",
+            "api:1s:{user-7}",
+            "{}x",
+            "",
+            "a{}{b}",
+            "weir:{x}",
+        ] {
+            let name = record_key("weir", &Key::new(key).unwrap_or(Key::new("k").unwrap()));
+            assert_eq!(Slot::new(slot_number(&name)), Some(slot(&name)), "{key}");
+            let raw = key.as_bytes();
+            assert_eq!(Slot::new(slot_number(raw)), Some(slot(raw)), "{key}");
+        }
+        // Redis's own example: slot of "123456789" is 0x31C3 % 16384.
+        assert_eq!(slot_number(b"123456789"), 0x31C3);
     }
 
     #[test]

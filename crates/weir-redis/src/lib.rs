@@ -216,6 +216,7 @@ mod paths;
 mod redact;
 mod reply;
 mod scripts;
+mod shards;
 mod store;
 mod tls;
 mod url;

@@ -11,7 +11,7 @@ use crate::batch::Batcher;
 use crate::encode::{self, Args};
 use crate::exec::Exec;
 use crate::scripts::Entry;
-use crate::{keys, reply};
+use crate::{keys, reply, shards};
 
 /// A rate-limit store in Redis or Valkey: single node, Sentinel or Cluster.
 ///
@@ -163,6 +163,42 @@ impl Store for RedisStore {
 
     fn ping(&self) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
         self.inner.exec.ping()
+    }
+
+    /// One part per Cluster primary (up to 64, `shards.rs`); 1 for one node or Sentinel.
+    fn parts(&self) -> usize {
+        match &self.inner.exec.shards {
+            Some(_) => shards::PARTS,
+            None => 1,
+        }
+    }
+
+    /// On a Cluster, the part of the primary serving `key`'s slot (as last read).
+    fn part_of(&self, key: &Key) -> usize {
+        match &self.inner.exec.shards {
+            Some(shards) => {
+                let name = keys::record_key(&self.inner.prefix, key);
+                shards.part_of_slot(keys::slot_number(&name))
+            }
+            None => 0,
+        }
+    }
+
+    /// On a Cluster, a PING of the node serving part `part`'s slots now (the slot map read
+    /// again first, so a promoted replica counts); the whole store otherwise. A part that
+    /// answers after failing to has its node back: the Cluster connection is made anew,
+    /// so calls reach that node at once rather than after redis-rs's own retries.
+    async fn ping_part(&self, part: usize) -> Result<(), StoreError> {
+        let exec = &self.inner.exec;
+        match &exec.shards {
+            Some(shards) => {
+                if shards.ping(part).await? {
+                    exec.link.renew();
+                }
+                Ok(())
+            }
+            None => exec.ping().await,
+        }
     }
 }
 

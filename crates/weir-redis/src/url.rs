@@ -16,6 +16,7 @@ use redis::ConnectionAddr;
 
 use crate::error::BuildError;
 use crate::redact::{decode, Redactor};
+use crate::shards::Access;
 use crate::tls::{self, TlsFiles};
 
 /// Where the store's records live.
@@ -24,8 +25,8 @@ pub(crate) enum Target {
     Node(Box<redis::Client>),
     /// The master behind Sentinel.
     Sentinel(Box<tokio::sync::Mutex<redis::sentinel::SentinelClient>>),
-    /// A Cluster.
-    Cluster(Box<redis::cluster::ClusterClient>),
+    /// A Cluster, and how to reach its nodes one by one (`shards.rs`).
+    Cluster(Box<redis::cluster::ClusterClient>, Box<Access>),
 }
 
 /// Credentials from a URL's user info.
@@ -163,8 +164,9 @@ pub(crate) fn parse(
         })?)),
         "redis+cluster" => {
             let (list, _) = rest.split_once('/').unwrap_or((rest, ""));
-            let nodes: Vec<String> = hosts(list, &redacted)?
-                .into_iter()
+            let seeds = hosts(list, &redacted)?;
+            let nodes: Vec<String> = seeds
+                .iter()
                 .map(|(h, p)| format!("redis://{h}:{p}"))
                 .collect();
             let mut builder = redis::cluster::ClusterClient::builder(nodes)
@@ -176,7 +178,12 @@ pub(crate) fn parse(
             if let Some(p) = &creds.password {
                 builder = builder.password(p);
             }
-            Target::Cluster(Box::new(builder.build().map_err(redis_err)?))
+            let access = Access {
+                seeds,
+                username: creds.username.clone(),
+                password: creds.password.clone(),
+            };
+            Target::Cluster(Box::new(builder.build().map_err(redis_err)?), Box::new(access))
         }
         "redis+sentinel" => {
             let Some((list, path)) = rest.split_once('/') else {
@@ -243,7 +250,7 @@ mod tests {
         }
         assert!(matches!(
             open("redis+cluster://a:1,b:2,c:3"),
-            Ok((Target::Cluster(_), _))
+            Ok((Target::Cluster(..), _))
         ));
         assert!(matches!(
             open("redis+sentinel://:s3cret@a:26379,b:26379/mymaster"),
