@@ -345,8 +345,14 @@ impl ServeArgs {
     }
 }
 
-/// The rules ratelimit's variables point at (`weir check-config` asks the same).
+/// The rules ratelimit's variables point at: its xDS server (`CONFIG_TYPE=GRPC_XDS_SOTW`)
+/// or its runtime directory (`weir check-config` asks the same).
 pub(crate) fn rule_source(rl: &RatelimitEnv) -> Option<RuleSource> {
+    if let Some(xds) = &rl.xds {
+        return Some(RuleSource::Xds {
+            server: xds.server.clone(),
+        });
+    }
     rl.rules.as_ref().map(|r| RuleSource::Runtime {
         dir: r.dir.clone(),
         ignore_dotfiles: r.ignore_dotfiles,
@@ -419,6 +425,14 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             })
         });
         let engine = app.engine().clone();
+        // Rules from xDS (unless a flag chose files): the client puts each update in force.
+        let xds_task = match (&rl.xds, engine.rules().source()) {
+            (Some(xds), RuleSource::Xds { .. }) => Some(ratelimit_env::spawn_xds(
+                xds.clone(),
+                engine.rules().clone(),
+            )),
+            _ => None,
+        };
         let debug_task = match debug_addr {
             Some(addr) => {
                 let mut stopped = stopped.clone();
@@ -438,6 +452,9 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             let _ = stop.send(true);
         })
         .await;
+        if let Some(task) = xds_task {
+            task.abort();
+        }
         if let Some(task) = debug_task {
             let _ = task.await;
         }
