@@ -179,7 +179,10 @@ impl RuleBook {
         let rules = rules?;
         warn_if_empty(&source, &rules);
         let now = unix_ms(&clock);
-        metrics.initial_rules(rules.rules().len());
+        // Rules from xDS are not loaded yet: the first update is the first load counted.
+        if !matches!(source, RuleSource::Xds { .. }) {
+            metrics.initial_rules(rules.rules().len());
+        }
         let status = ConfigStatus {
             source: source.describe(),
             generation: 1,
@@ -392,5 +395,62 @@ async fn load(
                 source: std::io::Error::other(join.to_string()),
             }),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: &str = "domain: DOMAIN\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+
+    fn rules(domain: &str) -> RuleSet {
+        RuleSet::parse("xds:test", &RULES.replace("DOMAIN", domain)).unwrap()
+    }
+
+    fn refuse_forbidden(rules: &RuleSet) -> Result<(), String> {
+        match rules.domains().any(|d| d == "forbidden") {
+            true => Err("domain 'forbidden' is not allowed here".to_string()),
+            false => Ok(()),
+        }
+    }
+
+    #[tokio::test]
+    async fn xds_updates_go_through_the_reload_checks_and_a_refused_one_keeps_the_rules() {
+        let source = RuleSource::Xds {
+            server: "127.0.0.1:18000".to_string(),
+        };
+        let metrics = Arc::new(Metrics::new("memory"));
+        let book = RuleBook::open(
+            source,
+            Some(refuse_forbidden),
+            metrics,
+            SharedClock::default(),
+        )
+        .await
+        .unwrap();
+        assert!(book.snapshot().rules.is_empty());
+        assert!(book.waiting().unwrap().contains("127.0.0.1:18000"));
+
+        assert_eq!(book.apply(Ok(rules("a")), "xds"), ReloadOutcome::Swapped(2));
+        assert_eq!(book.waiting(), None);
+
+        // The same further check as a reload of files: refused, the rules in force stay.
+        let ReloadOutcome::Kept(error) = book.apply(Ok(rules("forbidden")), "xds") else {
+            panic!("a refused update is kept out");
+        };
+        assert!(error.contains("not allowed here"), "{error}");
+        let broken = RuleSet::parse("xds:broken", "domain: b\ndescriptors: 7\n");
+        assert!(matches!(book.apply(broken, "xds"), ReloadOutcome::Kept(_)));
+        let snapshot = book.snapshot();
+        assert_eq!(snapshot.generation, 2);
+        assert_eq!(snapshot.rules.domains().collect::<Vec<_>>(), ["a"]);
+        let status = book.status();
+        assert_eq!((status.reloads_ok, status.reloads_failed), (1, 2));
+
+        // A reload (the admin API's) reads nothing and changes nothing.
+        assert!(matches!(book.reload("admin").await, ReloadOutcome::Kept(_)));
+        assert_eq!(book.snapshot().generation, 2);
+        assert_eq!(book.status().reloads_failed, 2);
     }
 }
