@@ -169,6 +169,22 @@ fn limit_of(answer: &RateLimitResponse) -> u32 {
         .requests_per_unit
 }
 
+/// A channel to `uri`, once it listens (the listener is bound right after the ACK is sent:
+/// each attempt is a real connect, bounded by [`WAIT`] in all).
+async fn connect(uri: &str) -> Channel {
+    let endpoint = Channel::from_shared(uri.to_string()).unwrap();
+    tokio::time::timeout(WAIT, async {
+        loop {
+            if let Ok(channel) = endpoint.connect().await {
+                return channel;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("weir listens within 20 s of its first update")
+}
+
 async fn serving(grpc: &Channel) -> i32 {
     HealthClient::new(grpc.clone())
         .check(HealthCheckRequest {
@@ -180,13 +196,14 @@ async fn serving(grpc: &Channel) -> i32 {
         .status
 }
 
-/// Issue 28 (xDS): an update changes the rules in force, a bad one is NACKed and the rules
-/// in force stay, a dropped stream is subscribed to again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
+/// The management server and `weir serve` (with ratelimit's variables and `extra`) subscribed
+/// to it: the process, the streams it opens, its gRPC and HTTP ports.
+async fn start(
+    extra: &[(&'static str, &'static str)],
+) -> (Weir, mpsc::UnboundedReceiver<AdsStream>, u16, u16) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let ads_addr = listener.local_addr().unwrap();
-    let (streams_tx, mut streams) = mpsc::unbounded_channel();
+    let (streams_tx, streams) = mpsc::unbounded_channel();
     tokio::spawn(
         Server::builder()
             .add_service(AggregatedDiscoveryServiceServer::new(Ads {
@@ -196,7 +213,7 @@ async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
     );
     let grpc_port = free_port();
     let http_port = free_port();
-    let env = [
+    let mut env = vec![
         ("CONFIG_TYPE", "GRPC_XDS_SOTW".to_string()),
         ("CONFIG_GRPC_XDS_SERVER_URL", ads_addr.to_string()),
         ("CONFIG_GRPC_XDS_NODE_ID", "weir-test-node".to_string()),
@@ -215,7 +232,8 @@ async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
         ("GRPC_HOST", "127.0.0.1".to_string()),
         ("GRPC_PORT", grpc_port.to_string()),
     ];
-    let _weir = Weir(
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    let weir = Weir(
         Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
             .env_clear()
@@ -224,6 +242,15 @@ async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
             .spawn()
             .unwrap(),
     );
+
+    (weir, streams, grpc_port, http_port)
+}
+
+/// Issue 28 (xDS): an update changes the rules in force, a bad one is NACKed and the rules
+/// in force stay, a dropped stream is subscribed to again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
+    let (_weir, mut streams, grpc_port, http_port) = start(&[]).await;
 
     // The subscription: this node, the resource type, nothing accepted yet.
     let mut stream = tokio::time::timeout(WAIT, streams.recv())
@@ -239,13 +266,10 @@ async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
     assert_eq!(node.id, "weir-test-node");
     assert!(node.metadata.unwrap().fields.contains_key("zone"));
 
-    // The gRPC listener is bound before the client starts: not ready without rules.
-    let grpc = Channel::from_shared(format!("http://127.0.0.1:{grpc_port}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    assert_eq!(serving(&grpc).await, ServingStatus::NotServing as i32);
+    // As ratelimit: nothing listens before the first update is in force.
+    let uri = format!("http://127.0.0.1:{grpc_port}");
+    let before = Channel::from_shared(uri.clone()).unwrap().connect().await;
+    assert!(before.is_err(), "no gRPC listener before the first update");
 
     // Version 1: the ACK carries its version and nonce; the limit is in force.
     stream.send("1", "nonce-1", &[config(1)]).await;
@@ -255,6 +279,7 @@ async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
         ("1", "nonce-1")
     );
     assert!(ack.error_detail.is_none());
+    let grpc = connect(&uri).await;
     assert_eq!(serving(&grpc).await, ServingStatus::Serving as i32);
     let answer = ask(&grpc, "alice").await;
     assert_eq!(
@@ -370,4 +395,23 @@ fn check_config_under_xds_says_the_rules_come_from_the_server() {
         stderr.contains("xDS management server 127.0.0.1:18000"),
         "{stderr}"
     );
+}
+
+/// `FORCE_START_WITHOUT_INITIAL_CONFIG=true`: weir listens before the first update, is not
+/// ready meanwhile, and becomes ready once an update is in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_start_listens_before_the_first_update_and_is_not_ready_until_it() {
+    let (_weir, mut streams, grpc_port, _) =
+        start(&[("FORCE_START_WITHOUT_INITIAL_CONFIG", "true")]).await;
+    let mut stream = tokio::time::timeout(WAIT, streams.recv())
+        .await
+        .expect("weir opens an ADS stream within 20 s")
+        .unwrap();
+    stream.next_request().await;
+    let grpc = connect(&format!("http://127.0.0.1:{grpc_port}")).await;
+    assert_eq!(serving(&grpc).await, ServingStatus::NotServing as i32);
+    stream.send("1", "n1", &[config(2)]).await;
+    assert_eq!(stream.next_request().await.version_info, "1");
+    assert_eq!(serving(&grpc).await, ServingStatus::Serving as i32);
+    assert_eq!(limit_of(&ask(&grpc, "alice").await), 2);
 }

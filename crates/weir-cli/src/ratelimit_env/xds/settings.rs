@@ -41,6 +41,7 @@ pub(crate) const MAPPED: &[&str] = &[
     "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
     "XDS_CLIENT_BACKOFF_JITTER",
     "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+    "FORCE_START_WITHOUT_INITIAL_CONFIG",
 ];
 
 /// TLS towards the management server (`CONFIG_GRPC_XDS_SERVER_USE_TLS=true`).
@@ -78,6 +79,9 @@ pub(crate) struct XdsSettings {
     pub(crate) tls: Option<XdsTls>,
     /// `MERGE_DOMAIN_CONFIG`: a domain in several resources is merged, not refused.
     pub(crate) merge_domains: bool,
+    /// `FORCE_START_WITHOUT_INITIAL_CONFIG`: listen before the first update (not ready,
+    /// every domain unknown meanwhile) instead of after it.
+    pub(crate) force_start: bool,
 }
 
 impl XdsSettings {
@@ -138,6 +142,7 @@ pub(crate) fn read(vars: &Vars<'_>) -> anyhow::Result<Option<XdsSettings>> {
         max_message_bytes,
         tls: tls(vars)?,
         merge_domains: vars.is_true("MERGE_DOMAIN_CONFIG")?,
+        force_start: vars.is_true("FORCE_START_WITHOUT_INITIAL_CONFIG")?,
     }))
 }
 
@@ -242,6 +247,7 @@ mod tests {
         assert!(xds.backoff.jitter);
         assert_eq!(xds.max_message_bytes, 4 * 1024 * 1024);
         assert!(xds.tls.is_none());
+        assert!(!xds.force_start);
     }
 
     #[test]
