@@ -64,6 +64,7 @@ fn describe(source: &RuleSource) -> String {
         }
         RuleSource::Example => "(built-in example)".to_string(),
         RuleSource::Inline { name, .. } => format!("(built-in {name})"),
+        RuleSource::Xds { server } => format!("(xDS from {server})"),
     }
 }
 
@@ -134,6 +135,13 @@ pub(crate) fn summary(path: &str, rules: &RuleSet) -> String {
 /// Runs `weir check-config`.
 pub(crate) fn check_config(args: &CheckConfigArgs) -> anyhow::Result<()> {
     let source = args.source()?;
+    if let RuleSource::Xds { server } = &source {
+        anyhow::bail!(
+            "CONFIG_TYPE=GRPC_XDS_SOTW: weir serve would take its rules from the xDS management \
+             server {server}, not from files; pass PATH to check a rule file (each xDS update is \
+             checked by the same loader when it arrives, and refused with a NACK if invalid)"
+        );
+    }
     let rules = source.load().map_err(|e| anyhow!("{e}"))?;
     if rules.is_empty() {
         eprintln!(

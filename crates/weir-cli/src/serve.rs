@@ -345,13 +345,29 @@ impl ServeArgs {
     }
 }
 
-/// The rules ratelimit's variables point at (`weir check-config` asks the same).
+/// The rules ratelimit's variables point at: its xDS server (`CONFIG_TYPE=GRPC_XDS_SOTW`)
+/// or its runtime directory (`weir check-config` asks the same).
 pub(crate) fn rule_source(rl: &RatelimitEnv) -> Option<RuleSource> {
+    if let Some(xds) = &rl.xds {
+        return Some(RuleSource::Xds {
+            server: xds.server.clone(),
+        });
+    }
     rl.rules.as_ref().map(|r| RuleSource::Runtime {
         dir: r.dir.clone(),
         ignore_dotfiles: r.ignore_dotfiles,
         merge_domains: r.merge_domains,
     })
+}
+
+/// Returns once `book` holds a first update from xDS.
+async fn first_update(book: &weir_engine::RuleBook) {
+    let mut attempts = book.subscribe();
+    while book.waiting().is_some() {
+        if attempts.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// TLS with `cert` and `key`, mutual TLS with `client_ca`, for `client_name` only if given.
@@ -391,7 +407,35 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     if let Some(addr) = debug_addr.filter(|a| !a.ip().is_loopback()) {
         tracing::warn!(%addr, "the debug listener (/rlconfig: the rules in force) listens beyond loopback because envoyproxy/ratelimit's DEBUG_HOST/DEBUG_PORT are set");
     }
+    // Rules from xDS (unless a flag chose files): a client puts each update in force.
+    let xds = rl
+        .xds
+        .clone()
+        .filter(|_| matches!(settings.engine.rules, RuleSource::Xds { .. }));
     run(async {
+        // Installed first: a SIGTERM while waiting for xDS, or right after the RESP listener
+        // says it listens, stops the process cleanly (one run in 4 of tests/serve.rs
+        // serve_answers_the_redis_protocol_with_resp was killed when it came later).
+        let mut signal = Box::pin(shutdown_signal());
+        let mut xds_task = None;
+        let mut opened = None;
+        if let Some(xds) = xds {
+            let app = weir_server::App::new(settings.clone())
+                .await
+                .context("weir serve")?;
+            let book = app.engine().rules().clone();
+            xds_task = Some(ratelimit_env::spawn_xds(xds.clone(), book.clone()));
+            // As ratelimit (unless FORCE_START_WITHOUT_INITIAL_CONFIG): nothing listens
+            // before the first update is in force, so no request is answered without rules.
+            if !xds.force_start {
+                tracing::info!(server = %xds.server, "waiting for the first rate limit configuration from the xDS management server before listening");
+                tokio::select! {
+                    () = first_update(&book) => {}
+                    () = &mut signal => return Ok(()),
+                }
+            }
+            opened = Some(app);
+        }
         let http = bind(http_addr, "HTTP").await?;
         let grpc = bind(grpc_addr, "gRPC").await?;
         let mut listeners = weir_server::Listeners::new(http, grpc);
@@ -402,15 +446,14 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             Some(front) => Some((bind(front.addr, "RESP").await?, front)),
             None => None,
         };
-        let app = weir_server::App::new(settings)
-            .await
-            .context("weir serve")?;
+        let app = match opened {
+            Some(app) => app,
+            None => weir_server::App::new(settings)
+                .await
+                .context("weir serve")?,
+        };
         // One signal stops every listener: the HTTP and gRPC ones through serve's
         // shutdown, the RESP one through this channel (also when serve ends on its own).
-        // The handlers are installed before the RESP listener says it listens: a SIGTERM
-        // right after that line used to find none and kill the process (1 run in 4 of
-        // tests/serve.rs serve_answers_the_redis_protocol_with_resp under load).
-        let signal = shutdown_signal();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let resp_task = resp.map(|(listener, front)| {
             let mut stopped = stopped.clone();
@@ -438,6 +481,9 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             let _ = stop.send(true);
         })
         .await;
+        if let Some(task) = xds_task {
+            task.abort();
+        }
         if let Some(task) = debug_task {
             let _ = task.await;
         }

@@ -232,7 +232,8 @@ impl Engine {
 
     /// Whether the engine can decide: the store answers, or a failover guard's failure
     /// policies decide while it does not (unless `ready_in_fallback` is off). Not ready
-    /// once shutdown began or while a full memory store refuses new keys.
+    /// once shutdown began, while a full memory store refuses new keys, or while rules from
+    /// xDS wait for the management server's first update.
     pub async fn readiness(&self) -> Readiness {
         let store = self.store();
         let ping = store.ping().await;
@@ -256,6 +257,9 @@ impl Engine {
         };
         if self.inner.draining.load(Ordering::Acquire) {
             return not_ready("shutting down".to_string());
+        }
+        if let Some(waiting) = self.inner.rules.waiting() {
+            return not_ready(waiting);
         }
         let fallback = mode == "fallback" || ping.is_err();
         if fallback && store.is_guarded() && !self.settings().ready_in_fallback {

@@ -77,6 +77,13 @@ pub enum RuleSource {
         /// without it that is an error.
         merge_domains: bool,
     },
+    /// Rules an xDS management server sends (envoyproxy/ratelimit's
+    /// `CONFIG_TYPE=GRPC_XDS_SOTW`): none until its first update, each update put in force
+    /// by [`RuleBook::apply`]; nothing is read from disk, so a reload changes nothing.
+    Xds {
+        /// The management server's address, for logs and `/admin/config`.
+        server: String,
+    },
     /// Rules built into the binary (e.g. `weir proxy`'s example rules), named for errors.
     Inline {
         /// The name errors and `/admin/config` show.
@@ -116,6 +123,7 @@ impl RuleSource {
                 merge_domains,
             } => crate::runtime_dir::load(dir, *ignore_dotfiles, *merge_domains),
             RuleSource::Inline { name, yaml } => RuleSet::parse(name, yaml),
+            RuleSource::Xds { .. } => Ok(RuleSet::default()),
         }
     }
 
@@ -126,6 +134,7 @@ impl RuleSource {
                 path.display().to_string()
             }
             RuleSource::Inline { name, .. } => format!("(built-in {name})"),
+            RuleSource::Xds { server } => format!("(xDS from {server})"),
         }
     }
 }
@@ -170,7 +179,10 @@ impl RuleBook {
         let rules = rules?;
         warn_if_empty(&source, &rules);
         let now = unix_ms(&clock);
-        metrics.initial_rules(rules.rules().len());
+        // Rules from xDS are not loaded yet: the first update is the first load counted.
+        if !matches!(source, RuleSource::Xds { .. }) {
+            metrics.initial_rules(rules.rules().len());
+        }
         let status = ConfigStatus {
             source: source.describe(),
             generation: 1,
@@ -230,10 +242,47 @@ impl RuleBook {
         self.stamp.load(Ordering::Acquire)
     }
 
-    /// Reads and validates the rules again; swaps them in only if they are valid.
+    /// Reads and validates the rules again; swaps them in only if they are valid. Rules
+    /// from xDS are not read again: they change when the management server sends an update.
     pub async fn reload(&self, trigger: &'static str) -> ReloadOutcome {
+        if let RuleSource::Xds { server } = &self.source {
+            return ReloadOutcome::Kept(format!(
+                "the rules come from the xDS management server {server}: they change when it \
+                 sends an update"
+            ));
+        }
         let (files, loaded) = load(&self.source, self.validate).await;
         self.stamp.store(files, Ordering::Release);
+        self.install(loaded, trigger)
+    }
+
+    /// Puts rules loaded elsewhere (an xDS update) in force exactly as a reload would: the
+    /// same validation, the same status, log and metrics; rules that fail keep the rules in
+    /// force, and the error is returned for the sender (an xDS NACK).
+    pub fn apply(
+        &self,
+        loaded: Result<RuleSet, ConfigError>,
+        trigger: &'static str,
+    ) -> ReloadOutcome {
+        let origin = PathBuf::from(self.source.describe());
+        let loaded = loaded.and_then(|rules| check(rules, self.validate, origin));
+        self.install(loaded, trigger)
+    }
+
+    /// Whether the rules wait for a first update from xDS (not ready meanwhile): the reason.
+    pub fn waiting(&self) -> Option<String> {
+        let RuleSource::Xds { server } = &self.source else {
+            return None;
+        };
+        (self.status().reloads_ok == 0)
+            .then(|| format!("no rules received yet from the xDS management server {server}"))
+    }
+
+    fn install(
+        &self,
+        loaded: Result<RuleSet, ConfigError>,
+        trigger: &'static str,
+    ) -> ReloadOutcome {
         let now = unix_ms(&self.clock);
         let outcome = match loaded {
             Ok(rules) => {
@@ -286,13 +335,37 @@ impl RuleBook {
 /// A runtime directory that holds no domain (empty or missing) serves, as ratelimit does,
 /// every domain as unknown: said loudly, at start and at each reload that finds it so.
 fn warn_if_empty(source: &RuleSource, rules: &RuleSet) {
-    if let (RuleSource::Runtime { dir, .. }, true) = (source, rules.is_empty()) {
-        tracing::warn!(
+    if !rules.is_empty() {
+        return;
+    }
+    match source {
+        RuleSource::Runtime { dir, .. } => tracing::warn!(
             dir = %dir.display(),
             "the runtime directory holds no rule file: no domain is configured, so every \
              request is answered OK without a limit (as envoyproxy/ratelimit does) until rule \
              files appear there; they are loaded as they appear"
-        );
+        ),
+        RuleSource::Xds { server } => tracing::warn!(
+            %server,
+            "no rate limit configuration from the xDS management server yet (or it sent none): \
+             no domain is configured, so every request is answered OK without a limit, and the \
+             server is not ready until a first update is in force"
+        ),
+        _ => {}
+    }
+}
+
+/// `rules` if they pass `validate`, else the refusal as an error from `origin`.
+fn check(
+    rules: RuleSet,
+    validate: Option<RuleCheck>,
+    origin: PathBuf,
+) -> Result<RuleSet, ConfigError> {
+    match validate {
+        Some(check) => check(&rules)
+            .map(|()| rules)
+            .map_err(|reason| ConfigError::Rejected { origin, reason }),
+        None => Ok(rules),
     }
 }
 
@@ -308,12 +381,9 @@ async fn load(
     let origin = PathBuf::from(&describe);
     let read = move || {
         let files = source.stamp();
-        let loaded = source.load().and_then(|rules| match validate {
-            Some(check) => check(&rules)
-                .map(|()| rules)
-                .map_err(|reason| ConfigError::Rejected { origin, reason }),
-            None => Ok(rules),
-        });
+        let loaded = source
+            .load()
+            .and_then(|rules| check(rules, validate, origin));
         (files, loaded)
     };
     match tokio::task::spawn_blocking(read).await {
@@ -325,5 +395,62 @@ async fn load(
                 source: std::io::Error::other(join.to_string()),
             }),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: &str = "domain: DOMAIN\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+
+    fn rules(domain: &str) -> RuleSet {
+        RuleSet::parse("xds:test", &RULES.replace("DOMAIN", domain)).unwrap()
+    }
+
+    fn refuse_forbidden(rules: &RuleSet) -> Result<(), String> {
+        match rules.domains().any(|d| d == "forbidden") {
+            true => Err("domain 'forbidden' is not allowed here".to_string()),
+            false => Ok(()),
+        }
+    }
+
+    #[tokio::test]
+    async fn xds_updates_go_through_the_reload_checks_and_a_refused_one_keeps_the_rules() {
+        let source = RuleSource::Xds {
+            server: "127.0.0.1:18000".to_string(),
+        };
+        let metrics = Arc::new(Metrics::new("memory"));
+        let book = RuleBook::open(
+            source,
+            Some(refuse_forbidden),
+            metrics,
+            SharedClock::default(),
+        )
+        .await
+        .unwrap();
+        assert!(book.snapshot().rules.is_empty());
+        assert!(book.waiting().unwrap().contains("127.0.0.1:18000"));
+
+        assert_eq!(book.apply(Ok(rules("a")), "xds"), ReloadOutcome::Swapped(2));
+        assert_eq!(book.waiting(), None);
+
+        // The same further check as a reload of files: refused, the rules in force stay.
+        let ReloadOutcome::Kept(error) = book.apply(Ok(rules("forbidden")), "xds") else {
+            panic!("a refused update is kept out");
+        };
+        assert!(error.contains("not allowed here"), "{error}");
+        let broken = RuleSet::parse("xds:broken", "domain: b\ndescriptors: 7\n");
+        assert!(matches!(book.apply(broken, "xds"), ReloadOutcome::Kept(_)));
+        let snapshot = book.snapshot();
+        assert_eq!(snapshot.generation, 2);
+        assert_eq!(snapshot.rules.domains().collect::<Vec<_>>(), ["a"]);
+        let status = book.status();
+        assert_eq!((status.reloads_ok, status.reloads_failed), (1, 2));
+
+        // A reload (the admin API's) reads nothing and changes nothing.
+        assert!(matches!(book.reload("admin").await, ReloadOutcome::Kept(_)));
+        assert_eq!(book.snapshot().generation, 2);
+        assert_eq!(book.status().reloads_failed, 2);
     }
 }

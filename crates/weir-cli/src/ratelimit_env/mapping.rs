@@ -12,7 +12,7 @@ use anyhow::{bail, Context as _};
 use weir_server::{LegacyHeaders, ResponseHeaders};
 
 use super::vars::Vars;
-use super::{stats, store, unsupported};
+use super::{stats, store, unsupported, xds};
 use crate::engine_args::LogFormat;
 
 /// ratelimit's defaults, used for the part of a setting left out (`PORT` without `HOST`).
@@ -80,6 +80,8 @@ pub(crate) struct RatelimitEnv {
     pub(crate) key_prefix: Option<String>,
     /// `GRPC_SERVER_USE_TLS` and its files.
     pub(crate) grpc_tls: Option<TlsFiles>,
+    /// `CONFIG_TYPE=GRPC_XDS_SOTW` and `CONFIG_GRPC_XDS_*`: rules from an xDS server.
+    pub(crate) xds: Option<super::XdsSettings>,
     /// `USE_STATSD` (ratelimit's default: true) and its variables (`stats.rs`).
     pub(crate) statsd: Option<weir_engine::StatsdSettings>,
     /// The variables that were read (for one INFO line).
@@ -185,6 +187,7 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
         envoy_headers: envoy_headers(&vars)?,
         key_prefix: vars.get("CACHE_KEY_PREFIX"),
         grpc_tls: grpc_tls(&vars)?,
+        xds: xds::read(&vars)?,
         statsd: None,
         present: Vec::new(),
         warnings: store.warnings,
@@ -192,14 +195,10 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
     if vars.get("GRPC_UDS").is_some() {
         bail!("GRPC_UDS: Weir serves gRPC on TCP only (GRPC_HOST / GRPC_PORT)");
     }
-    if let Some(kind) = vars.get("CONFIG_TYPE") {
-        if !kind.eq_ignore_ascii_case("FILE") {
-            bail!("CONFIG_TYPE={kind:?}: Weir reads rules from files only (CONFIG_TYPE=FILE)");
-        }
-    }
     env.warnings.extend(unsupported::warnings(&vars));
     env.present = MAPPED
         .iter()
+        .chain(xds::MAPPED)
         .chain(unsupported::UNSUPPORTED.iter().map(|u| &u.name))
         .copied()
         .filter(|name| vars.get(name).is_some())
@@ -212,7 +211,7 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
     env.statsd = stats::read(&vars, in_use)?;
     // ratelimit in use but no RUNTIME_* variable: its rules are at its default place, never
     // Weir's built-in example (every real domain would be unknown, so unlimited).
-    if env.rules.is_none() && in_use {
+    if env.rules.is_none() && env.xds.is_none() && in_use {
         env.rules = Some(RuntimeDir {
             dir: PathBuf::from(DEFAULT_RUNTIME_ROOT).join(DEFAULT_APP_DIRECTORY),
             ignore_dotfiles: vars.is_true("RUNTIME_IGNOREDOTFILES")?,
@@ -458,7 +457,7 @@ mod tests {
             .starts_with("HOST=\"no-such-host.invalid\": not an IP address or a host name"));
         assert!(err(&[("LOG_LEVEL", "loud")]).starts_with("LOG_LEVEL=\"loud\""));
         assert!(err(&[("NEAR_LIMIT_RATIO", "1.5")]).starts_with("NEAR_LIMIT_RATIO=\"1.5\""));
-        assert!(err(&[("CONFIG_TYPE", "GRPC_XDS_SOTW")]).contains("files only"));
+        assert!(err(&[("CONFIG_TYPE", "REST")]).contains("expected FILE or GRPC_XDS_SOTW"));
         assert!(err(&[("GRPC_UDS", "/tmp/rl.sock")]).starts_with("GRPC_UDS"));
         assert!(err(&[
             ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),

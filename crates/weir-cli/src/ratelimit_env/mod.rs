@@ -9,6 +9,7 @@
 //! - `mapping.rs`: listeners, rules, logs, headers, TLS: [`RatelimitEnv`];
 //! - `store.rs`: `BACKEND_TYPE`, `REDIS_*`, `MEMCACHE_HOST_PORT` as a `--store` URL;
 //! - `stats.rs`: `USE_STATSD`, `STATSD_*`, `STATS_FLUSH_INTERVAL`, `EXTRA_TAGS`, DogStatsD;
+//! - `xds/`: `CONFIG_TYPE=GRPC_XDS_SOTW`: rules from an xDS management server;
 //! - `unsupported.rs`: the variables Weir does not honour, and why.
 //!
 //! The full table, one row per variable, is `docs/envoy-ratelimit-env.md`.
@@ -18,5 +19,7 @@ mod stats;
 mod store;
 mod unsupported;
 mod vars;
+mod xds;
 
 pub(crate) use mapping::{read, RatelimitEnv};
+pub(crate) use xds::{spawn as spawn_xds, XdsSettings};
