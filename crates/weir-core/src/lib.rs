@@ -204,6 +204,7 @@
 //! # }).unwrap();
 //! ```
 
+pub mod adaptive;
 pub mod algorithm;
 mod clock;
 mod decision;
