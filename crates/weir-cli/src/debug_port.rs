@@ -3,7 +3,7 @@
 //! per rule, `<rule id>: unit=MINUTE requests_per_unit=4, shadow_mode: false, quota_mode:
 //! false` (a rule id is ratelimit's full key; Weir's `rule:` blocks show their algorithm
 //! instead of a unit). Read-only; any other path is a 404 (ratelimit's `/stats` and pprof
-//! are not served: `/metrics` on the HTTP port has the counters). Served on weir-server's
+//! are not served: `/metrics` on the HTTP port has the counters). Served on weir-listen's
 //! listener core (`serve_service_with`: connection cap, header-read timeout, graceful
 //! close), started only when ratelimit's variables ask for it.
 
@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use weir_config::{Limit, RuleSet};
 use weir_engine::Engine;
-use weir_server::{serve_service_with, HttpLimits, Peer};
+use weir_listen::{serve_service_with, HttpLimits, Peer};
 
 /// The dump of `rules`, as ratelimit's `/rlconfig` writes it.
 pub(crate) fn dump(rules: &RuleSet) -> String {

@@ -206,8 +206,10 @@ impl ProxyArgs {
         if self.engine.config.is_none() {
             server.engine.rules = settings.server.engine.rules.clone();
         }
-        settings.server = server;
-        settings.server.decision_api = self.api_decisions;
+        settings.server = server.listen;
+        if self.api_decisions {
+            settings.api_routes = Some(weir_server::decision_routes_on);
+        }
         settings.fallback_upstream = self.fallback_upstream.clone();
         let mut classes = self.classes.clone();
         if !self.no_crawler_class {

@@ -117,7 +117,7 @@ impl RespArgs {
                 if let Some(ca) = &self.resp_tls_client_ca {
                     files = files.require_client_cert(ca);
                 }
-                Some(weir_server::tls_acceptor(&files, &[]).context("RESP TLS")?)
+                Some(weir_listen::tls_acceptor(&files, &[]).context("RESP TLS")?)
             }
             _ => None,
         };
@@ -168,7 +168,7 @@ pub(crate) fn spawn(
     }
     if let Some(acceptor) = resp.tls {
         let clock = app.engine().limiter().clock().clone();
-        settings = settings.tls(weir_server::Tls::new(acceptor, "RESP", clock));
+        settings = settings.tls(weir_listen::Tls::new(acceptor, "RESP", clock));
     }
     tokio::spawn(weir_resp::serve(
         listener,

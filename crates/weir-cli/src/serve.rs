@@ -299,7 +299,7 @@ impl ServeArgs {
             Some("1.3") => TlsVersion::Tls13,
             _ => TlsVersion::Tls12,
         };
-        for files in [&mut settings.grpc_tls, &mut settings.http_tls] {
+        for files in [&mut settings.grpc_tls, &mut settings.listen.http_tls] {
             *files = files.take().map(|f| f.min_version(min));
         }
         Ok(settings)

@@ -31,10 +31,11 @@
 //! `408`, the connection closed after either) is logged at DEBUG and counted as a client
 //! error; the upstream's clock does not run while the proxy waits on the client.
 //!
-//! The rules, the store, the metrics and the admin API are `weir serve`'s own (its
-//! [`App`](weir_server::App)): the proxy serves that HTTP API (`/metrics`, `/healthz`,
-//! `/readyz`, `/admin/...`, and `/v1/check`) on a second listener, and reloads the rule
-//! files the same way.
+//! The rules, the store and the metrics are the engine's, as for `weir serve`, and the
+//! operations and admin API every Weir program serves (`weir-listen`: `/metrics`,
+//! `/healthz`, `/readyz`, `/admin/...`, the dashboard; `/v1/check` only with
+//! [`ProxySettings::api_routes`]) is on a second listener; the rule files reload the same
+//! way.
 
 mod answer;
 mod body;

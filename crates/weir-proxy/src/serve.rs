@@ -1,10 +1,10 @@
 //! Running the proxy: the engine (rules, store, metrics) is built, the rules are checked
 //! for the proxy, the header limit and the screen (requests refused outright) and the
 //! layer are put in front of the forwarder, and two listeners are served (by `weir
-//! serve`'s accept loop: a client must send its headers within the header-read timeout)
-//! until shutdown — the proxy itself, as one tower service straight on hyper (no router:
-//! `weir_server::serve_service_with`), and `weir serve`'s HTTP API (metrics, health,
-//! admin) on its router. Shutdown stops accepting, lets in-flight requests finish (up to a
+//! serve`'s accept loop, `weir-listen`: a client must send its headers within the
+//! header-read timeout) until shutdown — the proxy itself, as one tower service straight on
+//! hyper (no router: `weir_listen::serve_service_with`), and the operations and admin API
+//! every Weir program serves (metrics, health, admin: `weir_listen::router`). Shutdown stops accepting, lets in-flight requests finish (up to a
 //! grace period), closes the open tunnels (WebSocket), then stops the background tasks
 //! (rule reload, memory sweep).
 
@@ -19,7 +19,7 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::{Layer, Service};
 use weir_engine::{Engine, EngineError, InFlight, Lifecycle, Metrics};
-use weir_server::{header_limit, serve_http_with, serve_service_with, App, HttpLimits, Peer};
+use weir_listen::{header_limit, serve_http_with, serve_service_with, App, HttpLimits, Peer};
 use weir_tower::{OnLimit, PathMatch, RateLimitLayer};
 
 use crate::answer::ProxyBody;
@@ -50,7 +50,7 @@ impl From<std::io::Error> for ProxyError {
 /// Counts every proxied request in the server's metrics: `weir_requests_total{api="proxy"}`
 /// by the status class answered (the layer's own 429 / 503, the header limit's 431 and the
 /// screen's refusals included), and the in-flight gauge while it runs. The header limit
-/// (`weir serve`'s own, `weir_server::header_limit`) and the screen run here too. The
+/// (`weir serve`'s own, `weir_listen::header_limit`) and the screen run here too. The
 /// listener's service itself, with a future of its own, in front of the layer: no router,
 /// no middleware's boxed future and cloned inner service on every request's way.
 #[derive(Clone)]
@@ -168,7 +168,8 @@ pub async fn run(
         },
     });
     let engine = Engine::open(server.engine.clone()).await?;
-    // The API listener (metrics, health, admin) is weir serve's, over the same engine.
+    // The API listener (metrics, health, admin) is every Weir program's, over the same
+    // engine.
     let app = App::with_engine(engine.clone(), server);
     let on_limit = match (settings.on_limit, &settings.fallback_upstream) {
         (OnLimit::Degrade, None) => OnLimit::Reject,
@@ -214,7 +215,7 @@ pub async fn run(
         rules = %engine.config_status().source,
         "weir proxy: listening"
     );
-    weir_server::warn_if_files_run_short(2, settings.server.max_connections);
+    weir_listen::warn_if_files_run_short(2, settings.server.max_connections);
     let lifecycle = Lifecycle::new();
     // Both listeners bounded as weir serve's: a connection cap each, a header-read
     // timeout, a request-head limit (431: hyper's past twice the header limit, and below
@@ -229,7 +230,11 @@ pub async fn run(
     ));
     let api_task = tokio::spawn(serve_http_with(
         api,
-        weir_server::router(app.clone()),
+        weir_listen::routes(
+            app.clone(),
+            weir_listen::Part::All,
+            settings.api_routes.map(|routes| routes(app.clone())),
+        ),
         limits,
         Peer::Unrecorded,
         lifecycle.stopped(),

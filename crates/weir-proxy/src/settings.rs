@@ -1,14 +1,15 @@
 //! Everything `weir proxy` can be told. The decision side (the engine's rules, store, clock,
-//! reload) and the API listener (admin token, headers, limits) are `weir serve`'s own
-//! [`Settings`]; the rest is the proxy's: where to
-//! listen, where to forward, who is a crawler, whom to trust, and what to do at the limit.
+//! reload) and the listeners' (admin token, headers, limits, timers) are what every Weir
+//! program's listeners share ([`Settings`], `weir-listen`); the rest is the proxy's: where
+//! to listen, where to forward, who is a crawler, whom to trust, and what to do at the
+//! limit.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir_server::Settings;
+use weir_listen::Settings;
 use weir_tower::{ClientIp, InFlightLimit, OnLimit, PathMatch};
 
 use crate::classify::Class;
@@ -18,9 +19,15 @@ use crate::upstream::Upstream;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ProxySettings {
-    /// Rules, store, admin token, headers, clock, reload: as for `weir serve`. The rules
-    /// must define the `proxy` domain.
+    /// Rules, store, admin token, headers, clock, reload, the listeners' limits: as for
+    /// `weir serve`. The rules must define the `proxy` domain.
     pub server: Settings,
+    /// Routes the API listener serves beside the operations and admin API, over the
+    /// proxy's engine: `weir proxy --api-decisions` gives `weir serve`'s decision endpoints
+    /// here (`weir_server::decision_routes_on`), on the proxy's own counters. None by
+    /// default: on the API listener they would let anyone who reaches it spend clients'
+    /// budgets.
+    pub api_routes: Option<fn(weir_listen::App) -> axum::Router>,
     /// The default upstream.
     pub upstream: Upstream,
     /// Where degraded requests go; `None` turns `OnLimit::Degrade` into a rejection.
@@ -69,15 +76,15 @@ impl ProxySettings {
     /// the limit.
     pub fn new(upstream: Upstream) -> Self {
         let mut server = Settings::default();
-        // The API listener serves metrics, health and admin; the decision endpoints on the
-        // proxy's own counters only when asked (`weir proxy --api-decisions`).
-        server.decision_api = false;
         server.engine.rules = weir_engine::RuleSource::Inline {
             name: "config/proxy.yaml",
             yaml: crate::EXAMPLE_RULES,
         };
         Self {
             server,
+            // The API listener serves metrics, health and admin; the decision endpoints on
+            // the proxy's own counters only when asked (`weir proxy --api-decisions`).
+            api_routes: None,
             upstream,
             fallback_upstream: None,
             classes: Arc::from(vec![Class::known_crawlers()]),

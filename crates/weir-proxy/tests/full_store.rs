@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use common::{backend, client, get, proxy, settings, upstream};
 use weir_config::Descriptor;
-use weir_server::{App, DecideError, Settings, StoreSpec};
+use weir_engine::{DecideError, StoreSpec};
+use weir_listen::{App, Settings};
 
 /// One path per request, each path limited to one request an hour: a flood of new paths
 /// fills the store with limited keys. `open` picks the rule's failure policy.
@@ -52,7 +53,7 @@ async fn proxy_flood(policy: &str) -> Option<(u16, String)> {
 /// refusal of the flood, per descriptor (Envoy's mode) and all-or-nothing (the proxy's).
 async fn engine_flood(policy: &str) -> (Option<DecideError>, Option<DecideError>) {
     let mut s = Settings::default();
-    s.engine.rules = weir_server::RuleSource::Inline {
+    s.engine.rules = weir_engine::RuleSource::Inline {
         name: "proxy.yaml",
         yaml: rules(policy),
     };
@@ -64,7 +65,7 @@ async fn engine_flood(policy: &str) -> (Option<DecideError>, Option<DecideError>
         let path = format!("/page/{i}");
         let d = vec![Descriptor::new([("class", "reader"), ("path", &path)])];
         if each.is_none() {
-            let request = weir_server::CheckRequest {
+            let request = weir_engine::CheckRequest {
                 domain: "proxy".into(),
                 descriptors: d.clone(),
                 hits_addend: 1,

@@ -80,7 +80,7 @@ async fn the_backend_never_sees_more_than_the_rate_under_ten_times_the_load() {
 async fn the_backend_never_sees_more_than_n_in_flight() {
     let slow = backend("slow", Duration::from_millis(100)).await;
     let mut s = settings(upstream(&slow), GLOBAL_10);
-    s.server.engine.rules = weir_server::RuleSource::Inline {
+    s.server.engine.rules = weir_engine::RuleSource::Inline {
         name: "open.yaml",
         yaml: "domain: proxy\n",
     };
@@ -377,7 +377,7 @@ async fn upstream_failures_are_502_and_504_with_a_clear_body() {
 async fn the_dashboard_shows_the_proxys_rules_and_denials_behind_the_admin_token() {
     let b = backend("app", Duration::ZERO).await;
     let mut s = settings(upstream(&b), CRAWLERS);
-    s.server.admin_token = Some(weir_server::AdminToken::new("dash-token-for-tests").unwrap());
+    s.server.admin_token = Some(weir_listen::AdminToken::new("dash-token-for-tests").unwrap());
     let p = proxy(s).await;
     let c = client();
     let mut denied = 0;
@@ -410,7 +410,7 @@ async fn the_dashboard_shows_the_proxys_rules_and_denials_behind_the_admin_token
 async fn metrics_and_the_admin_api_are_served_beside_the_proxy() {
     let b = backend("app", Duration::ZERO).await;
     let mut s = settings(upstream(&b), CRAWLERS);
-    s.server.admin_token = Some(weir_server::AdminToken::new("s3cret-token-for-tests").unwrap());
+    s.server.admin_token = Some(weir_listen::AdminToken::new("s3cret-token-for-tests").unwrap());
     let p = proxy(s).await;
     let c = client();
     get(&c, p.addr, "/", &[("user-agent", "bingbot")]).await;
@@ -499,9 +499,9 @@ async fn rules_the_proxy_cannot_run_are_refused_at_start_and_on_reload() {
     std::fs::write(&file, CRAWLERS).unwrap();
     let b = backend("app", Duration::ZERO).await;
     let mut s = settings(upstream(&b), CRAWLERS);
-    s.server.engine.rules = weir_server::RuleSource::Path(file.clone());
+    s.server.engine.rules = weir_engine::RuleSource::Path(file.clone());
     s.server.engine.reload.watch = false;
-    s.server.admin_token = Some(weir_server::AdminToken::new("reload-token-for-tests").unwrap());
+    s.server.admin_token = Some(weir_listen::AdminToken::new("reload-token-for-tests").unwrap());
     let p = proxy(s).await;
     let c = client();
     let bot = [("user-agent", "bingbot")];
@@ -550,7 +550,7 @@ async fn rules_the_proxy_cannot_run_are_refused_at_start_and_on_reload() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mut bad = settings(upstream(&b), CRAWLERS);
-    bad.server.engine.rules = weir_server::RuleSource::Path(file.clone());
+    bad.server.engine.rules = weir_engine::RuleSource::Path(file.clone());
     let error = weir_proxy::run(bad, listener, api, std::future::pending())
         .await
         .unwrap_err()
@@ -633,7 +633,7 @@ descriptors:
 async fn an_admin_block_reaches_the_proxys_own_decisions() {
     let b = backend("app", Duration::ZERO).await;
     let mut s = settings(upstream(&b), CRAWLERS);
-    s.server.admin_token = Some(weir_server::AdminToken::new("block-token-for-tests").unwrap());
+    s.server.admin_token = Some(weir_listen::AdminToken::new("block-token-for-tests").unwrap());
     let p = proxy(s).await;
     let c = client();
     let auth = [

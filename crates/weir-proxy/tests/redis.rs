@@ -10,8 +10,8 @@ mod common;
 use std::time::Duration;
 
 use common::{backend, client, get, proxy, settings, upstream, Backend};
+use weir_engine::StoreSpec;
 use weir_proxy::ProxySettings;
-use weir_server::StoreSpec;
 use weir_testkit::servers::RedisServer;
 
 const GLOBAL_5_PER_HOUR: &str = "

@@ -99,7 +99,7 @@ upgrade: h2c\r\nhttp2-settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n",
 #[tokio::test]
 async fn headers_past_the_limit_are_431_and_never_forwarded() {
     let (b, p) = open_proxy().await;
-    let limit = weir_server::Settings::default().max_header_bytes;
+    let limit = weir_listen::Settings::default().max_header_bytes;
     let head = |value_len: usize| {
         let mut request = b"GET / HTTP/1.1\r\nhost: weir.test\r\nx-big: ".to_vec();
         request.extend(std::iter::repeat_n(b'a', value_len));

@@ -27,7 +27,7 @@
 //! private network, or set a password (`AUTH`; every command but `AUTH`, `HELLO`, `PING`
 //! and `QUIT` is `-NOAUTH Authentication required.` until then; compared in constant time,
 //! a wrong one answered after 100 ms, one at a time server-wide) and / or TLS (mutual TLS
-//! with a client CA; `weir_server::tls_acceptor`, the other listeners' set-up). One
+//! with a client CA; `weir_listen::tls_acceptor`, the other listeners' set-up). One
 //! `CL.THROTTLE` / `THROTTLE` may hold a key at most [`Settings::max_window`] (1 day:
 //! `(max_burst + 1) × period / count` beyond it is an error), so a caller cannot set a
 //! decade-long lockout on someone else's key unless the operator allows it.
@@ -106,7 +106,7 @@ mod settings;
 
 pub use server::serve;
 pub use settings::Settings;
-/// The TLS acceptor behind [`Settings::tls`] (build it with `weir_server::tls_acceptor`).
+/// The TLS acceptor behind [`Settings::tls`] (build it with `weir_listen::tls_acceptor`).
 pub use tokio_rustls::TlsAcceptor;
 
 // The README's examples are compiled as doctests.

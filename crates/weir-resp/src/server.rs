@@ -1,6 +1,6 @@
 //! The accept loop: at most [`Settings::max_connections`] connections at once (one past it
 //! is told Redis's `-ERR max number of clients reached` and closed), each served by its
-//! own task (`connection.rs`), after a TLS handshake when TLS is on (`weir_server`'s, with
+//! own task (`connection.rs`), after a TLS handshake when TLS is on (`weir_listen`'s, with
 //! its timeout); on shutdown it stops accepting, lets every connection finish the command
 //! it is running, and returns once all are closed, or once `shutdown_grace` has passed,
 //! dropping those still open (a client that never reads cannot hold the process up).
@@ -97,7 +97,7 @@ pub async fn serve(
             match shared.settings.tls.clone() {
                 None => connection::handle(stream, Arc::clone(&shared), id, stopped).await,
                 Some(tls) => {
-                    if let Some(stream) = weir_server::tls_handshake(&tls, stream, peer).await {
+                    if let Some(stream) = weir_listen::tls_handshake(&tls, stream, peer).await {
                         connection::handle(stream, Arc::clone(&shared), id, stopped).await;
                     }
                 }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use weir_server::AdminToken;
+use weir_listen::AdminToken;
 
 /// How the RESP front end bounds and admits its clients.
 ///
@@ -30,7 +30,7 @@ pub struct Settings {
     pub(crate) shutdown_grace: Duration,
     pub(crate) max_window: Duration,
     pub(crate) password: Option<AdminToken>,
-    pub(crate) tls: Option<weir_server::Tls>,
+    pub(crate) tls: Option<weir_listen::Tls>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -158,9 +158,9 @@ impl Settings {
     }
 
     /// Serves RESP over TLS (mutual TLS if the acceptor asks clients for certificates):
-    /// build it with `weir_server::Tls::new(weir_server::tls_acceptor(…)?, "RESP", clock)`,
+    /// build it with `weir_listen::Tls::new(weir_listen::tls_acceptor(…)?, "RESP", clock)`,
     /// as the other listeners do (refused handshakes are counted and logged as theirs).
-    pub fn tls(mut self, tls: weir_server::Tls) -> Self {
+    pub fn tls(mut self, tls: weir_listen::Tls) -> Self {
         self.tls = Some(tls);
         self
     }

@@ -8,8 +8,8 @@ mod common;
 
 use common::{start_with, Server};
 use weir_engine::RuleSource;
+use weir_listen::AdminToken;
 use weir_resp::Settings;
-use weir_server::AdminToken;
 
 const PASSWORD: &str = "a-long-enough-resp-password";
 const NOAUTH: &str = "-NOAUTH Authentication required.";

@@ -1,10 +1,12 @@
-//! [`App`]: one server's shared state: the engine (`weir_engine::Engine`: rules, store,
-//! limiter, metrics) and the front end's settings. Every API handler holds a clone; the
-//! HTTP router and the gRPC service are built from it, so tests can drive the router with
-//! `oneshot` and no socket.
+//! [`App`]: `weir serve`'s shared state: the listeners' state every Weir program has
+//! ([`weir_listen::App`]: the engine and the shared settings, what the operations and admin
+//! routes hold) and `weir serve`'s own settings (gRPC, Envoy's headers). Every decision
+//! handler holds a clone; the HTTP router and the gRPC service are built from it, so tests
+//! can drive the router with `oneshot` and no socket.
 
 use std::sync::Arc;
 
+use axum::extract::FromRef;
 use weir_engine::Engine;
 
 use crate::error::ServerError;
@@ -18,7 +20,7 @@ pub struct App {
 
 #[derive(Debug)]
 struct Inner {
-    engine: Engine,
+    listen: weir_listen::App,
     settings: Settings,
 }
 
@@ -30,21 +32,34 @@ impl App {
         Ok(App::with_engine(engine, settings))
     }
 
-    /// A server over an engine built beforehand (`weir proxy` serves its API this way);
-    /// `settings.engine` is not read again.
+    /// A server over an engine built beforehand; `settings.engine` is not read again.
     pub fn with_engine(engine: Engine, settings: Settings) -> App {
+        let listen = weir_listen::App::with_engine(engine, settings.listen.clone());
         App {
-            inner: Arc::new(Inner { engine, settings }),
+            inner: Arc::new(Inner { listen, settings }),
         }
     }
 
     /// The decision engine.
     pub fn engine(&self) -> &Engine {
-        &self.inner.engine
+        self.inner.listen.engine()
     }
 
     /// The settings it was built with.
     pub fn settings(&self) -> &Settings {
         &self.inner.settings
+    }
+
+    /// The listeners' state (what the operations and admin routes hold).
+    pub fn listen(&self) -> &weir_listen::App {
+        &self.inner.listen
+    }
+}
+
+/// The decision routes read the body as the listeners' routes do (`weir_listen`'s
+/// `RawBody`, under the shared body limit).
+impl FromRef<App> for weir_listen::App {
+    fn from_ref(app: &App) -> weir_listen::App {
+        app.inner.listen.clone()
     }
 }

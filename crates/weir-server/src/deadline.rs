@@ -13,7 +13,7 @@ use std::time::Duration;
 /// `future`'s output if it completes within `limit`, else `None` (the future dropped).
 /// When the first poll does not complete it, the timer is armed for what is left of
 /// `limit` by then (`elapsed()` is the time since the request began).
-pub(crate) async fn in_time<F: Future>(
+pub async fn in_time<F: Future>(
     limit: Duration,
     elapsed: impl FnOnce() -> Duration,
     future: F,

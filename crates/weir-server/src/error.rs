@@ -3,7 +3,7 @@
 
 use weir_engine::EngineError;
 
-use crate::tls::TlsError;
+use weir_listen::TlsError;
 
 /// The server could not start, or a listener failed. The message already holds the
 /// cause's, so no `source()` is exposed: a report that prints the chain (`anyhow`'s `{:#}`)

@@ -9,11 +9,11 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use prost::Message as _;
 use weir_config::RuleSet;
 
-use crate::http::body::parse;
 use crate::http::check::CheckBody;
 use crate::http::json::JsonRequest;
 use crate::rls;
 use weir_engine::CheckRequest;
+use weir_listen::http::parse;
 
 /// A `POST /v1/check` body → the request the engine decides, or the 400 message.
 pub fn check_body(bytes: &[u8]) -> Result<CheckRequest, String> {

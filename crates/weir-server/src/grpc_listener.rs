@@ -32,11 +32,11 @@ use tonic::service::Routes;
 use tower::ServiceExt as _;
 use weir_core::Clock as _;
 
-use crate::accept::{accept_loop, drive, Activity};
 use crate::app::App;
 use crate::deadline::in_time;
 use crate::grpc::{malformed_is_invalid_argument, RlsService};
 use crate::health::HealthService;
+use weir_listen::{accept_loop, drive, Activity};
 
 /// Requests in flight on one connection at most (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`,
 /// hyper's default): Envoy opens another connection past it.
@@ -47,7 +47,7 @@ pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 200;
 pub(crate) async fn serve_grpc(
     listener: TcpListener,
     app: App,
-    tls: Option<crate::tls::Tls>,
+    tls: Option<weir_listen::Tls>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let settings = app.settings().clone();
@@ -106,7 +106,7 @@ pub(crate) async fn serve_grpc(
                         drive(connection, stop, idle, grace, peer).await;
                     }
                     Some(tls) => {
-                        if let Some(stream) = crate::tls::handshake(&tls, stream, peer).await {
+                        if let Some(stream) = weir_listen::tls_handshake(&tls, stream, peer).await {
                             let connection =
                                 builder.serve_connection(TokioIo::new(stream), service);
                             drive(connection, stop, idle, grace, peer).await;

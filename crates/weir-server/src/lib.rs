@@ -9,23 +9,22 @@
 //! - **`POST /v1/check`**, Weir's JSON API, with rate-limit headers and `429`;
 //! - **`POST /json`**, envoyproxy/ratelimit's JSON endpoint.
 //!
-//! Around them: `/healthz`, `/readyz`, and as envoyproxy/ratelimit `/healthcheck` and
-//! `grpc.health.v1.Health` (`health.rs`); `/metrics`; an admin API and a dashboard (only
-//! with a token; on the HTTP listener, or on their own: [`Listeners`], [`serve_on`]); hot
-//! reload of the rule files (a bad file keeps the old rules; ratelimit's runtime directory
-//! in `runtime_dir.rs`); shadow mode and gradual roll-out; TLS and mutual TLS on either
-//! listener (`tls.rs`). A browser's cross-site request that would change state is refused
-//! (`403`, `http/origin.rs`); a fail-closed denial during a store outage says so
-//! ([`Verdict`]'s `failed_closed`: a reason in each API's answer).
+//! Around them, served by the listeners every Weir program shares (`weir-listen`: the
+//! accept loop, connection caps and timers, TLS and mutual TLS, the admin token):
+//! `/healthz`, `/readyz`, envoyproxy/ratelimit's `/healthcheck`, `/metrics`, an admin API
+//! and a dashboard (only with a token; on the HTTP listener, or on their own:
+//! [`Listeners`], [`serve_on`]); here, `grpc.health.v1.Health` (`health.rs`). Hot reload of
+//! the rule files (a bad file keeps the old rules), shadow mode and gradual roll-out are
+//! the engine's. A browser's cross-site request that would change state is refused
+//! (`403`); a fail-closed denial during a store outage says so ([`Verdict`]'s
+//! `failed_closed`: a reason in each API's answer).
 //!
 //! The path of one decision: an API parses its request (`http/`, `grpc.rs` + `rls.rs`) into
 //! a [`CheckRequest`] → the engine decides it (`Engine::decide`: the rule snapshot in
 //! force, one limiter check per matched descriptor, shadow / roll-out, metrics) → the
-//! [`Verdict`] is rendered with headers (`headers.rs`). `weir proxy` embeds this crate's
-//! HTTP API listener ([`router`], [`serve_http_with`]) for its metrics, health and admin
-//! routes, and serves its proxy listener on the same accept loop without the router
-//! ([`serve_service_with`], with the same header limit: [`header_limit`]); its own
-//! decisions go to the engine directly.
+//! [`Verdict`] is rendered with headers (`headers.rs`). `weir proxy` serves the same
+//! operations and admin API from `weir-listen`, and these decision routes on it only when
+//! asked ([`decision_routes`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -53,8 +52,6 @@
 //! (64 descriptors, 16 entries, 256-byte keys, 1 KiB values, 256-byte domains, hits up to
 //! 10⁹). Anything over a limit is a 400 / `INVALID_ARGUMENT` that names it.
 
-mod accept;
-mod admin_token;
 mod app;
 pub mod client;
 mod deadline;
@@ -70,11 +67,7 @@ mod http;
 mod rls;
 mod serve;
 mod settings;
-mod tls;
-mod tls_validity;
 
-pub use accept::warn_if_files_run_short;
-pub use admin_token::{AdminToken, TokenError};
 pub use app::App;
 pub use client::{ClientError, HttpAnswer};
 pub use envoy_unit::{envoy_limit, EnvoyLimit};
@@ -82,21 +75,17 @@ pub use error::ServerError;
 pub use grpc::RlsService;
 pub use headers::{verdict_headers, HeaderNameError, HeaderStyle, LegacyHeaders, ResponseHeaders};
 pub use health::HEALTH_SERVICES;
-pub use http::{
-    header_limit, router, serve_http, serve_http_with, serve_service_with, HttpLimits, Peer,
-};
-pub use serve::{run, serve, serve_on, Listeners};
+pub use http::{decision_routes, decision_routes_on};
+pub use serve::{router, run, serve, serve_on, Listeners};
 pub use settings::Settings;
-pub use tls::{
-    acceptor as tls_acceptor, handshake as tls_handshake, Tls, TlsError, TlsFiles, TlsVersion,
-    HANDSHAKE_TIMEOUT,
-};
 /// The engine every API decides through, and the types a front end's caller meets
 /// (re-exported so that one dependency suffices to configure and embed a server).
 pub use weir_engine::{
     CheckRequest, Code, DecideError, Engine, EngineSettings, LeaseConfig, LimitOverrides,
     Readiness, ReloadSettings, RuleSource, SharedClock, StoreClock, StoreSpec, Verdict,
 };
+/// The listeners' types a caller of `weir serve` meets (its settings hold them).
+pub use weir_listen::{AdminToken, TlsFiles, TlsVersion, TokenError};
 
 // The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

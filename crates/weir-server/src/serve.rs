@@ -7,15 +7,24 @@
 
 use std::future::Future;
 
+use axum::Router;
 use tokio::net::TcpListener;
 use weir_core::Clock as _;
 use weir_engine::Lifecycle;
+use weir_listen::{routes, serve_http_tls, HttpLimits, NoDirect, Part, Peer, Tls, TlsFiles};
 
 use crate::app::App;
 use crate::error::ServerError;
 use crate::grpc_listener::serve_grpc;
-use crate::http;
+use crate::http::{decision_routes, Decisions};
 use crate::settings::Settings;
+
+/// `weir serve`'s whole HTTP API on one listener, ready for `oneshot`: the decision routes
+/// ([`decision_routes`]) and the operations and admin API every Weir program serves
+/// (`weir_listen::router`), under the same bounds.
+pub fn router(app: App) -> Router {
+    routes(app.listen().clone(), Part::All, Some(decision_routes(app)))
+}
 
 /// Builds a server from `settings` and serves it on `http` and `grpc` until `shutdown`
 /// completes. Tests bind `127.0.0.1:0` and pass the listeners.
@@ -111,22 +120,16 @@ pub async fn serve_on(
         return Err(ServerError::AdminWithoutToken);
     }
     let clock = app.engine().limiter().clock().clone();
-    let tls = |files: &Option<crate::tls::TlsFiles>,
-               listener,
-               alpn: &[&[u8]]|
-     -> Result<Option<crate::tls::Tls>, ServerError> {
-        let Some(files) = files else {
-            return Ok(None);
+    let tls =
+        |files: &Option<TlsFiles>, listener, alpn: &[&[u8]]| -> Result<Option<Tls>, ServerError> {
+            let Some(files) = files else {
+                return Ok(None);
+            };
+            let acceptor = weir_listen::tls_acceptor(files, alpn)
+                .map_err(|error| ServerError::Tls { listener, error })?;
+            weir_listen::warn_if_expiring(files, listener, clock.now_ns());
+            Ok(Some(Tls::new(acceptor, listener, clock.clone())))
         };
-        let acceptor = crate::tls::acceptor(files, alpn)
-            .map_err(|error| ServerError::Tls { listener, error })?;
-        crate::tls::warn_if_expiring(files, listener, clock.now_ns());
-        Ok(Some(crate::tls::Tls::new(
-            acceptor,
-            listener,
-            clock.clone(),
-        )))
-    };
     let grpc_tls = tls(&settings.grpc_tls, "gRPC", &[b"h2"])?;
     let http_tls = tls(&settings.http_tls, "HTTP", &[b"http/1.1"])?;
     let admin_tls = match &admin {
@@ -142,7 +145,7 @@ pub async fn serve_on(
     };
     // Before "listening", so whoever waits for that line has seen it: HTTP, gRPC, the
     // admin API's own listener, and the front ends' beside them (RESP).
-    crate::accept::warn_if_files_run_short(
+    weir_listen::warn_if_files_run_short(
         (2 + usize::from(admin.is_some())).saturating_add(settings.other_listeners),
         settings.max_connections,
     );
@@ -159,28 +162,32 @@ pub async fn serve_on(
         "weir serve: listening"
     );
 
-    let limits = http::HttpLimits::of(&settings);
+    let limits = HttpLimits::of(&settings);
     let public = if admin.is_some() {
-        http::Part::Public
+        Part::Public
     } else {
-        http::Part::All
+        Part::All
     };
-    let http_served = http::serve_http_tls(
+    let http_served = serve_http_tls(
         http,
-        http::routes(app.clone(), public),
-        settings.decision_api.then(|| app.clone()),
+        routes(
+            app.listen().clone(),
+            public,
+            Some(decision_routes(app.clone())),
+        ),
+        Decisions(app.clone()),
         limits,
-        http::Peer::Unrecorded,
+        Peer::Unrecorded,
         http_tls,
         lifecycle.stopped(),
     );
     let admin_served = admin.map(|admin| {
-        http::serve_http_tls(
+        serve_http_tls(
             admin,
-            http::routes(app.clone(), http::Part::Admin),
-            None,
+            routes(app.listen().clone(), Part::Admin, None),
+            NoDirect,
             limits,
-            http::Peer::Unrecorded,
+            Peer::Unrecorded,
             admin_tls,
             lifecycle.stopped(),
         )

@@ -1,17 +1,20 @@
-//! Everything `weir serve` can be told, with the documented defaults: the engine's settings
-//! (rules, store, clock, …: [`EngineSettings`]) and the front end's own (listeners, limits,
-//! TLS, headers, the admin token). The CLI fills this from flags and `WEIR_*` variables;
-//! tests build it directly (and inject a `ManualClock` into `engine.clock`).
+//! Everything `weir serve` can be told, with the documented defaults: the listeners' and
+//! the engine's settings every Weir program shares ([`weir_listen::Settings`]: rules,
+//! store, clock, limits, timers, HTTP TLS, headers, the admin token), and `weir serve`'s
+//! own around them: the gRPC listener's timers and TLS, and the headers Envoy is asked to
+//! add. The shared ones are read and set through this type as if they were its own
+//! (`settings.engine`, `settings.admin_token`: `Deref`). The CLI fills this from flags and
+//! `WEIR_*` variables; tests build it directly (and inject a `ManualClock` into
+//! `engine.clock`).
 
 use std::num::NonZeroUsize;
+use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use weir_engine::EngineSettings;
+use weir_listen::TlsFiles;
 
-use crate::admin_token::AdminToken;
-use crate::headers::{HeaderStyle, ResponseHeaders};
-use crate::tls::TlsFiles;
+use crate::headers::ResponseHeaders;
 
 /// Settings of one server.
 ///
@@ -22,40 +25,17 @@ use crate::tls::TlsFiles;
 /// let mut settings = Settings::default(); // example rules, memory store
 /// settings.engine.shadow = true;
 /// settings.request_timeout = Duration::from_secs(2);
+/// settings.grpc_idle_timeout = Duration::from_secs(60);
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Settings {
-    /// The engine: rules, store, clock, shadow mode, reload.
-    pub engine: EngineSettings,
-    /// The admin API's token; `None` disables the admin API (its routes answer 404).
-    pub admin_token: Option<AdminToken>,
-    /// Whether the decision endpoints (`/v1/check`, `/json`, `/v1/acquire`, `/v1/release`)
-    /// are served (default yes). `weir proxy` turns them off unless asked: on its API
-    /// listener they would let anyone who reaches it spend clients' budgets.
-    pub decision_api: bool,
-    /// Which rate-limit headers `/v1/check` answers carry (default: the IETF ones).
-    pub headers: HeaderStyle,
+    /// What every Weir program's listeners share: the engine, the HTTP listener's limits,
+    /// timers and TLS, headers, the admin token (also reached through `Deref`).
+    pub listen: weir_listen::Settings,
     /// Which headers Envoy is asked to add to its responses (gRPC and `/json`; default
     /// none, as envoyproxy/ratelimit: they would show rule ids to end clients).
     pub envoy_headers: ResponseHeaders,
-    /// The longest one HTTP or gRPC request may take (default 5 s).
-    pub request_timeout: Duration,
-    /// How long an HTTP client may take to send a request's headers, and how long an idle
-    /// keep-alive connection stays open (default 10 s); then the connection is closed.
-    pub header_read_timeout: Duration,
-    /// The largest HTTP request body or gRPC message accepted (default 64 KiB).
-    pub max_body_bytes: usize,
-    /// The largest total of an HTTP request's header names and values (default 16 KiB):
-    /// past it the answer is `431` (JSON). hyper reads a request head (request line and
-    /// headers) of at most twice this and answers a longer one `431` itself, unparsed. Also
-    /// the gRPC listener's HTTP/2 header list limit.
-    pub max_header_bytes: usize,
-    /// The most connections each listener (HTTP, gRPC) keeps open at once (default 4096).
-    /// At the cap a new connection is closed as soon as it is accepted (the client sees the
-    /// connection close at once and can go elsewhere; nothing waits in the kernel's backlog),
-    /// and the open ones keep being served.
-    pub max_connections: NonZeroUsize,
     /// How long a gRPC connection may go without a request in flight before it is closed
     /// (HTTP/2 GOAWAY; default 5 min). The HTTP listener's idle bound is
     /// `header_read_timeout`.
@@ -69,50 +49,43 @@ pub struct Settings {
     pub grpc_keepalive_timeout: Duration,
     /// TLS on the gRPC listener (default: none; plaintext HTTP/2).
     pub grpc_tls: Option<TlsFiles>,
-    /// TLS on the HTTP listener (default: none).
-    pub http_tls: Option<TlsFiles>,
-    /// How long shutdown waits for in-flight requests (default 30 s).
-    pub shutdown_grace: Duration,
-    /// Listeners the caller serves beside HTTP and gRPC, each with its own
-    /// `max_connections` (`weir serve --resp`: 1; default 0): counted in the start-up
-    /// warning about the open-files limit.
-    pub other_listeners: usize,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            engine: EngineSettings::default(),
-            admin_token: None,
-            decision_api: true,
-            headers: HeaderStyle::default(),
+            listen: weir_listen::Settings::default(),
             envoy_headers: ResponseHeaders::NONE,
-            request_timeout: Duration::from_secs(5),
-            header_read_timeout: Duration::from_secs(10),
-            max_body_bytes: 64 * 1024,
-            max_header_bytes: 16 * 1024,
-            max_connections: Settings::DEFAULT_MAX_CONNECTIONS,
             grpc_idle_timeout: Duration::from_secs(300),
             grpc_keepalive_interval: Duration::from_secs(60),
             grpc_keepalive_timeout: Duration::from_secs(20),
             grpc_tls: None,
-            http_tls: None,
-            shutdown_grace: Duration::from_secs(30),
-            other_listeners: 0,
         }
     }
 }
 
+impl Deref for Settings {
+    type Target = weir_listen::Settings;
+
+    fn deref(&self) -> &weir_listen::Settings {
+        &self.listen
+    }
+}
+
+impl DerefMut for Settings {
+    fn deref_mut(&mut self) -> &mut weir_listen::Settings {
+        &mut self.listen
+    }
+}
+
 impl Settings {
-    /// The default of [`Settings::max_connections`]: 4096 per listener.
-    pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = match NonZeroUsize::new(4096) {
-        Some(n) => n,
-        None => NonZeroUsize::MIN,
-    };
+    /// The default of `max_connections`: 4096 per listener.
+    pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize =
+        weir_listen::Settings::DEFAULT_MAX_CONNECTIONS;
 
     /// Settings with rules from `path` (a file or a directory).
     pub fn with_rules(mut self, path: impl Into<PathBuf>) -> Self {
-        self.engine = self.engine.with_rules(path);
+        self.listen = self.listen.with_rules(path);
         self
     }
 }

@@ -21,8 +21,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::net::TcpListener;
 use weir_core::{Clock, SystemClock};
+use weir_engine::RuleSource;
 use weir_proxy::{ProxySettings, Upstream};
-use weir_server::RuleSource;
 
 pub mod logs;
 pub mod raw;

@@ -1,6 +1,6 @@
 //! `AUTH [username] password` and the check `HELLO … AUTH username password` shares: with
 //! a password configured (`--resp-password-file`), the one user is `default` and the
-//! password is compared in constant time (`weir_server::AdminToken`, never printed). A
+//! password is compared in constant time (`weir_listen::AdminToken`, never printed). A
 //! wrong one is answered Redis's `-WRONGPASS …` only after [`WRONG_PASSWORD_DELAY`], one
 //! wrong password at a time server-wide, so guessing runs at most 10 tries a second
 //! however many connections try; a right one is never delayed. Without a password, Redis's

@@ -25,13 +25,13 @@ use http_body_util::Full;
 use serde::Deserialize;
 use weir_config::{Descriptor, LimitOverride, Unit};
 
-use super::body::{parse, JsonType, RawBody};
-use super::error::ApiError;
 use super::json_out::{write_array, JsonObject};
 use crate::app::App;
 use crate::headers::{ceil_secs, verdict_headers, REASON_HEADER, STORE_UNAVAILABLE};
 use weir_engine::CheckRequest;
 use weir_engine::{Code, Status, Verdict};
+use weir_listen::http::ApiError;
+use weir_listen::http::{parse, EntryBody, JsonType, RawBody};
 
 /// The body, its strings borrowed from the request's bytes where JSON needs no unescaping
 /// (the common case: no string to allocate and copy per request).
@@ -56,15 +56,6 @@ pub(crate) struct DescriptorBody<'a> {
     pub(crate) hits_addend: Option<u64>,
     #[serde(default)]
     pub(crate) limit: Option<LimitBody>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct EntryBody<'a> {
-    #[serde(borrow)]
-    pub(crate) key: Cow<'a, str>,
-    #[serde(borrow)]
-    pub(crate) value: Cow<'a, str>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -363,7 +354,7 @@ mod tests {
         let escaped =
             br#"{"domain":"\u0061pi","descriptors":[{"entries":[{"key":"us\u0065r","value":"a\/b"}]}]}"#;
         let decode = |bytes: &'static [u8]| {
-            let request = super::super::body::parse::<CheckBody>(bytes)
+            let request = weir_listen::http::parse::<CheckBody>(bytes)
                 .and_then(CheckBody::into_request)
                 .unwrap_or_else(|e| panic!("{}", e.message));
             let borrowed = matches!(request.domain, Cow::Borrowed(_));

@@ -10,23 +10,45 @@
 //! `check::answer` / `json::answer` do the rest, as the router's handlers do. What it saves is the
 //! router's and the middleware's work on every decision: the route lookup, the request's
 //! extensions, two boxed futures and a boxed response body (issue 14, docs/benchmarks-history.md "Hot
-//! paths"). `weir serve` turns it on; a router served on its own (`serve_http`, `weir
-//! proxy`'s API listener) has none.
+//! paths"). `weir serve` turns it on ([`Decisions`], a `weir_listen::Direct`); a router
+//! served on its own (`serve_http`, `weir proxy`'s API listener) has none.
 
 use std::time::Duration;
+
+use std::future::Future;
 
 use axum::body::Bytes;
 use axum::http::{Method, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use weir_core::Clock as _;
+use weir_listen::http::{
+    head_too_large, out_of_time, read_limited, refuse_cross_site, require_json,
+};
 
-use super::body::{read_limited, require_json};
-use super::origin::refuse_cross_site;
-use super::router::{head_too_large, out_of_time};
 use super::{check, json};
 use crate::app::App;
 use crate::deadline::in_time;
+
+/// The listener's direct routes for `weir serve`'s HTTP listener, over its app.
+#[derive(Debug, Clone)]
+pub(crate) struct Decisions(pub(crate) App);
+
+impl weir_listen::Direct for Decisions {
+    type Route = Route;
+
+    fn route(&self, request: &Request<Incoming>) -> Option<Route> {
+        Route::of(request)
+    }
+
+    fn answer(
+        &self,
+        route: Route,
+        request: Request<Incoming>,
+    ) -> impl Future<Output = Response<Full<Bytes>>> + Send {
+        serve(&self.0, route, request)
+    }
+}
 
 /// The decision routes the listener answers itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +87,7 @@ pub(crate) async fn serve(
     route: Route,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
-    if let Some(error) = head_too_large(app, request.headers()) {
+    if let Some(error) = head_too_large(app.listen(), request.headers()) {
         return error.into_full();
     }
     let metrics = app.engine().metrics();

@@ -26,14 +26,14 @@ use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::body::{parse, RawBody};
-use super::error::ApiError;
 use super::json_out::{write_array, JsonObject};
 use crate::app::App;
 use crate::headers::{REASON_HEADER, STORE_UNAVAILABLE};
 use crate::rls;
 use weir_engine::Code;
 use weir_engine::DecideError;
+use weir_listen::http::ApiError;
+use weir_listen::http::{parse, RawBody};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

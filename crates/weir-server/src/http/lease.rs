@@ -32,12 +32,12 @@ use serde_json::json;
 use weir_config::Descriptor;
 use weir_core::{Algorithm, CheckError, Key, Rule};
 
-use super::body::{parse, JsonType, RawBody};
-use super::check::EntryBody;
-use super::error::ApiError;
+use weir_listen::http::{parse, EntryBody, JsonType, RawBody};
+
 use crate::app::App;
 use crate::headers::ceil_secs;
 use weir_engine::DecisionOutcome;
+use weir_listen::http::ApiError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,32 +1,43 @@
-//! The HTTP API (axum): decisions (`POST /v1/check`, envoyproxy/ratelimit's `POST /json`),
-//! operations (`/healthz`, `/readyz`, `/metrics`) and, when a token is configured, the
-//! admin API under `/admin`. Every route shares one body size limit and one request
-//! timeout; every error is a status code with a message that says what was wrong.
-//!
-//! `router.rs` assembles the routes; one file per group of routes; `listener.rs` serves
-//! the connections the shared accept loop takes (header-read timeout, connection cap,
-//! head size), and answers `POST /v1/check` itself when asked (`direct.rs`); it also serves
-//! any tower service without the router (`serve_service_with`, `weir proxy`'s listener).
+//! `weir serve`'s own HTTP routes, the decision APIs: `POST /v1/check` (Weir's JSON),
+//! `POST /json` (envoyproxy/ratelimit's), and the leases (`POST /v1/acquire`,
+//! `/v1/release`). They are served under the bounds of the listeners' router
+//! (`weir_listen::routes`: body and header limits, request timeout, cross-site refusal,
+//! JSON errors), beside the operations and admin API every Weir program serves; the two
+//! hot paths are answered by the listener itself (`direct.rs`, a `weir_listen::Direct`).
 
-mod admin;
-mod admin_keys;
-pub(crate) mod body;
 pub(crate) mod check;
-mod dashboard;
 mod direct;
-mod error;
-mod head_timer;
 pub(crate) mod json;
 mod json_out;
 mod lease;
-mod listener;
-mod ops;
-mod origin;
-mod router;
 
-pub(crate) use listener::serve_http_tls;
-pub use listener::{
-    header_limit, serve_http, serve_http_with, serve_service_with, HttpLimits, Peer,
-};
-pub use router::router;
-pub(crate) use router::{routes, Part};
+use axum::routing::post;
+use axum::Router;
+
+use crate::app::App;
+use crate::settings::Settings;
+
+pub(crate) use direct::Decisions;
+
+/// The decision API's routes over `app`, their state given: what `weir serve`'s HTTP
+/// listener adds to the listeners' routes (`weir_listen::routes`), and `weir proxy --api-
+/// decisions` to its API listener.
+pub fn decision_routes(app: App) -> Router {
+    Router::new()
+        .route("/v1/check", post(check::handle))
+        .route("/json", post(json::handle))
+        .route("/v1/acquire", post(lease::acquire))
+        .route("/v1/release", post(lease::release))
+        .with_state(app)
+}
+
+/// [`decision_routes`] over another program's engine and listener settings, `weir serve`'s
+/// own settings at their defaults (no Envoy headers): `weir proxy --api-decisions`, on the
+/// proxy's own counters.
+pub fn decision_routes_on(listen: weir_listen::App) -> Router {
+    let settings = Settings {
+        listen: listen.settings().clone(),
+        ..Settings::default()
+    };
+    decision_routes(App::with_engine(listen.engine().clone(), settings))
+}

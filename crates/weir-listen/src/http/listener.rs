@@ -1,6 +1,7 @@
 //! Where an HTTP request enters: each connection the shared accept loop (`accept.rs`)
 //! takes is served by hyper's HTTP/1 server with the axum router as its service, except
-//! `POST /v1/check` and `POST /json` when the server asks for its direct routes (`direct.rs`);
+//! the routes the caller answers itself ([`Direct`]: `weir serve`'s `POST /v1/check` and
+//! `POST /json`);
 //! or, for `weir proxy`'s proxy listener, with any tower service and no router
 //! ([`serve_service_with`]). Both ways share one core (`serve_connections`): the accept
 //! loop, the bounds below, TLS when asked, and shutdown.
@@ -37,13 +38,47 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tower::{Service, ServiceExt as _};
 
-use super::direct;
 use super::error::ApiError;
 use super::head_timer::HeadTimer;
 use super::router::head_too_large;
 use crate::accept::{accept_loop, drive};
 use crate::app::App;
 use crate::settings::Settings;
+use crate::tls::Tls;
+
+/// Routes a listener answers itself, before its router (`weir serve`'s decision hot
+/// paths): no route lookup, no request extensions, no boxed future or body. The listener
+/// asks each request for its route; the router gets every request that has none.
+pub trait Direct: Clone + Send + Sync + 'static {
+    /// Which of the direct routes a request takes.
+    type Route: Copy + Send;
+
+    /// The direct route `request` takes; `None`: the router's.
+    fn route(&self, request: &Request<Incoming>) -> Option<Self::Route>;
+
+    /// The answer to `request` on its direct `route`.
+    fn answer(
+        &self,
+        route: Self::Route,
+        request: Request<Incoming>,
+    ) -> impl Future<Output = Response<Full<Bytes>>> + Send;
+}
+
+/// No direct routes: every request goes to the router.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDirect;
+
+impl Direct for NoDirect {
+    type Route = Infallible;
+
+    fn route(&self, _: &Request<Incoming>) -> Option<Infallible> {
+        None
+    }
+
+    async fn answer(&self, route: Infallible, _: Request<Incoming>) -> Response<Full<Bytes>> {
+        match route {}
+    }
+}
 
 /// What the listener records of each connection on its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -60,7 +95,7 @@ pub enum Peer {
 ///
 /// ```
 /// use std::time::Duration;
-/// use weir_server::{HttpLimits, Settings};
+/// use weir_listen::{HttpLimits, Settings};
 ///
 /// let settings = Settings::default();
 /// let limits = HttpLimits::of(&settings); // what `weir serve` applies
@@ -137,7 +172,10 @@ pub async fn serve_http_with(
     peer_info: Peer,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    serve_http_tls(listener, router, None, limits, peer_info, None, shutdown).await
+    serve_http_tls(
+        listener, router, NoDirect, limits, peer_info, None, shutdown,
+    )
+    .await
 }
 
 /// Serves any `tower` service on `listener` within `limits`, as [`serve_http_with`] serves
@@ -156,7 +194,7 @@ pub async fn serve_http_with(
 /// use std::convert::Infallible;
 /// use http_body_util::Full;
 /// use hyper::body::{Bytes, Incoming};
-/// use weir_server::{serve_service_with, HttpLimits, Peer};
+/// use weir_listen::{serve_service_with, HttpLimits, Peer};
 ///
 /// # async fn demo() -> std::io::Result<()> {
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
@@ -204,16 +242,17 @@ pub fn header_limit(app: &App, headers: &HeaderMap) -> Option<Response<Full<Byte
 }
 
 /// [`serve_http_with`], over TLS when `tls` is given (the handshake is each connection's,
-/// bounded by `tls::HANDSHAKE_TIMEOUT`; a client that fails it is dropped). With `direct`,
-/// `POST /v1/check` and `POST /json` are answered by the listener itself for that app
-/// (`direct.rs`), every other request by `router`.
-pub(crate) async fn serve_http_tls(
+/// bounded by [`HANDSHAKE_TIMEOUT`](crate::HANDSHAKE_TIMEOUT); a client that fails it is
+/// dropped). The requests `direct` takes are answered by it (`weir serve`'s decision hot
+/// paths), every other request by `router`.
+#[allow(clippy::too_many_arguments)]
+pub async fn serve_http_tls<D: Direct>(
     listener: TcpListener,
     router: Router,
-    direct: Option<App>,
+    direct: D,
     limits: HttpLimits,
     peer_info: Peer,
-    tls: Option<crate::tls::Tls>,
+    tls: Option<Tls>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     serve_connections(listener, limits, tls, shutdown, move |peer| {
@@ -223,10 +262,9 @@ pub(crate) async fn serve_http_tls(
             let router = router.clone();
             let direct = direct.clone();
             async move {
-                if let (Some(app), Some(route)) = (&direct, direct::Route::of(&request)) {
-                    return Ok::<_, Infallible>(
-                        direct::serve(app, route, request).await.map(Either::Left),
-                    );
+                if let Some(route) = direct.route(&request) {
+                    let answer = direct.answer(route, request).await;
+                    return Ok::<_, Infallible>(answer.map(Either::Left));
                 }
                 let mut request = request.map(Body::new);
                 if peer_info == Peer::Recorded {
@@ -253,7 +291,7 @@ pub(crate) async fn serve_http_tls(
 async fn serve_connections<M, H, B>(
     listener: TcpListener,
     limits: HttpLimits,
-    tls: Option<crate::tls::Tls>,
+    tls: Option<Tls>,
     shutdown: impl Future<Output = ()>,
     mut service_for: M,
 ) -> io::Result<()>

@@ -33,7 +33,7 @@ use weir_core::{Clock as _, SystemClock};
 
 /// Tells a connection's task that the server is stopping.
 #[derive(Debug)]
-pub(crate) struct Stop(watch::Receiver<bool>);
+pub struct Stop(watch::Receiver<bool>);
 
 impl Stop {
     /// Completes once the server stops.
@@ -45,7 +45,7 @@ impl Stop {
 /// Accepts connections on `listener` (the `name` is for logs) until `shutdown` completes,
 /// runs `serve`'s future for each on a task of its own, then waits until every one has
 /// finished (each gets a [`Stop`] that fires at shutdown).
-pub(crate) async fn accept_loop<F, C>(
+pub async fn accept_loop<F, C>(
     listener: TcpListener,
     name: &'static str,
     max_connections: Option<NonZeroUsize>,
@@ -154,7 +154,7 @@ async fn accept_failed(error: &io::Error) {
 /// which hands its socket over to a protocol upgrade (a WebSocket through `weir proxy`)
 /// when its service answers `101`, and its HTTP/2 connection (gRPC). hyper-util's
 /// `GracefulConnection` has no implementation for the upgradeable HTTP/1 connection.
-pub(crate) trait Stoppable: Future<Output = Result<(), Self::Fault>> {
+pub trait Stoppable: Future<Output = Result<(), Self::Fault>> {
     /// Why the connection ended badly.
     type Fault: std::fmt::Display;
     /// Stops taking requests and closes once those in flight are answered.
@@ -193,7 +193,7 @@ where
 /// Serves `connection` until it ends. On `stop` it is asked to close gracefully and
 /// awaited; once `idle` completes, likewise, but dropped if it has not closed within
 /// `grace` (a peer that never acknowledges the goodbye cannot keep it open).
-pub(crate) async fn drive<C>(
+pub async fn drive<C>(
     connection: C,
     mut stop: Stop,
     idle: impl Future<Output = ()>,
@@ -232,7 +232,7 @@ fn closed<E: std::fmt::Display>(result: Result<(), E>, peer: SocketAddr) {
 /// enough and checks then, so it wakes about once per idle period whatever the traffic
 /// (before, each request woke it twice and it armed a new timer each time).
 #[derive(Debug)]
-pub(crate) struct Activity {
+pub struct Activity {
     in_flight: AtomicUsize,
     /// When the last request ended (or the connection opened), on `clock`.
     last_end_ns: AtomicU64,
@@ -252,14 +252,14 @@ impl Default for Activity {
 
 impl Activity {
     /// Counts a request in flight until the guard is dropped.
-    pub(crate) fn start(self: &Arc<Self>) -> InFlight {
+    pub fn start(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         InFlight(Arc::clone(self))
     }
 
     /// Completes once the connection has had no request in flight for `idle` (counted from
     /// the end of its last request, or from its opening if it has had none).
-    pub(crate) async fn idle_for(&self, idle: Duration) {
+    pub async fn idle_for(&self, idle: Duration) {
         let mut wait = idle;
         loop {
             tokio::time::sleep(wait).await;
@@ -281,7 +281,7 @@ impl Activity {
 
 /// A request in flight on a connection (see [`Activity`]).
 #[derive(Debug)]
-pub(crate) struct InFlight(Arc<Activity>);
+pub struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {

@@ -28,8 +28,8 @@ use serde_json::json;
 use weir_config::{Descriptor, RuleInfo};
 use weir_core::{Clock, Key, Rule};
 
+use super::body::EntryBody;
 use super::body::{parse, RawBody};
-use super::check::EntryBody;
 use super::error::{method_not_allowed, ApiError};
 use crate::app::App;
 use weir_engine::ReloadOutcome;

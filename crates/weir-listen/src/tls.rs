@@ -292,7 +292,7 @@ fn certificates(file: &Path, what: &'static str) -> Result<Vec<CertificateDer<'s
 /// Logs a WARN at start when the leaf certificate of `files` (the `listener`'s) is expired,
 /// not yet valid or expires within 14 days at `now_ns` (`tls_validity.rs`). A file that
 /// cannot be read is left to [`acceptor`], which refuses it.
-pub(crate) fn warn_if_expiring(files: &TlsFiles, listener: &str, now_ns: u64) {
+pub fn warn_if_expiring(files: &TlsFiles, listener: &str, now_ns: u64) {
     if let Ok(certs) = certificates(&files.cert, "certificate chain") {
         if let Some(leaf) = certs.first() {
             crate::tls_validity::warn_if_bad(leaf, listener, &files.cert, now_ns);

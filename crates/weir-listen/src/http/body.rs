@@ -7,11 +7,12 @@
 //! A well-formed body is read once, by plain `serde_json` (no path tracking: this is on
 //! every decision's path); only a body that fails is read again to say where.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use serde::Deserialize;
@@ -19,28 +20,47 @@ use serde::Deserialize;
 use super::error::ApiError;
 use crate::app::App;
 
+/// One descriptor entry of a request body, `{"key": …, "value": …}`, its strings borrowed
+/// from the body where JSON needs no unescaping (the decision API's and the admin API's).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntryBody<'a> {
+    /// The entry's key.
+    #[serde(borrow)]
+    pub key: Cow<'a, str>,
+    /// The entry's value.
+    #[serde(borrow)]
+    pub value: Cow<'a, str>,
+}
+
 /// A request's whole body. axum's own `Bytes` extractor answers a body past the limit
 /// with a plain-text `413`; this one answers every refusal as an [`ApiError`].
-pub(crate) struct RawBody(pub(crate) Bytes);
+pub struct RawBody(pub Bytes);
 
 /// Whether a request's body has arrived whole: put on a request that has a body by the
 /// router's timeout, marked by [`RawBody`] once it has read it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct BodyRead(Arc<AtomicBool>);
+pub struct BodyRead(Arc<AtomicBool>);
 
 impl BodyRead {
     /// Whether the body was read to its end.
-    pub(crate) fn done(&self) -> bool {
+    pub fn done(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
 }
 
-impl FromRequest<App> for RawBody {
+/// Any router whose state holds an [`App`] (`weir serve`'s decision routes too).
+impl<S> FromRequest<S> for RawBody
+where
+    S: Send + Sync,
+    App: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, app: &App) -> Result<Self, ApiError> {
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         let read = request.extensions().get::<BodyRead>().cloned();
-        match Bytes::from_request(request, app).await {
+        let app = App::from_ref(state);
+        match Bytes::from_request(request, state).await {
             Ok(bytes) => {
                 if let Some(read) = read {
                     read.0.store(true, Ordering::Release);
@@ -56,7 +76,7 @@ impl FromRequest<App> for RawBody {
 }
 
 /// The `413` for a body past `max_body_bytes`.
-pub(crate) fn too_large(max_body_bytes: usize) -> ApiError {
+pub fn too_large(max_body_bytes: usize) -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("the request body is larger than the limit of {max_body_bytes} bytes"),
@@ -66,7 +86,7 @@ pub(crate) fn too_large(max_body_bytes: usize) -> ApiError {
 /// Reads a whole body of at most `max_body_bytes` (the listener's direct route; the
 /// router's routes take [`RawBody`]): a `413` past it, a `400` if the client breaks off
 /// or breaks the framing.
-pub(crate) async fn read_limited<B>(body: B, max_body_bytes: usize) -> Result<Bytes, ApiError>
+pub async fn read_limited<B>(body: B, max_body_bytes: usize) -> Result<Bytes, ApiError>
 where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -91,7 +111,7 @@ where
 /// all; requiring `application/json` (or a `+json` type) on the endpoints that change
 /// state keeps any web page a user visits on the internal network from spending a
 /// client's budget or locking accounts out.
-pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+pub fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     let media = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -123,7 +143,7 @@ pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
 /// head in place: the handlers that need it take this instead of a copy of every header.
 /// It never rejects; the handler answers the `415` where it always did (after the body is
 /// read, so a body over the limit is still a `413` first).
-pub(crate) struct JsonType(pub(crate) Result<(), ApiError>);
+pub struct JsonType(pub Result<(), ApiError>);
 
 impl<S: Send + Sync> FromRequestParts<S> for JsonType {
     type Rejection = std::convert::Infallible;
@@ -134,7 +154,7 @@ impl<S: Send + Sync> FromRequestParts<S> for JsonType {
 }
 
 /// Parses `bytes` as `T`, or says where and why not.
-pub(crate) fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
+pub fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
     match serde_json::from_slice(bytes) {
         Ok(value) => Ok(value),
         Err(_) => explain(bytes),

@@ -31,7 +31,7 @@ const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 
 /// The `403` for a cross-site browser request that would change state; `None` for any
 /// other request (a read, a non-browser client, the server's own pages).
-pub(crate) fn refuse_cross_site(method: &Method, headers: &HeaderMap) -> Option<ApiError> {
+pub fn refuse_cross_site(method: &Method, headers: &HeaderMap) -> Option<ApiError> {
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return None;
     }

@@ -15,27 +15,31 @@ use weir_engine::DecideError;
 
 /// An HTTP error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ApiError {
-    pub(crate) status: StatusCode,
-    pub(crate) message: String,
+pub struct ApiError {
+    /// The status answered.
+    pub status: StatusCode,
+    /// What was wrong (the body's `error`).
+    pub message: String,
 }
 
 impl ApiError {
-    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    /// `status` with `message`.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
             message: message.into(),
         }
     }
 
-    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+    /// A `400` with `message`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
     }
 }
 
 /// A route that exists but does not take `method`: `405`, with the `Allow` header axum
 /// adds (a fallback of every route's method router).
-pub(crate) async fn method_not_allowed(method: Method) -> ApiError {
+pub async fn method_not_allowed(method: Method) -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         format!("{method} is not allowed here (see the Allow header)"),
@@ -56,7 +60,7 @@ impl From<DecideError> for ApiError {
 impl ApiError {
     /// The answer as a response with a plain body (what the listener's direct route
     /// sends; [`IntoResponse`] boxes the same).
-    pub(crate) fn into_full(self) -> http::Response<Full<Bytes>> {
+    pub fn into_full(self) -> http::Response<Full<Bytes>> {
         let body = serde_json::json!({ "error": self.message }).to_string();
         let mut response = http::Response::new(Full::new(Bytes::from(body)));
         *response.status_mut() = self.status;

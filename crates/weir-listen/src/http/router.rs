@@ -3,9 +3,10 @@
 //! `origin.rs`), the request timeout (`408` for a body that does not arrive in time, `503` for an
 //! answer that does not), and JSON 404 and 405 answers. The admin routes are mounted only
 //! when a token is configured; without one, `/admin/...` is a plain 404. The decision
-//! routes only when `decision_api` is on (always for `weir serve`; for `weir proxy`'s API
-//! listener only when asked). With an admin listener of its own, the admin API and the
-//! dashboard are served there and only there ([`Part`]).
+//! routes are the caller's (`weir_server::decision_routes`), merged here under the same
+//! bounds: always for `weir serve`, for `weir proxy`'s API listener only when asked. With
+//! an admin listener of its own, the admin API and the dashboard are served there and only
+//! there ([`Part`]).
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{self as http, header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use http_body_util::Full;
 use weir_core::Clock as _;
@@ -22,18 +23,19 @@ use weir_core::Clock as _;
 use super::body::BodyRead;
 use super::error::{method_not_allowed, ApiError};
 use super::origin::refuse_cross_site;
-use super::{admin, admin_keys, check, dashboard, json, lease, ops};
+use super::{admin, admin_keys, dashboard, ops};
 use crate::app::App;
 
-/// The HTTP API of `app`, ready for `axum::serve` or `oneshot`: every route on one
-/// listener (the admin API and the dashboard too, when a token is configured).
+/// The operations and admin API of `app`, ready for `axum::serve` or `oneshot`: every
+/// route on one listener (the admin API and the dashboard too, when a token is
+/// configured), and no decision routes (see [`routes`]).
 pub fn router(app: App) -> Router {
-    routes(app, Part::All)
+    routes(app, Part::All, None)
 }
 
 /// Which of the API's routes one listener serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Part {
+pub enum Part {
     /// Every route (the default: one HTTP listener).
     All,
     /// All but the admin API and the dashboard (the decision port when they have their own
@@ -43,17 +45,12 @@ pub(crate) enum Part {
     Admin,
 }
 
-/// The routes of `part` (see [`router`]).
-pub(crate) fn routes(app: App, part: Part) -> Router {
+/// The routes of `part` (see [`router`]), with `decisions` (the decision API's routes, their
+/// state already given; not on [`Part::Admin`]) under the same bounds: body limit, header
+/// limit, cross-site refusal, request timeout, JSON 404 and 405.
+pub fn routes(app: App, part: Part, decisions: Option<Router>) -> Router {
     let settings = app.settings();
     let mut router = Router::new();
-    if settings.decision_api && part != Part::Admin {
-        router = router
-            .route("/v1/check", post(check::handle))
-            .route("/json", post(json::handle))
-            .route("/v1/acquire", post(lease::acquire))
-            .route("/v1/release", post(lease::release));
-    }
     router = router.route("/healthz", get(ops::healthz));
     if part != Part::Admin {
         router = router
@@ -66,12 +63,15 @@ pub(crate) fn routes(app: App, part: Part) -> Router {
         router = router.nest("/admin", admin);
         router = router.merge(dashboard::routes(app.clone()));
     }
+    let mut router: Router = router.with_state(app.clone());
+    if let Some(decisions) = decisions.filter(|_| part != Part::Admin) {
+        router = router.merge(decisions);
+    }
     router
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
-        .layer(middleware::from_fn_with_state(app.clone(), bounded))
-        .with_state(app)
+        .layer(middleware::from_fn_with_state(app, bounded))
 }
 
 async fn not_found() -> ApiError {
@@ -108,7 +108,7 @@ async fn bounded(State(app): State<App>, request: Request, next: Next) -> Respon
 
 /// A `431` when the request's headers (names and values) add up to more than
 /// `max_header_bytes`. Shared with the listener's direct route (`direct.rs`).
-pub(crate) fn head_too_large(app: &App, headers: &HeaderMap) -> Option<ApiError> {
+pub fn head_too_large(app: &App, headers: &HeaderMap) -> Option<ApiError> {
     let max_header_bytes = app.settings().max_header_bytes;
     let header_bytes: usize = headers
         .iter()
@@ -128,7 +128,7 @@ pub(crate) fn head_too_large(app: &App, headers: &HeaderMap) -> Option<ApiError>
 /// The answer to a request out of its time (`limit`): `408` and the connection closed when
 /// its body was still arriving (`body_unread`), else `503`. Shared with the listener's
 /// direct route.
-pub(crate) fn out_of_time(limit: Duration, body_unread: bool) -> http::Response<Full<Bytes>> {
+pub fn out_of_time(limit: Duration, body_unread: bool) -> http::Response<Full<Bytes>> {
     if body_unread {
         let mut response = ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
