@@ -55,8 +55,10 @@ envoyproxy/ratelimit's environment:
   REDIS_URL, REDIS_SOCKET_TYPE, REDIS_TYPE, REDIS_AUTH, REDIS_TLS*, BACKEND_TYPE,
   MEMCACHE_HOST_PORT, RUNTIME_ROOT/_SUBDIRECTORY/_APPDIRECTORY, HOST, PORT, GRPC_HOST,
   GRPC_PORT, LOG_LEVEL, LOG_FORMAT, SHADOW_MODE, NEAR_LIMIT_RATIO, CACHE_KEY_PREFIX,
-  LIMIT_RESPONSE_HEADERS_ENABLED, LIMIT_*_HEADER and the GRPC_SERVER_TLS settings are read
-  when set, after the flags and WEIR_* variables; one Weir cannot honour is named in a
+  LIMIT_RESPONSE_HEADERS_ENABLED, LIMIT_*_HEADER, the GRPC_SERVER_TLS settings, and
+  CONFIG_TYPE=GRPC_XDS_SOTW with CONFIG_GRPC_XDS_* (rules from an xDS management server:
+  nothing listens until its first update) are read when set, after the flags and WEIR_*
+  variables; one Weir cannot honour is named in a
   start-up warning (docs/envoy-ratelimit-env.md maps each). --no-ratelimit-env reads none.
 
 Examples:

@@ -37,6 +37,9 @@ pub(crate) fn spawn(settings: XdsSettings, book: Arc<RuleBook>) -> tokio::task::
 
 async fn run(settings: XdsSettings, book: Arc<RuleBook>) {
     tracing::info!(server = %settings.server, node = %settings.node_id, "starting the xDS client for rate limit configurations");
+    if settings.tls.is_none() && !settings.is_local() {
+        tracing::warn!(server = %settings.server, "the xDS management server is reached without TLS beyond loopback: whoever is on the path can change every limit (CONFIG_GRPC_XDS_SERVER_USE_TLS=true with CONFIG_GRPC_XDS_SERVER_TLS_CACERT)");
+    }
     // The version in force, asked for again when a stream is opened again.
     let mut version = String::new();
     let mut failures: u32 = 0;

@@ -85,6 +85,16 @@ pub(crate) struct XdsSettings {
 }
 
 impl XdsSettings {
+    /// Whether the management server is on this host (`localhost` or a loopback address).
+    pub(crate) fn is_local(&self) -> bool {
+        let host = self.server.rsplit_once(':').map_or("", |(host, _)| host);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
     /// The server's URI for the gRPC client.
     pub(crate) fn uri(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
@@ -248,6 +258,17 @@ mod tests {
         assert_eq!(xds.max_message_bytes, 4 * 1024 * 1024);
         assert!(xds.tls.is_none());
         assert!(!xds.force_start);
+        assert!(xds.is_local());
+        let remote = read_with(&[
+            ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+            ("CONFIG_GRPC_XDS_SERVER_URL", "xds.example:18000"),
+        ]);
+        assert!(!remote.unwrap().unwrap().is_local());
+        let v6 = read_with(&[
+            ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+            ("CONFIG_GRPC_XDS_SERVER_URL", "[::1]:18000"),
+        ]);
+        assert!(v6.unwrap().unwrap().is_local());
     }
 
     #[test]
