@@ -52,13 +52,17 @@ pub enum AnyStore {
     Memcached(Guarded<MemcachedStore>),
 }
 
+/// The guards around `store`. Leased rules divide by the instance count the failover
+/// guard learns from the store's presence key (or `--instances`, if larger), as the local
+/// fallback does.
 fn guard<S: Store>(store: S, failover: FailoverConfig, lease: LeaseConfig) -> Guarded<S> {
-    let guarded = OverLimitCache::new(FailoverStore::new(store, failover));
+    let failover_store = FailoverStore::new(store, failover);
+    let count = failover_store.instance_count();
     let lease = LeaseConfig {
         instances: failover.instances,
         ..lease
     };
-    LeasedStore::new(guarded, lease)
+    LeasedStore::new(OverLimitCache::new(failover_store), lease).with_instance_count(count)
 }
 
 /// How a network store is built, besides its URL.

@@ -115,8 +115,9 @@ pub(crate) struct Inner<S> {
     store_timeouts: AtomicU64,
     fallback_decisions: AtomicU64,
     pub(crate) reconciled_keys: AtomicU64,
-    /// The instance count the presence key last answered (0: not known yet).
-    pub(crate) learned_instances: AtomicU64,
+    /// The instance count the presence key last answered (0: not known yet); shared with
+    /// the leased store in front ([`FailoverStore::instance_count`]).
+    pub(crate) learned_instances: Arc<AtomicU64>,
     /// This instance's holder id on the presence key: random, per store.
     pub(crate) instance_id: String,
 }
@@ -178,7 +179,7 @@ impl<S: Store> FailoverStore<S> {
                 store_timeouts: AtomicU64::new(0),
                 fallback_decisions: AtomicU64::new(0),
                 reconciled_keys: AtomicU64::new(0),
-                learned_instances: AtomicU64::new(0),
+                learned_instances: Arc::new(AtomicU64::new(0)),
                 instance_id: instance_id(),
             }),
         }

@@ -57,7 +57,9 @@ pub use deny_cache::{OverLimitCache, OverLimitStats};
 pub use failed_closed::noting_failed_closed;
 pub use failover::{FailoverConfig, FailoverStats, FailoverStore};
 pub use lease::{LeaseConfig, LeaseStats, LeasedStore};
-pub use presence::{FallbackShare, ShareSource, PRESENCE_EVERY, PRESENCE_KEY, PRESENCE_TTL};
+pub use presence::{
+    FallbackShare, InstanceCount, ShareSource, PRESENCE_EVERY, PRESENCE_KEY, PRESENCE_TTL,
+};
 
 // The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

@@ -10,7 +10,8 @@
 //! until its lease expires (the others' shares stay smaller meanwhile); a store that never
 //! answered leaves the stated count in force, and `/readyz` and the logs say which.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use weir_core::{CheckError, Clock, Key, Op, Outcome, Rule, Store, StoreError};
@@ -57,12 +58,29 @@ impl ShareSource {
     }
 }
 
-impl<S: Store> FailoverStore<S> {
-    /// The local fallback's share in force: the larger of the stated count and the
-    /// presence count learned from the store.
-    pub fn fallback_share(&self) -> FallbackShare {
-        let stated = self.inner.config.instances.max(1);
-        let learned = self.inner.learned_instances.load(Ordering::Relaxed);
+/// The instance count in force, shared by a [`FailoverStore`] (which learns it from the
+/// presence key) and the [`LeasedStore`](crate::LeasedStore) in front of it (which sizes
+/// an overloaded instance's claims by it): the larger of the stated count and the learned
+/// one. Cheap to clone; clones read the same count.
+#[derive(Debug, Clone)]
+pub struct InstanceCount {
+    stated: u64,
+    learned: Arc<AtomicU64>,
+}
+
+impl InstanceCount {
+    /// A count that is only ever `stated` (nothing learns it).
+    pub fn stated(stated: u64) -> Self {
+        Self {
+            stated,
+            learned: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The share in force: the larger of the stated count and the learned one.
+    pub fn share(&self) -> FallbackShare {
+        let stated = self.stated.max(1);
+        let learned = self.learned.load(Ordering::Relaxed);
         let (instances, source) = if learned > stated {
             (learned, ShareSource::Learned)
         } else {
@@ -72,6 +90,25 @@ impl<S: Store> FailoverStore<S> {
             instances,
             source,
             learned: (learned > 0).then_some(learned),
+        }
+    }
+}
+
+impl<S: Store> FailoverStore<S> {
+    /// The local fallback's share in force: the larger of the stated count and the
+    /// presence count learned from the store.
+    pub fn fallback_share(&self) -> FallbackShare {
+        self.instance_count().share()
+    }
+
+    /// The instance count in force, shared: hand it to the
+    /// [`LeasedStore`](crate::LeasedStore) in front
+    /// ([`with_instance_count`](crate::LeasedStore::with_instance_count)) so that leased
+    /// rules divide by the count this store learns too.
+    pub fn instance_count(&self) -> InstanceCount {
+        InstanceCount {
+            stated: self.inner.config.instances,
+            learned: Arc::clone(&self.inner.learned_instances),
         }
     }
 
@@ -110,9 +147,11 @@ impl<S: Store> FailoverStore<S> {
                 instances = count,
                 share_instances = share.instances,
                 share_source = share.source.as_str(),
-                "instances sharing the store: {count} (presence); while a store part is \
-                 down each rule's local fallback allows limit / {}",
-                share.instances
+                "instances sharing the store: {count} (presence); in force: {} ({}): while a \
+                 store part is down each rule's local fallback allows limit / {0}, and an \
+                 overloaded instance claims at most limit / {0} of a leased rule",
+                share.instances,
+                share.source.as_str()
             );
         }
         Ok(count)

@@ -7,6 +7,7 @@
 
 mod claim;
 mod config;
+mod share;
 mod slice;
 
 use std::collections::HashMap;
@@ -18,6 +19,8 @@ use std::time::Duration;
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 use weir_core::{CheckError, Decision, Decisions, Key, Mode, Op, Outcome, Rule, Store, StoreError};
+
+use crate::presence::InstanceCount;
 
 use claim::ClaimGuard;
 pub use config::LeaseConfig;
@@ -121,6 +124,8 @@ pub struct LeasedStore<S> {
     per_shard: usize,
     hasher: foldhash::quality::RandomState,
     counters: Counters,
+    /// The instance count learned by the failover guard below, if handed in.
+    count: Option<InstanceCount>,
 }
 
 #[derive(Debug, Default)]
@@ -162,6 +167,7 @@ impl<S: Store> LeasedStore<S> {
             per_shard: config.capacity.div_ceil(SHARDS).max(1),
             hasher: foldhash::quality::RandomState::default(),
             counters: Counters::default(),
+            count: None,
         }
     }
 
@@ -253,7 +259,7 @@ impl<S: Store> LeasedStore<S> {
             // units; asking for more would be refused (a second call for the rest).
             self.config.per_lifetime(rule, cost, ttl_ns)
         } else if slice.overloaded {
-            self.config.overload_cap(rule, cost)
+            self.in_force().overload_cap(rule, cost)
         } else {
             self.config.cap(rule, cost)
         };
@@ -327,7 +333,7 @@ impl<S: Store> LeasedStore<S> {
                 Step::Claim(want, guard) => (want, guard),
             };
             let ttl_ns = self.config.ttl_ns(rule);
-            let instances = self.config.instances.max(1);
+            let instances = self.instances();
             // What the rule gives back over one lifetime, and half of this instance's part
             // of it (half: the wait below is for a whole lifetime's units, and the store's
             // clock may run a little behind this one).
