@@ -6,6 +6,8 @@
 
 use std::sync::MutexGuard;
 
+use smallvec::SmallVec;
+
 use crate::error::CheckError;
 use crate::key::Key;
 use crate::rule::Rule;
@@ -15,6 +17,10 @@ use crate::store::Decisions;
 
 use super::general::{evictable, Entry, Table};
 use super::routing::{MemoryStore, UNSCOPED};
+
+/// A few of something, one per limit of a check: inline up to four (a request's limits,
+/// the proxy's two or three), so a check allocates nothing but its answer.
+type Inline<T> = SmallVec<[T; 4]>;
 
 impl MemoryStore {
     /// [`Store::check_all`], synchronously: locks the shards involved in index order (so
@@ -48,19 +54,19 @@ impl MemoryStore {
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
         let inner = &*self.inner;
-        let ids: Vec<(u64, u64)> = limits
+        let ids: Inline<(u64, u64)> = limits
             .iter()
             .map(|(k, r)| {
                 let scope = scope_of(r);
                 (inner.hash(scope, k), scope)
             })
             .collect();
-        let mut shard_ids: Vec<usize> = ids.iter().map(|(h, _)| inner.shard_index(*h)).collect();
+        let mut shard_ids: Inline<usize> = ids.iter().map(|(h, _)| inner.shard_index(*h)).collect();
         shard_ids.sort_unstable();
         shard_ids.dedup();
-        let mut tables: Vec<(usize, MutexGuard<'_, Table>)> =
+        let mut tables: Inline<(usize, MutexGuard<'_, Table>)> =
             shard_ids.iter().map(|&i| (i, inner.lock(i))).collect();
-        let table_of = |tables: &mut Vec<(usize, MutexGuard<'_, Table>)>, hash: u64| {
+        let table_of = |tables: &mut Inline<(usize, MutexGuard<'_, Table>)>, hash: u64| {
             let id = inner.shard_index(hash);
             tables.iter().position(|(i, _)| *i == id)
         };
@@ -90,9 +96,9 @@ impl MemoryStore {
         }
 
         // (hash, scope, key, working copy, rule hash), one per distinct record.
-        let mut work: Vec<(u64, u64, &Key, Record, u64)> = Vec::with_capacity(limits.len());
+        let mut work: Inline<(u64, u64, &Key, Record, u64)> = Inline::new();
         // For each limit, the index of its record's working copy (a record may repeat).
-        let mut slots = Vec::with_capacity(limits.len());
+        let mut slots: Inline<usize> = Inline::new();
         let mut each = Vec::with_capacity(limits.len());
         for ((key, rule), &(hash, scope)) in limits.iter().zip(&ids) {
             let found = work
