@@ -117,6 +117,21 @@ Paths (--path-match):
     and /login;a=1 are paths of their own. Only control bytes are refused.
   Either way the upstream gets the path as the client spelt it.
 
+Adaptive in-flight limit (--max-in-flight auto):
+  Instead of a number you must guess, the limit is found by measuring the upstream (Envoy's
+  gradient controller; docs/adaptive-concurrency.md). First, and every
+  --adaptive-min-rtt-interval, the limit drops to --adaptive-min-concurrency for
+  --adaptive-min-rtt-requests answers: their latency is the upstream's unloaded latency.
+  Then every --adaptive-window the limit moves by how much slower the window's answers were
+  (its --adaptive-percentile) than unloaded × --adaptive-tolerance: down when they queue, up
+  (by about its square root) when they do not, within --adaptive-min-limit and
+  --adaptive-max-limit. A failed answer (502-504) lowers it by a tenth. Requests over the
+  limit wait (--in-flight-queue, --in-flight-wait), higher --class-priority first; when the
+  line is full the lowest priority is shed first (crawlers before readers). The limit, the
+  latencies and the shedding are on /metrics (weir_proxy_in_flight_*,
+  weir_proxy_min_rtt_seconds, weir_proxy_sample_rtt_seconds). Try it first with
+  `weir simulate --backend knee=8,base=20ms`.
+
 Forwarding headers:
   The upstream gets Forwarded and X-Forwarded-For with this hop appended. X-Forwarded-Proto,
   X-Forwarded-Host and X-Real-IP are passed on only from a --trusted-proxy; from anyone
@@ -133,6 +148,10 @@ Examples:
   # A backend that takes 8 requests at a time: queue the rest (up to 5 s), crawlers to a replica
   weir proxy --upstream http://10.0.0.5:8080 --config proxy-rules.yaml --max-in-flight 8 \\
     --in-flight-wait 5s --class-upstream crawler=http://10.0.0.6:8080 --listen 0.0.0.0:8000
+
+  # A backend whose capacity nobody knows: find it, shed crawlers first, degrade the rest
+  weir proxy --upstream http://10.0.0.5:8080 --max-in-flight auto --on-limit degrade \\
+    --fallback-upstream http://10.0.0.7:8080
 
   # Behind a load balancer at 10.0.0.0/8; over-limit readers get the cached site instead
   weir proxy --upstream http://127.0.0.1:9000 --trusted-proxy 10.0.0.0/8 \\

@@ -14,6 +14,7 @@ mod decide;
 mod duration;
 mod engine_args;
 mod help;
+mod in_flight_args;
 mod proxy;
 mod ratelimit_env;
 mod render;

@@ -11,11 +11,12 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use weir_proxy::{Class, PathMatch, ProxySettings, Upstream};
-use weir_tower::{parse_ip_net, ClientIp, ForwardedHeader, InFlightLimit, IpNet, OnLimit};
+use weir_tower::{parse_ip_net, ClientIp, ForwardedHeader, IpNet, OnLimit};
 
 use crate::duration::parse_duration;
 use crate::engine_args::{bind, run, shutdown_signal, EngineArgs};
 use crate::help;
+use crate::in_flight_args::InFlightArgs;
 
 /// What a request over its limit gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -89,20 +90,9 @@ pub(crate) struct ProxyArgs {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_queued: u64,
 
-    /// At most N requests inside the backend at once (its concurrency) [default: no bound]
-    #[arg(long, value_name = "N", env = "WEIR_MAX_IN_FLIGHT",
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    max_in_flight: Option<u64>,
-
-    /// With --max-in-flight: how many requests may wait for a slot (more get 503 at once)
-    #[arg(long, value_name = "N", env = "WEIR_IN_FLIGHT_QUEUE", default_value_t = 256,
-          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
-    in_flight_queue: u64,
-
-    /// With --max-in-flight: the longest a request waits for a slot (then 503)
-    #[arg(long, value_name = "DURATION", env = "WEIR_IN_FLIGHT_WAIT", default_value = "5s",
-          value_parser = parse_duration)]
-    in_flight_wait: Duration,
+    /// The in-flight limit (fixed or adaptive) and the classes' priorities at it.
+    #[command(flatten)]
+    in_flight: InFlightArgs,
 
     /// A request class, NAME=HEADER:PATTERN[,PATTERN…] (case-insensitive substrings); the
     /// first matching class wins, then the built-in `crawler` class, else `reader`.
@@ -241,11 +231,10 @@ impl ProxyArgs {
                 OnLimit::Degrade
             }
         };
-        settings.in_flight = self.max_in_flight.map(|n| InFlightLimit {
-            max_in_flight: usize::try_from(n).unwrap_or(usize::MAX),
-            max_queued: usize::try_from(self.in_flight_queue).unwrap_or(usize::MAX),
-            max_wait: self.in_flight_wait,
-        });
+        settings.in_flight = self.in_flight.limit()?;
+        settings.class_priorities = self
+            .in_flight
+            .priorities(settings.class_priorities.clone())?;
         settings.upstream_timeout = self.upstream_timeout;
         settings.client_body_timeout = self.client_body_timeout;
         settings.upstream_body_timeout = self.upstream_body_timeout;

@@ -44,6 +44,7 @@ mod forward;
 mod forwarded;
 #[doc(hidden)]
 pub mod fuzzing;
+mod in_flight;
 mod limits;
 mod pool;
 mod reply;
@@ -58,7 +59,7 @@ pub use classify::{classify, classify_headers, Class, ClassError, DEFAULT_CLASS,
 pub use forward::{Forward, Routes, DEFAULT_MAX_TUNNELS, DEFAULT_TUNNEL_IDLE_TIMEOUT};
 pub use limits::{ProxyLimits, ProxyRuleError, DOMAIN};
 pub use serve::{run, ProxyError};
-pub use settings::ProxySettings;
+pub use settings::{ProxySettings, CRAWLER_PRIORITY, DEFAULT_PRIORITY};
 pub use upstream::{Upstream, UpstreamError};
 /// The path as backends resolve it (one copy, shared with the tower layer's path conditions).
 pub use weir_tower::normalise_path;

@@ -24,6 +24,7 @@ use weir_tower::{OnLimit, PathMatch, RateLimitLayer};
 
 use crate::answer::ProxyBody;
 use crate::forward::{Forward, Routes};
+use crate::in_flight::{in_flight_metrics, priority_of};
 use crate::limits::ProxyLimits;
 use crate::reply::error;
 use crate::screen;
@@ -183,8 +184,17 @@ pub async fn run(
     )
     .path_match(settings.path_match);
     let mut layer = RateLimitLayer::with_limits(limits).headers(settings.server.headers);
+    // The in-flight limit (fixed or adaptive), its priorities by class, its metrics.
     if let Some(in_flight) = settings.in_flight {
-        layer = layer.max_in_flight(in_flight);
+        let classes = settings.classes.clone();
+        let priorities = settings.class_priorities.clone();
+        layer = layer
+            .max_in_flight(in_flight)
+            .priority(move |parts| priority_of(&classes, &priorities, parts));
+        let watched = layer.clone();
+        engine
+            .metrics()
+            .add_section(Box::new(move |out| in_flight_metrics(&watched, out)));
     }
     let forward = Forward::new(
         Routes {

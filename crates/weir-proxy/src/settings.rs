@@ -15,6 +15,13 @@ use weir_tower::{ClientIp, InFlightLimit, OnLimit, PathMatch};
 use crate::classify::Class;
 use crate::upstream::Upstream;
 
+/// The priority at the in-flight limit of a class with none of its own (`reader` too).
+pub const DEFAULT_PRIORITY: u8 = 1;
+
+/// The built-in `crawler` class's priority unless set: below every other class, so
+/// crawlers are shed first when the backend is full.
+pub const CRAWLER_PRIORITY: u8 = 0;
+
 /// Settings of one proxy.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -45,8 +52,13 @@ pub struct ProxySettings {
     pub path_match: PathMatch,
     /// What a denial does: reject (default), queue, or degrade.
     pub on_limit: OnLimit,
-    /// The backend's concurrency, if bounded.
+    /// The backend's concurrency, if bounded: fixed, or adaptive
+    /// ([`InFlightLimit::adaptive`], `--max-in-flight auto`).
     pub in_flight: Option<InFlightLimit>,
+    /// Each class's priority at the in-flight limit (higher goes first, and a full line
+    /// sheds its lowest); a class not listed has [`DEFAULT_PRIORITY`]. By default the
+    /// built-in `crawler` class is [`CRAWLER_PRIORITY`], below everyone else.
+    pub class_priorities: HashMap<String, u8>,
     /// The longest the proxy waits to connect and for a response head (default 30 s),
     /// counted from the request's last progress and never while it waits on the client.
     pub upstream_timeout: Duration,
@@ -93,6 +105,7 @@ impl ProxySettings {
             path_match: PathMatch::default(),
             on_limit: OnLimit::Reject,
             in_flight: None,
+            class_priorities: HashMap::from([("crawler".to_string(), CRAWLER_PRIORITY)]),
             upstream_timeout: Duration::from_secs(30),
             client_body_timeout: Duration::from_secs(30),
             upstream_body_timeout: Duration::from_secs(30),

@@ -84,11 +84,7 @@ async fn the_backend_never_sees_more_than_n_in_flight() {
         name: "open.yaml",
         yaml: "domain: proxy\n",
     };
-    s.in_flight = Some(InFlightLimit {
-        max_in_flight: 3,
-        max_queued: 100,
-        max_wait: Duration::from_secs(5),
-    });
+    s.in_flight = Some(InFlightLimit::fixed(3, 100, Duration::from_secs(5)));
     let p = proxy(s).await;
     let codes = load(p.addr, 30, Duration::from_millis(10), 30, &[]).await;
     assert!(
@@ -103,11 +99,7 @@ async fn the_backend_never_sees_more_than_n_in_flight() {
 
     // A short queue: the excess is turned away with 503 at once.
     let mut s = settings(upstream(&slow), "domain: proxy\n");
-    s.in_flight = Some(InFlightLimit {
-        max_in_flight: 2,
-        max_queued: 2,
-        max_wait: Duration::from_secs(5),
-    });
+    s.in_flight = Some(InFlightLimit::fixed(2, 2, Duration::from_secs(5)));
     let p = proxy(s).await;
     let codes = load(p.addr, 20, Duration::from_millis(10), 20, &[]).await;
     let busy = codes.iter().filter(|&&c| c == 503).count();

@@ -10,13 +10,14 @@ use http::Response;
 use tower::Layer;
 use weir_core::{Clock, Limiter, Rule, Store};
 
-use crate::in_flight::{InFlight, InFlightLimit};
+use crate::gate::Gate;
+use crate::in_flight::{InFlightLimit, InFlightStats};
 use crate::key_by::KeyBy;
 use crate::limits::{Limits, Policies};
 use crate::policy::{Policy, PolicyError};
 use crate::refused::{RefusalFn, Refused};
 use crate::service::RateLimit;
-use crate::shared::Shared;
+use crate::shared::{PriorityFn, Shared};
 use weir_names::HeaderStyle;
 
 /// A tower layer that rate-limits requests before they reach the service it wraps.
@@ -54,11 +55,7 @@ use weir_names::HeaderStyle;
 /// let app: Router = Router::new()
 ///     .route("/", get(|| async { "hello" }))
 ///     .layer(RateLimitLayer::new(Limiter::default(), vec![per_ip])?.max_in_flight(
-///         weir_tower::InFlightLimit {
-///             max_in_flight: 8,
-///             max_queued: 64,
-///             max_wait: Duration::from_secs(2),
-///         },
+///         weir_tower::InFlightLimit::fixed(8, 64, Duration::from_secs(2)),
 ///     ));
 /// # Ok(()) }
 /// # #[cfg(not(feature = "axum"))] fn main() {}
@@ -106,6 +103,7 @@ impl RateLimitLayer {
                 limits: Arc::new(limits),
                 headers: HeaderStyle::default(),
                 in_flight: None,
+                priority: None,
                 waiters: Arc::default(),
                 on_refusal: None,
             }),
@@ -117,7 +115,11 @@ impl RateLimitLayer {
         let mut shared = Arc::try_unwrap(self.shared).unwrap_or_else(|arc| Shared {
             limits: Arc::clone(&arc.limits),
             headers: arc.headers,
-            in_flight: arc.in_flight.as_ref().map(|f| InFlight::new(f.settings())),
+            in_flight: arc
+                .in_flight
+                .as_ref()
+                .map(|f| Arc::new(Gate::new(f.settings()))),
+            priority: arc.priority.clone(),
             waiters: Arc::default(),
             on_refusal: arc.on_refusal.clone(),
         });
@@ -133,9 +135,35 @@ impl RateLimitLayer {
     }
 
     /// Bounds the requests inside the inner service at once (degraded requests, which go
-    /// to the fallback, do not count).
+    /// to the fallback, do not count): a fixed bound ([`InFlightLimit::fixed`]) or one
+    /// found by measuring the service's latency ([`InFlightLimit::adaptive`]). Over it, a
+    /// request waits in a bounded line (higher [`priority`](Self::priority) first); shed,
+    /// it is answered `503` with `Retry-After`, or sent to the fallback when its limits
+    /// say [`OnLimit::Degrade`](crate::OnLimit::Degrade).
     pub fn max_in_flight(self, limit: InFlightLimit) -> Self {
-        self.edit(|s| s.in_flight = Some(InFlight::new(limit)))
+        self.edit(|s| s.in_flight = Some(Arc::new(Gate::new(limit))))
+    }
+
+    /// Each request's priority at the in-flight limit, from its head (higher goes first;
+    /// without this every request is 0). When the limit is reached, waiting requests are
+    /// let in highest first, and a full line sheds its lowest: crawlers before readers.
+    ///
+    /// ```
+    /// use weir_core::Rule;
+    /// use weir_tower::RateLimitLayer;
+    ///
+    /// let layer = RateLimitLayer::per_ip(Rule::per_second(10)?)?.priority(|parts| {
+    ///     let ua = parts.headers.get("user-agent").and_then(|v| v.to_str().ok());
+    ///     if ua.is_some_and(|ua| ua.contains("bot")) { 0 } else { 1 }
+    /// });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn priority(
+        self,
+        priority: impl Fn(&http::request::Parts) -> u8 + Send + Sync + 'static,
+    ) -> Self {
+        let priority: PriorityFn = Arc::new(priority);
+        self.edit(|s| s.priority = Some(priority))
     }
 
     /// Answers refused requests with `handler`'s response instead of the layer's own (like
@@ -174,10 +202,14 @@ impl RateLimitLayer {
 
     /// Requests inside the inner service now (0 without an in-flight limit).
     pub fn in_flight(&self) -> usize {
-        self.shared
-            .in_flight
-            .as_ref()
-            .map_or(0, InFlight::in_flight)
+        self.in_flight_stats().map_or(0, |s| s.in_flight)
+    }
+
+    /// The in-flight limit's figures now: its limit, requests inside and waiting, the
+    /// measured latencies (adaptive), requests shed and admitted by priority. `None`
+    /// without an in-flight limit.
+    pub fn in_flight_stats(&self) -> Option<InFlightStats> {
+        self.shared.in_flight.as_ref().map(|gate| gate.stats())
     }
 }
 

@@ -65,11 +65,9 @@
 //!         .key(KeyBy::header("x-user-id")?)
 //!         .on_limit(OnLimit::Queue { max_wait: Duration::from_secs(1), max_queued: 10 })?,
 //! ];
-//! let layer = RateLimitLayer::new(Limiter::default(), policies)?.max_in_flight(InFlightLimit {
-//!     max_in_flight: 16,
-//!     max_queued: 256,
-//!     max_wait: Duration::from_secs(5),
-//! });
+//! let layer = RateLimitLayer::new(Limiter::default(), policies)?.max_in_flight(
+//!     InFlightLimit::fixed(16, 256, Duration::from_secs(5)),
+//! );
 //! let app = Router::new()
 //!     .route("/search", get(|| async { "results" }))
 //!     .layer(layer);
@@ -90,6 +88,7 @@
 
 mod client_ip;
 mod extractor;
+mod gate;
 mod header_map;
 mod in_flight;
 mod key_by;
@@ -108,7 +107,7 @@ mod waiters;
 pub use client_ip::{peer_addr, ClientIp, ForwardedHeader, PrefixError};
 pub use extractor::{KeyError, KeyExtractor, KeyParts};
 pub use header_map::{headers_for, headers_in_style, AsDecision};
-pub use in_flight::InFlightLimit;
+pub use in_flight::{InFlightLimit, InFlightStats};
 pub use ipnet::IpNet;
 pub use key_by::{HeaderNameError, KeyBy, UserFn};
 pub use layer::RateLimitLayer;

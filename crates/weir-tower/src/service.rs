@@ -4,7 +4,9 @@
 //! 1. the [`Limits`](crate::Limits) evaluate the request (every applying limit checked
 //!    together, all-or-nothing);
 //! 2. allowed: wait the leaky-bucket queue's pacing delay if any, take an in-flight slot
-//!    (bounded wait), call the inner service, add the rate-limit headers to its response
+//!    (a bounded wait, higher priorities first; shed: `503`, or the fallback when the
+//!    limits say degrade), call the inner service (its answer's time is the adaptive
+//!    limit's sample), add the rate-limit headers to its response
 //!    (to a `429` of its own, only those it did not set itself);
 //! 3. denied: per the first denying limit's [`OnLimit`] — reject (`429`), queue (wait for
 //!    `retry_after` on the limiter's clock and evaluate again, up to a max wait, with a
@@ -56,6 +58,9 @@ impl<S> std::fmt::Debug for RateLimit<S> {
 
 /// The future of [`RateLimit`]'s responses.
 pub type ResponseFuture<R, E> = BoxFuture<'static, Result<R, E>>;
+
+/// The name a request shed by the in-flight limit is degraded under.
+const IN_FLIGHT: &str = "in_flight";
 
 /// What to do with a request once the limits have spoken.
 enum Next {
@@ -110,9 +115,16 @@ where
                     .saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX));
                 clock.sleep_until(go_ns).await;
             }
-            let _slot = match (&degraded, &shared.in_flight) {
-                (None, Some(in_flight)) => match in_flight.acquire(clock).await {
-                    Some(permit) => Some(permit),
+            let mut degraded = degraded;
+            let mut slot = None;
+            if let (None, Some(gate)) = (&degraded, &shared.in_flight) {
+                let priority = shared.priority.as_ref().map_or(0, |p| p(&parts));
+                match gate.acquire(priority, clock).await {
+                    Some(taken) => slot = Some(taken),
+                    // Shed: to the fallback when the limits say degrade, else 503.
+                    None if evaluation.on_limit == OnLimit::Degrade => {
+                        degraded = Some(Arc::from(IN_FLIGHT));
+                    }
                     None => {
                         return Ok(refuse(
                             RefusalReason::Busy,
@@ -122,14 +134,20 @@ where
                             shared.on_refusal.as_ref(),
                         ));
                     }
-                },
-                _ => None,
-            };
+                }
+            }
             if let Some(limit) = degraded {
                 parts.extensions.insert(Degraded { limit });
             }
-            let mut response =
-                tower::ServiceExt::oneshot(inner, Request::from_parts(parts, body)).await?;
+            let answer = tower::ServiceExt::oneshot(inner, Request::from_parts(parts, body)).await;
+            if let Some(slot) = slot {
+                // A gateway's failure (or the service's) says nothing about queueing.
+                let dropped = answer
+                    .as_ref()
+                    .map_or(true, |r| matches!(r.status().as_u16(), 502..=504));
+                slot.finish(clock.now_ns(), dropped);
+            }
+            let mut response = answer?;
             add_rate_limit_headers(&mut response, &evaluation, shared.headers);
             Ok(response)
         })

@@ -300,11 +300,7 @@ async fn the_in_flight_limit_bounds_the_inner_service() {
     };
     let layer = RateLimitLayer::new(limiter, vec![])
         .unwrap()
-        .max_in_flight(InFlightLimit {
-            max_in_flight: 2,
-            max_queued: 1,
-            max_wait: Duration::from_secs(3),
-        });
+        .max_in_flight(InFlightLimit::fixed(2, 1, Duration::from_secs(3)));
     let service = tower::ServiceBuilder::new()
         .layer(layer.clone())
         .service(backend);

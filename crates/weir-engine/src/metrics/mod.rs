@@ -24,6 +24,6 @@ mod statsd;
 
 pub use decisions::{DecisionOutcome, NearLimit, RuleCounters};
 pub use history::{History, HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
-pub use registry::{InFlight, Metrics};
+pub use registry::{InFlight, Metrics, Section};
 pub(crate) use statsd::{client as statsd_client, flush as statsd_flush};
 pub use statsd::{StatsdError, StatsdSettings};

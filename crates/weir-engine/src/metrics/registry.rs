@@ -84,6 +84,22 @@ pub struct Metrics {
     hit_families: HitFamilies,
     process: ProcessMetrics,
     seen: Mutex<Seen>,
+    sections: Sections,
+}
+
+/// A front end's own series, written as OpenMetrics text at every scrape (e.g. `weir
+/// proxy`'s in-flight limit). Each writes whole families (`# HELP`, `# TYPE`, samples).
+pub type Section = Box<dyn Fn(&mut String) + Send + Sync>;
+
+/// The sections added with [`Metrics::add_section`].
+#[derive(Default)]
+struct Sections(Mutex<Vec<Section>>);
+
+impl std::fmt::Debug for Sections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().unwrap_or_else(PoisonError::into_inner).len();
+        write!(f, "Sections({n})")
+    }
 }
 
 /// Counters of `weir-resilience` at the last scrape, to add only what is new.
@@ -260,7 +276,17 @@ impl Metrics {
             hit_families,
             process,
             seen: Mutex::default(),
+            sections: Sections::default(),
         }
+    }
+
+    /// Adds series of a front end's own to every scrape, before the closing `# EOF`.
+    pub fn add_section(&self, section: Section) {
+        self.sections
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(section);
     }
 
     /// Pre-built decision counters for every rule of `rules`.
@@ -384,6 +410,23 @@ impl Metrics {
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
             let _ = writeln!(out, "# metrics could not be encoded");
+        }
+        let sections = self
+            .sections
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !sections.is_empty() {
+            let eof = out.ends_with("# EOF\n");
+            if eof {
+                out.truncate(out.len() - "# EOF\n".len());
+            }
+            for section in sections.iter() {
+                section(&mut out);
+            }
+            if eof {
+                out.push_str("# EOF\n");
+            }
         }
         out
     }

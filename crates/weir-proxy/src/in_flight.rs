@@ -1,0 +1,90 @@
+//! The proxy's side of the in-flight limit (the gate itself is `weir-tower`'s): each
+//! request's priority from its class, and the limit's figures on `/metrics`. The priority
+//! is read when a request the rate limits allowed reaches the gate, just before it would
+//! be forwarded.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use http::request::Parts;
+use weir_tower::RateLimitLayer;
+
+use crate::classify::{classify, Class};
+use crate::settings::DEFAULT_PRIORITY;
+
+/// A request's priority: its class's, else [`DEFAULT_PRIORITY`].
+pub(crate) fn priority_of(
+    classes: &[Class],
+    priorities: &HashMap<String, u8>,
+    parts: &Parts,
+) -> u8 {
+    priorities
+        .get(classify(classes, parts))
+        .copied()
+        .unwrap_or(DEFAULT_PRIORITY)
+}
+
+/// The in-flight limit's series, OpenMetrics text: the limit, requests inside and
+/// waiting, the adaptive limit's measured latencies, and requests admitted and shed by
+/// priority (a label of at most 256 values, set by the operator, never by a client).
+pub(crate) fn in_flight_metrics(layer: &RateLimitLayer, out: &mut String) {
+    let Some(stats) = layer.in_flight_stats() else {
+        return;
+    };
+    let mut gauge = |name: &str, help: &str, value: String| {
+        let _ = write!(
+            out,
+            "# HELP {name} {help}.\n# TYPE {name} gauge\n{name} {value}\n"
+        );
+    };
+    gauge(
+        "weir_proxy_in_flight_limit",
+        "The in-flight limit towards the upstream in force (fixed, or the adaptive limit's current value)",
+        stats.limit.to_string(),
+    );
+    gauge(
+        "weir_proxy_in_flight",
+        "Requests inside the upstream now",
+        stats.in_flight.to_string(),
+    );
+    gauge(
+        "weir_proxy_in_flight_queued",
+        "Requests waiting for an in-flight slot now",
+        stats.queued.to_string(),
+    );
+    if let Some(min_rtt) = stats.min_rtt {
+        gauge(
+            "weir_proxy_min_rtt_seconds",
+            "The adaptive limit's measured unloaded latency of the upstream",
+            format!("{:.6}", min_rtt.as_secs_f64()),
+        );
+        gauge(
+            "weir_proxy_min_rtt_measuring",
+            "1 while the adaptive limit measures the unloaded latency (the limit is its minimum concurrency)",
+            u8::from(stats.measuring).to_string(),
+        );
+    }
+    if let Some(sample_rtt) = stats.sample_rtt {
+        gauge(
+            "weir_proxy_sample_rtt_seconds",
+            "The adaptive limit's latest sampled latency of the upstream (a window's percentile)",
+            format!("{:.6}", sample_rtt.as_secs_f64()),
+        );
+    }
+    let mut counter = |name: &str, help: &str, values: &[(u8, u64)]| {
+        let _ = write!(out, "# HELP {name} {help}.\n# TYPE {name} counter\n");
+        for (priority, count) in values {
+            let _ = writeln!(out, "{name}_total{{priority=\"{priority}\"}} {count}");
+        }
+    };
+    counter(
+        "weir_proxy_in_flight_admitted",
+        "Requests let into the upstream by the in-flight limit, by priority",
+        &stats.admitted,
+    );
+    counter(
+        "weir_proxy_in_flight_shed",
+        "Requests shed by the in-flight limit (line full, pushed out by a higher priority, or waited too long), by priority",
+        &stats.shed,
+    );
+}

@@ -1,0 +1,180 @@
+//! The in-flight limit of `weir proxy` on real sockets: the adaptive limit (`--max-in-flight
+//! auto`) in front of a real backend on loopback that collapses past its knee, and
+//! priority shedding (crawlers before readers) in front of a backend the test holds and
+//! releases. Readiness is read from the proxy's own `/metrics`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use common::{client, get, proxy, settings};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use weir_core::adaptive::{AdaptiveSettings, Knee};
+use weir_tower::InFlightLimit;
+
+const OPEN: &str = "domain: proxy\n";
+const GOOGLEBOT: &[(&str, &str)] = &[("user-agent", "Googlebot/2.1")];
+const FIREFOX: &[(&str, &str)] = &[("user-agent", "Mozilla/5.0 Firefox/128.0")];
+
+/// A backend on loopback: every request waits its turn at `gate` (none: goes at once),
+/// then takes the knee model's latency for the requests inside when it came in.
+struct Backend {
+    addr: SocketAddr,
+    inside: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+async fn backend(knee: Knee, gate: Option<Arc<Semaphore>>) -> Backend {
+    let inside = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (i, p) = (Arc::clone(&inside), Arc::clone(&peak));
+    let app = Router::new().fallback(move || {
+        let (inside, peak, gate) = (Arc::clone(&i), Arc::clone(&p), gate.clone());
+        async move {
+            let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(n, Ordering::SeqCst);
+            if let Some(gate) = gate {
+                gate.acquire().await.unwrap().forget();
+            }
+            tokio::time::sleep(knee.latency(n)).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            "done"
+        }
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Backend { addr, inside, peak }
+}
+
+/// The value of a sample line of the proxy's `/metrics` (`None`: not there).
+async fn metric(api: SocketAddr, line: &str) -> Option<f64> {
+    let text = get(&client(), api, "/metrics", &[]).await.body;
+    text.lines()
+        .find_map(|l| l.strip_prefix(line)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Waits until `line` on `/metrics` reads `value`.
+async fn until_metric(api: SocketAddr, line: &str, value: f64) {
+    for _ in 0..500 {
+        if metric(api, line).await == Some(value) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{line} never read {value}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_finds_a_collapsing_backends_knee_and_keeps_it_there() {
+    let knee = Knee {
+        knee: 4,
+        base: Duration::from_millis(20),
+    };
+    let b = backend(knee, None).await;
+    let mut s = settings(format!("http://{}", b.addr).parse().unwrap(), OPEN);
+    let adaptive = AdaptiveSettings {
+        min_rtt_requests: 10,
+        ..AdaptiveSettings::default()
+    };
+    s.in_flight = Some(InFlightLimit::adaptive(adaptive, 256, Duration::from_secs(5)).unwrap());
+    let p = proxy(s).await;
+    // 32 clients, each sending its next request as soon as the last is answered, for 40
+    // rounds: eight times the backend's knee, all the time.
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let addr = p.addr;
+        tasks.push(tokio::spawn(async move {
+            let c = client();
+            let mut codes = Vec::new();
+            for _ in 0..40 {
+                codes.push(get(&c, addr, "/", FIREFOX).await.status);
+            }
+            codes
+        }));
+    }
+    let mut codes = Vec::new();
+    for t in tasks {
+        codes.extend(t.await.unwrap());
+    }
+    assert!(
+        codes.iter().all(|&c| c == 200),
+        "all wait their turn: {codes:?}"
+    );
+    let peak = b.peak.load(Ordering::SeqCst);
+    assert!(
+        peak <= 12,
+        "the backend never had 32 inside, at most {peak}"
+    );
+    let limit = metric(p.api, "weir_proxy_in_flight_limit").await.unwrap();
+    assert!(
+        (2.0..=10.0).contains(&limit),
+        "the limit is near the knee of 4: {limit}"
+    );
+    let min_rtt = metric(p.api, "weir_proxy_min_rtt_seconds").await.unwrap();
+    assert!(
+        (0.019..0.060).contains(&min_rtt),
+        "the unloaded latency is about 20 ms: {min_rtt}"
+    );
+    assert!(metric(p.api, "weir_proxy_sample_rtt_seconds")
+        .await
+        .is_some());
+    assert_eq!(b.inside.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_overload_crawlers_are_shed_before_readers() {
+    let gate = Arc::new(Semaphore::new(0));
+    let knee = Knee {
+        knee: 1,
+        base: Duration::ZERO,
+    };
+    let b = backend(knee, Some(Arc::clone(&gate))).await;
+    let mut s = settings(format!("http://{}", b.addr).parse().unwrap(), OPEN);
+    s.in_flight = Some(InFlightLimit::fixed(1, 4, Duration::from_secs(30)));
+    let p = proxy(s).await;
+    let send = |headers: &'static [(&'static str, &'static str)]| {
+        let addr = p.addr;
+        tokio::spawn(async move {
+            let answer = get(&client(), addr, "/", headers).await;
+            (answer.status, answer.header("retry-after").to_string())
+        })
+    };
+    // One reader inside the (held) backend; four crawlers fill the line.
+    let mut readers = vec![send(FIREFOX)];
+    until_metric(p.api, "weir_proxy_in_flight", 1.0).await;
+    let mut crawlers = Vec::new();
+    for n in 1..=4 {
+        crawlers.push(send(GOOGLEBOT));
+        until_metric(p.api, "weir_proxy_in_flight_queued", f64::from(n)).await;
+    }
+    // Four readers arrive at a full line: each pushes out a crawler.
+    for n in 1..=4 {
+        readers.push(send(FIREFOX));
+        let shed = "weir_proxy_in_flight_shed_total{priority=\"0\"}";
+        until_metric(p.api, shed, f64::from(n)).await;
+    }
+    // A fifth crawler finds no one lower in line: shed at once.
+    crawlers.push(send(GOOGLEBOT));
+    for crawler in crawlers {
+        let (status, retry_after) = crawler.await.unwrap();
+        assert_eq!(status, 503, "crawlers are shed");
+        assert_eq!(retry_after, "1");
+    }
+    // The backend recovers: every reader is served.
+    gate.add_permits(100);
+    for reader in readers {
+        assert_eq!(reader.await.unwrap().0, 200, "readers keep their place");
+    }
+    let shed_readers = metric(p.api, "weir_proxy_in_flight_shed_total{priority=\"1\"}").await;
+    assert_eq!(shed_readers, None, "no reader was shed");
+    let admitted = "weir_proxy_in_flight_admitted_total{priority=\"1\"}";
+    assert_eq!(metric(p.api, admitted).await, Some(5.0));
+}
