@@ -280,7 +280,7 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
                 );
             }
 
-            // examples/ratelimit/config/example.yaml: 4 per minute for category=account.
+            // example.yaml (the shape of ratelimit's main example): 4 a minute for category=account.
             let mut rls = RateLimitServiceClient::new(channel);
             let account = request("rl", &[("category", "account")]);
             for left in (0..4).rev() {

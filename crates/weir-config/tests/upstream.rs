@@ -1,5 +1,6 @@
-//! envoyproxy/ratelimit's own example files (`tests/fixtures/upstream/`, copied unchanged)
-//! load, and carry what its service reads from them. The server's answers to them are in
+//! ratelimit's quota mode as its examples write it (Weir's own fixture,
+//! `tests/fixtures/quota/two_services.yaml`; no upstream file is copied) loads, and carries
+//! what its service reads from it. The server's answers to it are in
 //! `weir-server/tests/ratelimit_parity.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
@@ -8,17 +9,17 @@ use std::path::PathBuf;
 
 use weir_config::{Descriptor, RuleSet, Unit};
 
-fn upstream(name: &str) -> PathBuf {
+fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/upstream")
+        .join("tests/fixtures/quota")
         .join(name)
 }
 
-/// `quota_mode` used to be an unknown field, so upstream's `quota.yaml` failed the whole
+/// `quota_mode` used to be an unknown field, so ratelimit's quota example failed the whole
 /// load (and a directory holding it kept none of its domains).
 #[test]
-fn upstream_quota_example_loads_with_quota_mode() {
-    let rules = RuleSet::load(&upstream("quota.yaml")).unwrap_or_else(|e| panic!("{e}"));
+fn ratelimits_quota_example_loads_with_quota_mode() {
+    let rules = RuleSet::load(&fixture("two_services.yaml")).unwrap_or_else(|e| panic!("{e}"));
     let quota: Vec<(&str, bool)> = rules
         .rules()
         .iter()

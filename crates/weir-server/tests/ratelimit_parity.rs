@@ -1,6 +1,6 @@
 //! Answers envoyproxy/ratelimit's users rely on, over a real gRPC connection (tonic client,
-//! loopback socket): `quota_mode` (upstream's `examples/ratelimit/config/quota.yaml`,
-//! replayed as its `integration-test/scripts/quota.sh` does, and its service tests' mixes),
+//! loopback socket): `quota_mode` (ratelimit's quota example as Weir's own fixture,
+//! replayed as its quota integration script does, and its service tests' mixes),
 //! `duration_until_reset` as upstream computes it, `limit_remaining` on a denial, and an
 //! unknown domain. Time moves only by `ManualClock::advance`.
 
@@ -27,10 +27,10 @@ use common::{
 
 type Rls = RateLimitServiceClient<Channel>;
 
-/// envoyproxy/ratelimit's `examples/ratelimit/config/quota.yaml`, as weir-config keeps it.
+/// ratelimit's quota example (service_1: 1 a minute, service_2: 2), weir-config's own fixture.
 fn upstream_quota_yaml() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../weir-config/tests/fixtures/upstream/quota.yaml")
+        .join("../weir-config/tests/fixtures/quota/two_services.yaml")
 }
 
 /// A server on `rules` (under the global shadow mode if asked), a gRPC client to it, and
