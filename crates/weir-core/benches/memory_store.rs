@@ -99,7 +99,7 @@ impl Subject for DefaultDirectRateLimiter {
 impl Subject for DirectLimiter {
     #[inline]
     fn check(&self, _k: u64) -> bool {
-        self.check_now().allowed
+        self.check_now().is_ok_and(|d| d.allowed)
     }
 }
 
@@ -199,10 +199,10 @@ impl Subject for Naive {
     }
 }
 
-impl Subject for KeyedLimiter {
+impl Subject for KeyedLimiter<u64> {
     #[inline]
     fn check(&self, k: u64) -> bool {
-        self.check_now(k).is_ok_and(|d| d.allowed)
+        self.check_now(&k).is_ok_and(|d| d.allowed)
     }
 }
 
@@ -410,7 +410,7 @@ fn keyed(c: &mut Criterion) {
         let (per, burst) = (u64::from(per_second), u64::from(burst));
         let naive = Naive::new(per, Duration::from_secs(1), burst);
         // Weir's counterpart of governor's keyed limiter: one rule, u64 keys, no `Key`.
-        let keyed = KeyedLimiter::with_store(
+        let keyed: KeyedLimiter<u64> = KeyedLimiter::with_store(
             rule,
             MemoryStore::builder()
                 .capacity(usize::try_from(nkeys * 2).unwrap().max(1 << 20))

@@ -72,7 +72,7 @@ fn main() {
     let direct = DirectLimiter::new(rule).unwrap();
     let quota = Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap());
     let governor: DefaultDirectRateLimiter = RateLimiter::direct(quota);
-    let keyed = KeyedLimiter::new(rule).unwrap();
+    let keyed: KeyedLimiter<u64> = KeyedLimiter::new(rule).unwrap();
     let governor_keyed: DefaultKeyedRateLimiter<u64> = RateLimiter::keyed(quota);
 
     let mut results: Vec<(&str, Vec<f64>)> = vec![
@@ -93,14 +93,14 @@ fn main() {
             matches!(outcome, Ok(Outcome::Decision(d)) if d.allowed)
         }));
         results[1].1.push(per_check(checks, || {
-            keyed.check_now(black_box(42)).is_ok_and(|d| d.allowed)
+            keyed.check_now(black_box(&42)).is_ok_and(|d| d.allowed)
         }));
         results[2].1.push(per_check(checks, || {
             governor_keyed.check_key(black_box(&42)).is_ok()
         }));
-        results[3]
-            .1
-            .push(per_check(checks, || direct.check_now().allowed));
+        results[3].1.push(per_check(checks, || {
+            direct.check_now().is_ok_and(|d| d.allowed)
+        }));
         results[4]
             .1
             .push(per_check(checks, || governor.check().is_ok()));

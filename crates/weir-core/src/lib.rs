@@ -57,23 +57,24 @@
 //! use weir_core::{DirectLimiter, Rule};
 //!
 //! let alerts = DirectLimiter::new(Rule::per_second(5)?)?;
-//! assert!(alerts.check_now().allowed);
-//! assert_eq!(alerts.peek_now().remaining, 4);
+//! assert!(alerts.check_now()?.allowed);
+//! assert_eq!(alerts.peek_now()?.remaining, 4);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! One rule over many integer keys (a user id, a tenant, a packed IPv4 address) is a
-//! [`KeyedLimiter`]: governor's keyed limiter's counterpart, synchronous, over its own
-//! bounded memory store, each key's check one lock-free step under GCRA, a token bucket or
-//! a fixed window, with the same decisions as a [`Limiter`] on `Key::from(key)`:
+//! One rule over many keys of any `Hash + Eq` type (a user id, an `IpAddr`, a `String`
+//! checked as `&str`, a tuple) is a [`KeyedLimiter`]: governor's keyed limiter's
+//! counterpart, synchronous, over its own bounded memory store; a key of 8 bytes or fewer
+//! (`u64`, `IpAddr::V4`, …) is one lock-free step under GCRA, a token bucket or a fixed
+//! window. `check_now` has the same shape on both limiters (`Result<Decision, CheckError>`):
 //!
 //! ```
 //! use weir_core::{KeyedLimiter, Rule};
 //!
-//! let per_user = KeyedLimiter::new(Rule::per_second(5)?)?;
-//! assert!(per_user.check_now(42)?.allowed);
-//! assert_eq!(per_user.peek_now(42)?.remaining, 4);
-//! assert_eq!(per_user.peek_now(7)?.remaining, 5);
+//! let per_user: KeyedLimiter<u64> = KeyedLimiter::new(Rule::per_second(5)?)?;
+//! assert!(per_user.check_now(&42)?.allowed);
+//! assert_eq!(per_user.peek_now(&42)?.remaining, 4);
+//! assert_eq!(per_user.peek_now(&7)?.remaining, 5);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -223,7 +224,7 @@ pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use decision::{Decision, Usage};
 pub use error::{CheckError, KeyError, RuleError, StoreError};
 pub use key::Key;
-pub use limiter::{DirectLimiter, KeyedLimiter, Limiter, SyncStore};
+pub use limiter::{DirectLimiter, KeyedLimiter, Limiter, Paced, SyncStore, Wait, WaitStep};
 pub use rule::{Algorithm, FailurePolicy, Lockout, Mode, Rule, MAX_SPAN};
 pub use state::{Guard, Record, State};
 pub use step::{Op, Outcome};

@@ -6,12 +6,15 @@
 //! the program) is a [`DirectLimiter`], in `limiter/direct.rs`: one atomic word, no store.
 
 mod direct;
+mod key_bytes;
 mod keyed;
 mod sync;
+mod wait;
 
 pub use direct::DirectLimiter;
 pub use keyed::KeyedLimiter;
 pub use sync::SyncStore;
+pub use wait::{Paced, Wait, WaitStep};
 
 use std::time::Duration;
 
@@ -226,45 +229,19 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Decision, CheckError> {
-        let deadline_ns = self.clock.now_ns().saturating_add(duration_ns(max_wait));
+        let wait = Wait::new(self.clock.now_ns(), max_wait);
         loop {
             let d = self.check(key, rule, cost).await?;
-            match after(&d, self.clock.now_ns(), deadline_ns) {
-                Then::Return => return Ok(d),
-                Then::ReturnAt(go_ns) => {
+            match wait.after(&d, self.clock.now_ns()) {
+                WaitStep::Go | WaitStep::GiveUp => return Ok(d),
+                WaitStep::GoAt(go_ns) => {
                     self.clock.sleep_until(go_ns).await;
                     return Ok(d);
                 }
-                Then::RetryAt(retry_ns) => self.clock.sleep_until(retry_ns).await,
+                WaitStep::RetryAt(retry_ns) => self.clock.sleep_until(retry_ns).await,
             }
         }
     }
-}
-
-/// What a wait does after a check.
-enum Then {
-    /// Return the decision: allowed at once, or denied for longer than the wait may last.
-    Return,
-    /// Sleep until then (the leaky-bucket queue's delay), then return the allowed decision.
-    ReturnAt(u64),
-    /// Sleep until then (the denial's `retry_after`), then check again.
-    RetryAt(u64),
-}
-
-/// What a wait giving up at `deadline_ns` does after decision `d`, read at `now_ns`.
-fn after(d: &Decision, now_ns: u64, deadline_ns: u64) -> Then {
-    if d.allowed && d.delay.is_zero() {
-        return Then::Return;
-    }
-    if d.allowed {
-        return Then::ReturnAt(now_ns.saturating_add(duration_ns(d.delay)));
-    }
-    // At least 1 µs, so a zero retry_after can never become a busy loop.
-    let retry_ns = now_ns.saturating_add(duration_ns(d.retry_after).max(1_000));
-    if retry_ns > deadline_ns {
-        return Then::Return;
-    }
-    Then::RetryAt(retry_ns)
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ proptest! {
         let governor = RateLimiter::dashmap_with_clock(quota, gov_clock.clone());
         let rule = Rule::gcra(u64::from(rate), Duration::from_secs(1), u64::from(burst)).unwrap();
         let clock = ManualClock::new(T0_NS);
-        let keyed = KeyedLimiter::with_clock(rule, clock.clone()).unwrap();
+        let keyed: KeyedLimiter<u64, _> = KeyedLimiter::with_clock(rule, clock.clone()).unwrap();
         let mut model = Model::new();
 
         for (gap, key, cost) in &steps {
@@ -59,7 +59,7 @@ proptest! {
             clock.advance(Duration::from_nanos(*gap));
             let now = clock.now_ns();
             let (key, cost) = (KEYS[*key], (*cost).min(burst));
-            let ours = keyed.check_n_now(key, u64::from(cost)).unwrap();
+            let ours = keyed.check_n_now(&key, u64::from(cost)).unwrap();
             let reference = model
                 .apply(&Key::from(key), &rule, Op::Check { cost: u64::from(cost) }, now)
                 .unwrap();
@@ -93,13 +93,14 @@ proptest! {
             _ => Rule::gcra(3, period, limit).unwrap(),
         };
         let clock = ManualClock::new(T0_NS);
-        let keyed = KeyedLimiter::with_store(rule, MemoryStore::default(), clock.clone()).unwrap();
+        let keyed: KeyedLimiter<u64, _> =
+            KeyedLimiter::with_store(rule, MemoryStore::default(), clock.clone()).unwrap();
         let mut model = Model::new();
         for (gap, key, cost) in &steps {
             clock.advance(Duration::from_nanos(*gap));
             let now = clock.now_ns();
             let (key, cost) = (KEYS[*key], u64::from(*cost).min(limit));
-            let ours = keyed.check_n_now(key, cost).unwrap();
+            let ours = keyed.check_n_now(&key, cost).unwrap();
             let reference = model.apply(&Key::from(key), &rule, Op::Check { cost }, now).unwrap();
             prop_assert_eq!(
                 Outcome::Decision(ours), reference, "key {} at +{} ns, cost {}", key, now - T0_NS, cost
@@ -114,9 +115,9 @@ proptest! {
 fn contention_on_one_key_admits_exactly_what_the_model_admits() {
     for rule in weir_testkit::contention::one_word_rules() {
         let clock = ManualClock::new(T0_NS);
-        let keyed = KeyedLimiter::with_clock(rule, clock.clone()).unwrap();
+        let keyed: KeyedLimiter<u64, _> = KeyedLimiter::with_clock(rule, clock.clone()).unwrap();
         weir_testkit::contention::admits_as_the_model(&rule, &clock, || {
-            keyed.check_now(42).unwrap().allowed
+            keyed.check_now(&42).unwrap().allowed
         });
     }
 }
@@ -124,9 +125,10 @@ fn contention_on_one_key_admits_exactly_what_the_model_admits() {
 /// The system clock's limiter works without a runtime (what `KeyedLimiter::new` gives).
 #[test]
 fn new_runs_on_the_system_clock_without_a_runtime() {
-    let keyed: KeyedLimiter<SystemClock> = KeyedLimiter::new(Rule::per_second(2).unwrap()).unwrap();
-    assert!(keyed.check_now(1).unwrap().allowed);
-    assert!(keyed.check_now(1).unwrap().allowed);
-    assert!(!keyed.check_now(1).unwrap().allowed);
-    assert!(keyed.check_now(2).unwrap().allowed);
+    let keyed: KeyedLimiter<u64, SystemClock> =
+        KeyedLimiter::new(Rule::per_second(2).unwrap()).unwrap();
+    assert!(keyed.check_now(&1).unwrap().allowed);
+    assert!(keyed.check_now(&1).unwrap().allowed);
+    assert!(!keyed.check_now(&1).unwrap().allowed);
+    assert!(keyed.check_now(&2).unwrap().allowed);
 }

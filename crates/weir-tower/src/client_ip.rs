@@ -155,7 +155,7 @@ impl ClientIp {
 
 /// The TCP peer of a request: axum's `ConnectInfo<SocketAddr>` (feature `axum`, on by
 /// default; serve with `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo`
-/// (feature `tonic`), or a plain `SocketAddr` in the request's extensions (what a hyper
+/// (feature `tonic`, off by default), or a plain `SocketAddr` in the request's extensions (what a hyper
 /// server or `weir proxy` inserts).
 pub fn peer_addr(extensions: &http::Extensions) -> Option<SocketAddr> {
     let plain = || extensions.get::<SocketAddr>().copied();

@@ -10,7 +10,8 @@
 //! service). A max in-flight limit bounds the requests inside the wrapped service. Allowed
 //! responses carry the rate-limit headers too, so clients can pace themselves.
 //!
-//! For tonic (feature `tonic`, on by default), put the layer on the server builder
+//! For tonic (feature `tonic`, off by default: `weir-tower = { version = "0.1", features =
+//! ["tonic"] }`), put the layer on the server builder
 //! (`Server::builder().layer(RateLimitLayer::new(…))`): the peer address comes from tonic's
 //! `TcpConnectInfo`, and a refusal reaches the client as the gRPC status
 //! `RESOURCE_EXHAUSTED` (or `UNAVAILABLE`), with the rate-limit headers in its metadata. Any

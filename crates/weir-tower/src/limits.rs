@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
-use weir_core::{CheckError, Clock, FailurePolicy, Key, Limiter, Store};
+use weir_core::{CheckError, Clock, FailurePolicy, Key, Limiter, Paced, Store};
 use weir_names::Applied;
 
 use crate::extractor::KeyExtractor;
@@ -63,6 +63,20 @@ impl Evaluation {
             .map(|a| a.decision.delay)
             .max()
             .unwrap_or_default()
+    }
+}
+
+/// What the queue's wait reads of an answer (`weir_core::Wait`): allowed, the longest delay,
+/// the longest `retry_after`, as for one decision.
+impl Paced for Evaluation {
+    fn allowed(&self) -> bool {
+        self.allowed
+    }
+    fn delay(&self) -> Duration {
+        Evaluation::delay(self)
+    }
+    fn retry_after(&self) -> Duration {
+        Evaluation::retry_after(self)
     }
 }
 

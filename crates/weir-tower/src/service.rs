@@ -17,10 +17,11 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::{Request, Response};
 use tower::Service;
-use weir_core::FailurePolicy;
+use weir_core::{FailurePolicy, Wait, WaitStep};
 
 use crate::limits::{BoxFuture, Evaluation};
 use crate::policy::OnLimit;
@@ -64,7 +65,8 @@ const IN_FLIGHT: &str = "in_flight";
 
 /// What to do with a request once the limits have spoken.
 enum Next {
-    Forward(Evaluation),
+    /// Send it on, at the given time if the leaky-bucket queue paces it.
+    Forward(Evaluation, Option<u64>),
     Degrade(Evaluation, Arc<str>),
     Refuse(RefusalReason, Option<Evaluation>),
 }
@@ -94,9 +96,9 @@ where
         Box::pin(async move {
             let (mut parts, body) = request.into_parts();
             let next = admit(&shared, &parts).await;
-            let (evaluation, degraded) = match next {
-                Next::Forward(e) => (e, None),
-                Next::Degrade(e, limit) => (e, Some(limit)),
+            let (evaluation, go_at, degraded) = match next {
+                Next::Forward(e, go_at) => (e, go_at, None),
+                Next::Degrade(e, limit) => (e, None, Some(limit)),
                 Next::Refuse(reason, e) => {
                     return Ok(refuse(
                         reason,
@@ -108,11 +110,7 @@ where
                 }
             };
             let clock = shared.limits.clock();
-            let delay = evaluation.delay();
-            if !delay.is_zero() {
-                let go_ns = clock
-                    .now_ns()
-                    .saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX));
+            if let Some(go_ns) = go_at {
                 clock.sleep_until(go_ns).await;
             }
             let mut degraded = degraded;
@@ -154,10 +152,13 @@ where
     }
 }
 
-/// Evaluates the request, queueing it while its limit says so.
+/// Evaluates the request, queueing it while its limit says so. When to go, retry or give
+/// up is the limiter's own wait logic ([`Wait::after`], as `Limiter::wait` steps): a queued
+/// request is evaluated again exactly at `retry_after`, and gives up when that would come
+/// past its `max_wait`.
 async fn admit(shared: &Arc<Shared>, parts: &http::request::Parts) -> Next {
     let clock = shared.limits.clock();
-    let mut deadline_ns: Option<u64> = None;
+    let mut wait: Option<Wait> = None;
     let mut _place: Option<Place> = None;
     loop {
         let evaluation = match shared.limits.evaluate(parts).await {
@@ -165,52 +166,51 @@ async fn admit(shared: &Arc<Shared>, parts: &http::request::Parts) -> Next {
             Err(error) => {
                 tracing::warn!(reason = %error.reason, "rate limiter failed; applying the failure policy");
                 return if error.on_failure == FailurePolicy::FailOpen {
-                    Next::Forward(Evaluation::unlimited())
+                    Next::Forward(Evaluation::unlimited(), None)
                 } else {
                     Next::Refuse(RefusalReason::Unavailable, None)
                 };
             }
         };
-        if evaluation.allowed {
-            return Next::Forward(evaluation);
-        }
-        match evaluation.on_limit {
-            OnLimit::Reject => return Next::Refuse(RefusalReason::Limited, Some(evaluation)),
-            OnLimit::Degrade => {
-                let limit = weir_names::tightest(&evaluation.applied)
-                    .map_or_else(|| Arc::from("unknown"), |a| Arc::clone(&a.name));
-                return Next::Degrade(evaluation, limit);
-            }
-            OnLimit::Queue {
-                max_wait,
-                max_queued,
-            } => {
-                let now_ns = clock.now_ns();
-                let deadline = *deadline_ns.get_or_insert_with(|| {
-                    now_ns.saturating_add(u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX))
-                });
-                // At least 1 µs, so a zero retry_after never becomes a busy loop.
-                let retry_ns = now_ns.saturating_add(
-                    u64::try_from(evaluation.retry_after().as_nanos())
-                        .unwrap_or(u64::MAX)
-                        .max(1_000),
-                );
-                if retry_ns > deadline {
-                    return Next::Refuse(RefusalReason::Limited, Some(evaluation));
-                }
-                if _place.is_none() {
-                    let Some(key) = &evaluation.queue_key else {
-                        return Next::Refuse(RefusalReason::Limited, Some(evaluation));
-                    };
-                    match shared.waiters.join(key, max_queued) {
-                        Some(place) => _place = Some(place),
-                        None => return Next::Refuse(RefusalReason::QueueFull, Some(evaluation)),
-                    }
-                }
-                clock.sleep_until(retry_ns).await;
+        let now_ns = clock.now_ns();
+        // Only a queueing limit waits; the wait starts at the first evaluation.
+        let max_wait = match evaluation.on_limit {
+            OnLimit::Queue { max_wait, .. } if !evaluation.allowed => max_wait,
+            _ => Duration::ZERO,
+        };
+        let step = wait
+            .get_or_insert_with(|| Wait::new(now_ns, max_wait))
+            .after(&evaluation, now_ns);
+        let retry_ns = match step {
+            WaitStep::Go => return Next::Forward(evaluation, None),
+            WaitStep::GoAt(go_ns) => return Next::Forward(evaluation, Some(go_ns)),
+            WaitStep::RetryAt(retry_ns) => retry_ns,
+            WaitStep::GiveUp => return refused(evaluation),
+        };
+        let OnLimit::Queue { max_queued, .. } = evaluation.on_limit else {
+            return refused(evaluation);
+        };
+        if _place.is_none() {
+            let Some(key) = &evaluation.queue_key else {
+                return Next::Refuse(RefusalReason::Limited, Some(evaluation));
+            };
+            match shared.waiters.join(key, max_queued) {
+                Some(place) => _place = Some(place),
+                None => return Next::Refuse(RefusalReason::QueueFull, Some(evaluation)),
             }
         }
+        clock.sleep_until(retry_ns).await;
     }
+}
+
+/// A denial that does not wait: degraded to the fallback, or refused.
+fn refused(evaluation: Evaluation) -> Next {
+    if evaluation.on_limit == OnLimit::Degrade {
+        let limit = weir_names::tightest(&evaluation.applied)
+            .map_or_else(|| Arc::from("unknown"), |a| Arc::clone(&a.name));
+        return Next::Degrade(evaluation, limit);
+    }
+    Next::Refuse(RefusalReason::Limited, Some(evaluation))
 }
 
 /// Routes requests marked [`Degraded`] to `fallback`, the rest to `primary`. Put it inside

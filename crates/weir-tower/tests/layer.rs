@@ -5,6 +5,8 @@
 #![cfg(feature = "axum")] // reads the peer address the way axum records it
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
+mod common;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +16,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
+use common::wait_for_sleepers;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
@@ -177,16 +180,6 @@ async fn a_spoofed_forwarded_for_from_an_untrusted_peer_does_not_change_the_key(
 
 fn request(path: &str) -> Request<Body> {
     Request::builder().uri(path).body(Body::empty()).unwrap()
-}
-
-async fn wait_for_sleepers(clock: &ManualClock, n: usize) {
-    for _ in 0..10_000 {
-        if clock.sleepers() >= n {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
-    panic!("expected {n} sleepers, found {}", clock.sleepers());
 }
 
 #[tokio::test]

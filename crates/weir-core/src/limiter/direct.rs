@@ -40,14 +40,14 @@ struct Word(AtomicU64);
 /// let clock = ManualClock::new(0);
 /// // 2 per second, as a burst of 2: one budget for every caller of `send_alert`.
 /// let alerts = DirectLimiter::with_clock(Rule::per_second(2)?, clock.clone())?;
-/// assert!(alerts.check_now().allowed);
-/// assert!(alerts.check_now().allowed);
-/// let denied = alerts.check_now();
+/// assert!(alerts.check_now()?.allowed);
+/// assert!(alerts.check_now()?.allowed);
+/// let denied = alerts.check_now()?;
 /// assert!(!denied.allowed);
 /// assert_eq!(denied.retry_after, Duration::from_millis(500));
 ///
 /// clock.advance(Duration::from_millis(500));
-/// assert!(alerts.check_now().allowed);
+/// assert!(alerts.check_now()?.allowed);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -98,11 +98,13 @@ impl<C: Clock> DirectLimiter<C> {
         &self.clock
     }
 
-    /// Checks a request of cost 1 now and consumes it if allowed. Never fails: every rule
-    /// allows at least one unit.
+    /// Checks a request of cost 1 now and consumes it if allowed. The same shape as
+    /// [`KeyedLimiter::check_now`](crate::KeyedLimiter::check_now) and
+    /// [`Limiter::check_now`](crate::Limiter::check_now) (a denial is an `Ok` decision);
+    /// this one never fails, as every rule allows at least one unit and there is no store.
     #[inline]
-    pub fn check_now(&self) -> Decision {
-        self.decide(1)
+    pub fn check_now(&self) -> Result<Decision, CheckError> {
+        Ok(self.decide(1))
     }
 
     /// Checks a request of `cost` units now and consumes them if allowed (`cost == 0` is a
@@ -113,9 +115,9 @@ impl<C: Clock> DirectLimiter<C> {
         Ok(self.decide(cost))
     }
 
-    /// Whether a request of cost 1 would pass now, consuming nothing.
-    pub fn peek_now(&self) -> Decision {
-        self.decide(0)
+    /// Whether a request of cost 1 would pass now, consuming nothing (never fails).
+    pub fn peek_now(&self) -> Result<Decision, CheckError> {
+        Ok(self.decide(0))
     }
 
     /// Forgets all usage: the limiter is as new.
@@ -186,12 +188,12 @@ mod tests {
             })
         ));
         assert!(limiter.check_n_now(2).unwrap().allowed);
-        assert_eq!(limiter.peek_now().remaining, 1);
+        assert_eq!(limiter.peek_now().unwrap().remaining, 1);
         assert!(!limiter.check_n_now(2).unwrap().allowed);
-        assert!(limiter.check_now().allowed);
-        assert!(!limiter.peek_now().allowed);
+        assert!(limiter.check_now().unwrap().allowed);
+        assert!(!limiter.peek_now().unwrap().allowed);
         limiter.reset();
-        assert_eq!(limiter.peek_now().remaining, 3);
+        assert_eq!(limiter.peek_now().unwrap().remaining, 3);
     }
 
     #[test]
@@ -199,7 +201,7 @@ mod tests {
         let clock = ManualClock::new(1_000_000_000);
         let limiter =
             DirectLimiter::with_clock(Rule::per_second(1).unwrap(), clock.clone()).unwrap();
-        assert!(limiter.check_now().allowed);
+        assert!(limiter.check_now().unwrap().allowed);
         let gave_up = limiter
             .wait_blocking(1, Duration::from_millis(999))
             .unwrap();

@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use super::{after, decision, released, usage, Limiter, Then};
+use super::wait::{Wait, WaitStep};
+use super::{decision, released, usage, Limiter};
 use crate::clock::Clock;
 use crate::decision::{Decision, Usage};
 use crate::error::CheckError;
@@ -211,16 +212,16 @@ pub(super) fn wait_blocking_on<C: Clock>(
     max_wait: Duration,
     mut check: impl FnMut() -> Result<Decision, CheckError>,
 ) -> Result<Decision, CheckError> {
-    let deadline_ns = clock.now_ns().saturating_add(duration_ns(max_wait));
+    let wait = Wait::new(clock.now_ns(), max_wait);
     loop {
         let d = check()?;
-        match after(&d, clock.now_ns(), deadline_ns) {
-            Then::Return => return Ok(d),
-            Then::ReturnAt(go_ns) => {
+        match wait.after(&d, clock.now_ns()) {
+            WaitStep::Go | WaitStep::GiveUp => return Ok(d),
+            WaitStep::GoAt(go_ns) => {
                 clock.sleep_until_blocking(go_ns);
                 return Ok(d);
             }
-            Then::RetryAt(retry_ns) => clock.sleep_until_blocking(retry_ns),
+            WaitStep::RetryAt(retry_ns) => clock.sleep_until_blocking(retry_ns),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (127.0.0.1:0, with or without the peer's address) and one request per connection through
 //! hyper's client.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a part
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // each test file uses a part
 
 use std::net::SocketAddr;
 
@@ -99,4 +99,15 @@ pub async fn statuses(
         out.push(get(addr, path, headers).await.status().as_u16());
     }
     out
+}
+
+/// Waits (a bounded readiness loop, never a sleep) until `n` tasks sleep on `clock`.
+pub async fn wait_for_sleepers(clock: &ManualClock, n: usize) {
+    for _ in 0..10_000 {
+        if clock.sleepers() >= n {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("expected {n} sleepers, found {}", clock.sleepers());
 }
