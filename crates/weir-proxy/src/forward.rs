@@ -1,6 +1,7 @@
 //! [`Forward`]: the last step of a request through the proxy, after the limits let it go.
 //! Picks the upstream (the fallback for a degraded request, the class's own upstream, else
-//! the default), rewrites only what a proxy must — hop-by-hop headers removed both ways,
+//! the default; with the circuit breakers on, an upstream whose circuit is open sends the
+//! call to the fallback or answers `503`: `breaker/`), rewrites only what a proxy must — hop-by-hop headers removed both ways,
 //! the forwarding headers rewritten (`forwarded.rs`: an untrusted client's claims replaced,
 //! this hop appended) — and streams both bodies over
 //! pooled keep-alive connections, driven by the request's own task (see [`crate::pool`]).
@@ -27,10 +28,12 @@ use http::header::{
 use http::uri::{PathAndQuery, Uri};
 use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use weir_engine::SharedClock;
 use weir_tower::{peer_addr, BoxFuture, ClientIp, Degraded};
 
 use crate::answer::{ProxyBody, UpstreamBody};
 use crate::body::{ClientBody, ClientFault, ClientWatch, Outbound, Watched};
+use crate::breaker::{divert, BreakerSettings, Breakers};
 use crate::classify::{classify_headers, Class};
 use crate::forwarded;
 use crate::pool::{exchange, ExchangeError, Pool, PooledBody};
@@ -118,6 +121,8 @@ struct Inner {
     trust: ClientIp,
     /// Upgraded connections (WebSocket): their bound, idle timeout and shutdown.
     tunnels: Arc<Tunnels>,
+    /// One circuit breaker per upstream (none unless turned on).
+    breakers: Arc<Breakers>,
 }
 
 /// The body timeouts when none is set: 30 s each.
@@ -148,6 +153,7 @@ impl Forward {
                     DEFAULT_MAX_TUNNELS,
                     DEFAULT_TUNNEL_IDLE_TIMEOUT,
                 )),
+                breakers: Arc::default(),
             }),
         }
     }
@@ -159,6 +165,25 @@ impl Forward {
     pub fn tunnels(mut self, max: usize, idle: Duration) -> Self {
         Arc::make_mut(&mut self.inner).tunnels = Arc::new(Tunnels::new(max, idle));
         self
+    }
+
+    /// A circuit breaker for each upstream (the default, the fallback, each class's own),
+    /// timed on `clock`: while an upstream's is open its calls go to the fallback, or are
+    /// answered `503` with `Retry-After` (off unless set). Call before serving.
+    pub fn breakers(mut self, settings: BreakerSettings, clock: &SharedClock) -> Self {
+        let pools = &self.inner.pools;
+        let upstreams = std::iter::once(&pools.upstream)
+            .chain(&pools.fallback)
+            .chain(pools.by_class.values())
+            .map(|pool| pool.upstream());
+        let breakers = Arc::new(Breakers::new(upstreams, settings, clock));
+        Arc::make_mut(&mut self.inner).breakers = breakers;
+        self
+    }
+
+    /// The breakers, for the metrics and the dashboard.
+    pub(crate) fn upstream_breakers(&self) -> Arc<Breakers> {
+        Arc::clone(&self.inner.breakers)
     }
 
     /// Closes every open tunnel, and any opened later: what the proxy does once it stops
@@ -216,7 +241,12 @@ impl tower::Service<Request<Incoming>> for Forward {
         Box::pin(async move {
             let upgrade = tunnel::upgrade_of(&request)
                 .map(|protocol| (protocol, hyper::upgrade::on(&mut request)));
-            let pool = this.pool_for(&request);
+            let chosen = this.pool_for(&request);
+            let (pool, permit) = match divert(&this.breakers, chosen, this.pools.fallback.as_ref())
+            {
+                Ok(way) => way,
+                Err(refusal) => return Ok(refusal.answer()),
+            };
             let (timeout, client_body_timeout, upstream_body_timeout) = (
                 this.timeout,
                 this.client_body_timeout,
@@ -254,17 +284,29 @@ impl tower::Service<Request<Incoming>> for Forward {
             }
             let outbound = Request::from_parts(parts, body);
             if let Some((_, client)) = upgrade {
+                // An upgrade's end says nothing the breaker counts: its permit is abandoned.
                 return Ok(this.tunnel(pool, outbound, client, peer).await);
             }
             let upstream = pool.upstream();
-            match send(pool, outbound, timeout, watch.as_deref()).await {
+            let sent = send(pool, outbound, timeout, watch.as_deref()).await;
+            let fault = watch.as_ref().and_then(|w| w.fault());
+            if let Some(permit) = permit {
+                match (&sent, &fault) {
+                    (Some(Ok(response)), _) => permit.finish(upstream_error(response.status())),
+                    // The client's fault says nothing of the upstream: abandoned.
+                    (_, Some(_)) => drop(permit),
+                    // Unreachable, closed before answering, or no answer in time.
+                    (_, None) => permit.finish(true),
+                }
+            }
+            match sent {
                 Some(Ok(response)) => {
                     let (mut parts, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut parts.headers);
                     let body = UpstreamBody::new(incoming, upstream_body_timeout, upstream.clone());
                     Ok(Response::from_parts(parts, ProxyBody::upstream(body)))
                 }
-                Some(Err(e)) => Ok(match watch.as_ref().and_then(|w| w.fault()) {
+                Some(Err(e)) => Ok(match fault {
                     Some(fault) => client_fault(&fault, peer),
                     None => upstream_failed(upstream, &e),
                 }),
@@ -316,6 +358,16 @@ impl Inner {
             .open(client, upstream_side, slot, (peer, upstream.clone()));
         Response::from_parts(parts, ProxyBody::empty())
     }
+}
+
+/// Whether an upstream's answer counts as a failure for its circuit breaker: a `5xx` that
+/// says the server is failing (`500`, `502`, `503`, `504`, …), not one about the request
+/// itself (`501 Not Implemented`, `505 HTTP Version Not Supported`). `4xx` are the
+/// client's.
+fn upstream_error(status: StatusCode) -> bool {
+    status.is_server_error()
+        && status != StatusCode::NOT_IMPLEMENTED
+        && status != StatusCode::HTTP_VERSION_NOT_SUPPORTED
 }
 
 /// `504`: no response head within `timeout`.

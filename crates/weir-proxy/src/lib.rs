@@ -13,7 +13,9 @@
 //! `Host`: `400`; `CONNECT`: `501`; a path spelling backends read differently: `400`, see
 //! [`PathMatch`]; an `h2c` offer is ignored) → `weir_tower::RateLimit` asks [`ProxyLimits`] (class → descriptors → the rule files'
 //! domain `proxy` → the limiter, all-or-nothing) → reject / queue / degrade, or an
-//! in-flight slot → [`Forward`] (upstream chosen, hop-by-hop headers stripped, `Forwarded`
+//! in-flight slot → [`Forward`] (upstream chosen; with `--breaker`, an upstream whose circuit
+//! is open gives its call to the fallback or a `503` with `Retry-After`, `breaker/`;
+//! hop-by-hop headers stripped, `Forwarded`
 //! appended, bodies streamed, neither boxed: hyper's `Incoming` in, a [`ProxyBody`] out) →
 //! the response, with `RateLimit` headers. A protocol upgrade (WebSocket) takes the same
 //! way up to [`Forward`], which sends it on a connection of its own and, on `101`, joins
@@ -39,6 +41,7 @@
 
 mod answer;
 mod body;
+mod breaker;
 mod classify;
 mod forward;
 mod forwarded;
@@ -55,6 +58,7 @@ mod tunnel;
 mod upstream;
 
 pub use answer::ProxyBody;
+pub use breaker::{BreakerError, BreakerSettings};
 pub use classify::{classify, classify_headers, Class, ClassError, DEFAULT_CLASS, KNOWN_CRAWLERS};
 pub use forward::{Forward, Routes, DEFAULT_MAX_TUNNELS, DEFAULT_TUNNEL_IDLE_TIMEOUT};
 pub use limits::{ProxyLimits, ProxyRuleError, DOMAIN};

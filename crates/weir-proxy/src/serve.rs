@@ -40,6 +40,9 @@ pub enum ProxyError {
     /// A listener failed (the message holds the cause; no second copy as `source()`).
     #[error("listener: {0}")]
     Io(std::io::Error),
+    /// A circuit breaker knob cannot be used.
+    #[error(transparent)]
+    Breaker(#[from] crate::breaker::BreakerError),
 }
 
 impl From<std::io::Error> for ProxyError {
@@ -158,6 +161,9 @@ pub async fn run(
     api: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ProxyError> {
+    if let Some(breaker) = &settings.breaker {
+        breaker.check()?;
+    }
     let mut server = settings.server.clone();
     // A rule function holds no state: one per path reading.
     server.engine.validate = Some(match settings.path_match {
@@ -209,6 +215,17 @@ pub async fn run(
     .client_body_timeout(settings.client_body_timeout)
     .upstream_body_timeout(settings.upstream_body_timeout)
     .tunnels(settings.max_tunnels, settings.tunnel_idle_timeout);
+    // The circuit breakers (off unless set), timed on the engine's clock.
+    let forward = match settings.breaker {
+        Some(breaker) => {
+            let forward = forward.breakers(breaker, &settings.server.engine.clock);
+            engine
+                .metrics()
+                .watch_upstream_breakers(forward.upstream_breakers());
+            forward
+        }
+        None => forward,
+    };
     let proxy = Counted {
         inner: layer.layer(forward.clone()),
         app: app.clone(),

@@ -12,6 +12,7 @@ use std::time::Duration;
 use weir_listen::Settings;
 use weir_tower::{ClientIp, InFlightLimit, OnLimit, PathMatch};
 
+use crate::breaker::BreakerSettings;
 use crate::classify::Class;
 use crate::upstream::Upstream;
 
@@ -80,6 +81,9 @@ pub struct ProxySettings {
     pub shutdown_grace: Duration,
     /// For logs only: the address the proxy listens on.
     pub listen: Option<SocketAddr>,
+    /// A circuit breaker per upstream, and its knobs (default: off; see
+    /// `docs/circuit-breaking.md` for why).
+    pub breaker: Option<BreakerSettings>,
 }
 
 impl ProxySettings {
@@ -113,6 +117,7 @@ impl ProxySettings {
             tunnel_idle_timeout: crate::DEFAULT_TUNNEL_IDLE_TIMEOUT,
             shutdown_grace: Duration::from_secs(30),
             listen: None,
+            breaker: None,
         }
     }
 }

@@ -12,7 +12,8 @@
 //! rule snapshot) and the latency histograms (`histogram.rs`: no lock); store and cache counters kept by
 //! `weir-resilience`, and the process metrics, are read when `/metrics` is scraped.
 //! `history.rs` samples the per-rule counters once a second into a short per-second
-//! history (the dashboard's chart).
+//! history (the dashboard's chart). `weir proxy`'s upstream circuit breakers are read at
+//! scrape time too (`upstreams.rs`).
 
 mod decisions;
 mod histogram;
@@ -21,9 +22,11 @@ mod hits;
 mod process;
 mod registry;
 mod statsd;
+mod upstreams;
 
 pub use decisions::{DecisionOutcome, NearLimit, RuleCounters};
 pub use history::{History, HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
 pub use registry::{InFlight, Metrics, Section};
 pub(crate) use statsd::{client as statsd_client, flush as statsd_flush};
 pub use statsd::{StatsdError, StatsdSettings};
+pub use upstreams::{BreakerState, UpstreamBreakerView, UpstreamBreakers};

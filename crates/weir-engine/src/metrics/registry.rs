@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -19,6 +19,7 @@ use super::decisions::{DecisionLabels, DecisionOutcome, RuleCounters, UNKNOWN_DO
 use super::histogram::Latency;
 use super::hits::HitFamilies;
 use super::process::ProcessMetrics;
+use super::upstreams::{BreakerFamilies, UpstreamBreakerView, UpstreamBreakers};
 use crate::store::AnyStore;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -85,6 +86,9 @@ pub struct Metrics {
     process: ProcessMetrics,
     seen: Mutex<Seen>,
     sections: Sections,
+    // weir proxy's upstream circuit breakers (none for the other front ends).
+    breaker_families: BreakerFamilies,
+    upstream_breakers: OnceLock<Arc<dyn UpstreamBreakers>>,
 }
 
 /// A front end's own series, written as OpenMetrics text at every scrape (e.g. `weir
@@ -107,6 +111,7 @@ impl std::fmt::Debug for Sections {
 struct Seen {
     failover: Option<FailoverStats>,
     over_limit_hits: u64,
+    breakers: Vec<UpstreamBreakerView>,
 }
 
 impl Metrics {
@@ -220,6 +225,7 @@ impl Metrics {
             .set(1);
         let hit_families = HitFamilies::register(&mut registry);
         let process = ProcessMetrics::register(&mut registry);
+        let breaker_families = BreakerFamilies::register(&mut registry);
         // Series that alerts use exist from the start, at zero.
         let request_latencies = APIS
             .into_iter()
@@ -277,6 +283,8 @@ impl Metrics {
             process,
             seen: Mutex::default(),
             sections: Sections::default(),
+            breaker_families,
+            upstream_breakers: OnceLock::new(),
         }
     }
 
@@ -403,6 +411,21 @@ impl Metrics {
         self.in_flight.get()
     }
 
+    /// `weir proxy`'s upstream circuit breakers, read at each scrape
+    /// (`weir_upstream_breaker_*`) and by the dashboard. The first call wins.
+    pub fn watch_upstream_breakers(&self, breakers: Arc<dyn UpstreamBreakers>) {
+        let _ = self.upstream_breakers.set(breakers);
+    }
+
+    /// Every upstream's circuit breaker now (none outside `weir proxy`, or with the
+    /// breakers off).
+    pub fn upstream_breakers(&self) -> Vec<UpstreamBreakerView> {
+        self.upstream_breakers
+            .get()
+            .map(|b| b.views())
+            .unwrap_or_default()
+    }
+
     /// Copies the store's counters in and renders every metric as OpenMetrics text.
     pub fn render(&self, store: &AnyStore) -> String {
         self.collect(store);
@@ -474,6 +497,10 @@ impl Metrics {
             self.over_limit_hits
                 .inc_by(cache.hits.saturating_sub(seen.over_limit_hits));
             seen.over_limit_hits = cache.hits;
+        }
+        if let Some(breakers) = self.upstream_breakers.get() {
+            self.breaker_families
+                .collect(&breakers.views(), &mut seen.breakers);
         }
     }
 }

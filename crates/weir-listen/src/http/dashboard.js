@@ -136,6 +136,49 @@
     renderTop(data.top_shadow_denied, 'top-shadow', 'top-shadow-total', 'denial not enforced',
       'denials not enforced', 'No denial left unenforced.');
     renderRules(data.rules, data.rules_total, byRule);
+    renderBreakers(data.upstreams || []);
+  }
+
+  // weir proxy's circuit breakers, one row per upstream. The server sends the state now;
+  // the strip is this page's own memory of it, one mark per poll (the last 5 minutes).
+  const BREAKER_MARKS = 300;
+  const breakerSeen = new Map();
+
+  function renderBreakers(upstreams) {
+    $('breakers').hidden = upstreams.length === 0;
+    const rows = upstreams.map((b) => {
+      const marks = breakerSeen.get(b.upstream) || [];
+      marks.push(b.state);
+      if (marks.length > BREAKER_MARKS) marks.shift();
+      breakerSeen.set(b.upstream, marks);
+      const row = el('tr', b.state === 'closed' ? null : 'hot');
+      row.dataset.upstream = b.upstream;
+      const state = el('span', 'badge breaker-' + b.state, b.state.replace('_', '-'));
+      let now;
+      if (b.state === 'open') now = 'probes in ' + duration(b.open_remaining_ms);
+      else if (b.state === 'half_open') now = 'probe calls decide';
+      else now = b.window_calls + ' calls in the window, ' + b.window_failures + ' failed, ' +
+        b.window_slow + ' slow';
+      const stateCell = el('td');
+      stateCell.append(state);
+      const strip = el('td');
+      strip.append(breakerStrip(marks));
+      row.append(el('td', 'mono', b.upstream), stateCell, el('td', null, now), strip,
+        el('td', 'num', b.opened), el('td', 'num', b.closed), el('td', 'num', b.rejected));
+      return row;
+    });
+    $('breaker-table').tBodies[0].replaceChildren(...rows);
+  }
+
+  function breakerStrip(marks) {
+    const root = svg('svg', { viewBox: '0 0 ' + BREAKER_MARKS + ' 10', class: 'strip',
+      preserveAspectRatio: 'none' });
+    const offset = BREAKER_MARKS - marks.length;
+    marks.forEach((state, i) => {
+      root.append(svg('rect', { x: offset + i, y: 0, width: 1, height: 10,
+        class: 'mark-' + state }));
+    });
+    return root;
   }
 
   function renderStore(store) {
