@@ -192,3 +192,43 @@ fn proxy_reads_paths_as_routers_do_unless_told_exact() {
         assert!(help.contains(says), "--help says {says:?}: {help}");
     }
 }
+
+/// POST `/v1/check` for the `proxy` domain's global descriptor to `addr`: the status code.
+fn post_check(addr: &str) -> u16 {
+    let body =
+        r#"{"domain": "proxy", "descriptors": [{"entries": [{"key": "global", "value": "all"}]}]}"#;
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /v1/check HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.get(9..12).unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_api_listener_serves_decisions_only_with_api_decisions() {
+    let upstream = format!("http://{}", backend());
+    for (flag, expected) in [(None, 404), (Some("--api-decisions"), 200)] {
+        let mut args = vec![
+            "proxy",
+            "--upstream",
+            &upstream,
+            "--listen",
+            "127.0.0.1:0",
+            "--api",
+            "127.0.0.1:0",
+        ];
+        args.extend(flag);
+        let proxy = spawn_logged(&args, "api");
+        assert_eq!(post_check(&proxy.http), expected, "{flag:?}");
+        assert!(terminate(proxy).success());
+    }
+}

@@ -3,9 +3,11 @@
 //! send their parameters with every call. It takes the same path as a matched descriptor
 //! in `decide.rs` from the limiter on: the store call timed, a failing store judged by
 //! [`Engine::store_failed`] (the rule's failure policy; a full memory store under fail
-//! open lets the call through), the decision counted in `weir_decisions_total` under the
-//! domain `resp` and the rule's name (a bounded label: one per command), and a denial
-//! recorded in the top-denied keys. Not here: parsing the command or bounding its
+//! open lets the call through; a denial the failover guard makes because the store is
+//! down and the rule fails closed is noted as such, [`RuleDecision::failed_closed`], and
+//! counted as `outcome="failed_closed"`, as `decide` does), the decision counted in
+//! `weir_decisions_total` under the domain `resp` and the rule's name (a bounded label: one
+//! per command), and a denial recorded in the top-denied keys. Not here: parsing the command or bounding its
 //! parameters (the front end's job), rules, shadow mode or roll-out (a caller's own rule
 //! has none).
 
@@ -20,13 +22,30 @@ use crate::metrics::DecisionOutcome;
 /// The domain label of decisions made by [`Engine::check_rule`].
 pub const DIRECT_DOMAIN: &str = "resp";
 
+/// The names the RESP front end checks its own rules under (`CL.THROTTLE`, `THROTTLE`):
+/// the dashboard's history draws their decisions beside the rule files' (a name outside
+/// this list is counted in the metrics, not drawn).
+pub const DIRECT_RULES: [&str; 2] = ["cl.throttle", "throttle"];
+
+/// The answer of [`Engine::check_rule`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RuleDecision {
+    /// The decision.
+    pub decision: Decision,
+    /// A denial made without the store: it is unavailable and the rule fails closed (no
+    /// limit was reached). As `Status::failed_closed` in [`Engine::decide`]'s answer.
+    pub failed_closed: bool,
+}
+
 impl Engine {
     /// Checks `cost` against `rule` for `key` on the engine's store: one decision, counted
     /// as `name` (the name the rule was built with; a `'static` one, as it is a metrics
     /// label) under the domain [`DIRECT_DOMAIN`]. A store failure is judged as in
     /// [`Engine::decide`]: allowed only when the rule fails open and the store is full,
-    /// else [`DecideError::Unavailable`]. A cost above the rule's capacity is
-    /// [`DecideError::Invalid`].
+    /// else [`DecideError::Unavailable`]; behind the failover guard, the rule's failure
+    /// policy decides (a fail-closed denial is marked [`RuleDecision::failed_closed`]). A cost
+    /// above the rule's capacity is [`DecideError::Invalid`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -38,7 +57,8 @@ impl Engine {
     /// let engine = Engine::open(EngineSettings::default()).await?;
     /// let rule = Rule::gcra(1, Duration::from_secs(1), 2)?.named("cl.throttle");
     /// let key = Key::new("=user1")?;
-    /// assert!(engine.check_rule(&key, &rule, 1, "cl.throttle").await?.allowed);
+    /// let checked = engine.check_rule(&key, &rule, 1, "cl.throttle").await?;
+    /// assert!(checked.decision.allowed && !checked.failed_closed);
     /// # Ok(()) }
     /// ```
     pub async fn check_rule(
@@ -47,10 +67,15 @@ impl Engine {
         rule: &Rule,
         cost: u64,
         name: &'static str,
-    ) -> Result<Decision, DecideError> {
+    ) -> Result<RuleDecision, DecideError> {
         let clock = self.limiter().clock();
         let start_ns = clock.now_ns();
-        let result = self.limiter().check(key, rule, cost).await;
+        let check = self.limiter().check(key, rule, cost);
+        let (result, failed_closed) = if self.store().is_guarded() {
+            weir_resilience::noting_failed_closed(check).await
+        } else {
+            (check.await, false)
+        };
         let took_ns = clock.now_ns().saturating_sub(start_ns);
         self.metrics().store_call(Duration::from_nanos(took_ns));
         let decision = match result {
@@ -61,12 +86,24 @@ impl Engine {
             }
             Err(other) => return Err(DecideError::Invalid(other.to_string())),
         };
+        let failed_closed = failed_closed && !decision.allowed;
         let snapshot = self.rules().snapshot();
-        let outcome = DecisionOutcome::of(Some(&decision), false);
+        let outcome = if failed_closed {
+            tracing::debug!(
+                rule = name,
+                "denied: the store is unavailable and the rule fails closed"
+            );
+            DecisionOutcome::FailedClosed
+        } else {
+            DecisionOutcome::of(Some(&decision), false)
+        };
         snapshot.counters.matched(DIRECT_DOMAIN, name, outcome);
         if !decision.allowed {
             self.top_denied().record(key, &name.into());
         }
-        Ok(decision)
+        Ok(RuleDecision {
+            decision,
+            failed_closed,
+        })
     }
 }

@@ -78,7 +78,7 @@ pub use block::MAX_BLOCK;
 pub use blocked::{BlockedEntry, BlockedList};
 pub use decide::{deny_all, CheckRequest, DecideError};
 pub use decide_all::{AllVerdict, LimitDecision};
-pub use direct::DIRECT_DOMAIN;
+pub use direct::{RuleDecision, DIRECT_DOMAIN, DIRECT_RULES};
 pub use engine::{Engine, EngineLimiter, Readiness, ShareReport};
 pub use error::EngineError;
 pub use heavy_hitters::{HeavyHitter, TopDenied};

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::Serialize;
 use weir_config::RuleSet;
 
-use super::decisions::RuleCounters;
+use super::decisions::{DecisionLabels, DecisionOutcome, RuleCounters};
 
 /// How many seconds each rule's ring holds (5 minutes).
 pub const HISTORY_SECONDS: usize = 300;
@@ -59,6 +59,31 @@ impl Totals {
             denied: denied.get().saturating_add(failed_closed.get()),
             shadow_denied: shadow_denied.get(),
         })
+    }
+
+    /// A rule the RESP front end builds per command (`Engine::check_rule`): its counts are
+    /// in the decisions family under [`DIRECT_DOMAIN`](crate::DIRECT_DOMAIN), not in the
+    /// rule files' counters. `None` before its first decision.
+    fn of_direct(counters: &RuleCounters, rule: &str) -> Option<Totals> {
+        let count = |outcome| {
+            counters
+                .family
+                .get(&DecisionLabels {
+                    domain: crate::DIRECT_DOMAIN.to_string(),
+                    rule: rule.to_string(),
+                    outcome,
+                })
+                .map_or(0, |counter| counter.get())
+        };
+        let totals = Totals {
+            allowed: count(DecisionOutcome::Allowed)
+                .saturating_add(count(DecisionOutcome::NearLimit))
+                .saturating_add(count(DecisionOutcome::Unlimited)),
+            denied: count(DecisionOutcome::Denied)
+                .saturating_add(count(DecisionOutcome::FailedClosed)),
+            shadow_denied: count(DecisionOutcome::ShadowDenied),
+        };
+        (!totals.is_zero()).then_some(totals)
     }
 
     fn since(self, before: Totals) -> Totals {
@@ -169,6 +194,39 @@ struct State {
     second: u64,
 }
 
+impl State {
+    /// Adds what rule `id` (of `domain`) counted since the last sample, `now` being its
+    /// totals, to `second`: in its own ring, or [`OTHER_RULES`] past [`MAX_SERIES`].
+    fn add(&mut self, domain: &Arc<str>, id: &Arc<str>, now: Totals, second: u64) {
+        let before = self.last.insert(Arc::clone(id), now).unwrap_or_default();
+        let new = now.since(before);
+        if new.is_zero() {
+            return;
+        }
+        let existing = self.rings.iter().position(|r| r.rule == *id);
+        let ring = match existing {
+            Some(i) => self.rings.get_mut(i),
+            None if self.rings.len() < MAX_SERIES => {
+                self.rings
+                    .push(Ring::new(Arc::clone(domain), Arc::clone(id)));
+                self.rings.last_mut()
+            }
+            None => Some(
+                self.other
+                    .get_or_insert_with(|| Ring::new("".into(), OTHER_RULES.into())),
+            ),
+        };
+        if let Some(ring) = ring {
+            ring.add(second, new);
+        }
+    }
+}
+
+/// The domain the RESP front end's own rules are shown under.
+fn direct_domain() -> Arc<str> {
+    Arc::from(crate::DIRECT_DOMAIN)
+}
+
 /// Per-second decision counts per rule over the last [`HISTORY_SECONDS`]. Cheap to share
 /// (`&self` methods, one mutex taken once a second and per read).
 #[derive(Debug, Default)]
@@ -217,34 +275,13 @@ impl History {
         let second = (now_ns.saturating_sub(1) / NS_PER_S).max(state.second);
         state.second = second;
         for info in rules.rules() {
-            let Some(now) = Totals::of(counters, &info.id) else {
-                continue;
-            };
-            let before = state
-                .last
-                .insert(Arc::clone(&info.id), now)
-                .unwrap_or_default();
-            let new = now.since(before);
-            if new.is_zero() {
-                continue;
+            if let Some(now) = Totals::of(counters, &info.id) {
+                state.add(&info.domain, &info.id, now, second);
             }
-            let existing = state.rings.iter().position(|r| r.rule == info.id);
-            let ring = match existing {
-                Some(i) => state.rings.get_mut(i),
-                None if state.rings.len() < MAX_SERIES => {
-                    state
-                        .rings
-                        .push(Ring::new(Arc::clone(&info.domain), Arc::clone(&info.id)));
-                    state.rings.last_mut()
-                }
-                None => Some(
-                    state
-                        .other
-                        .get_or_insert_with(|| Ring::new("".into(), OTHER_RULES.into())),
-                ),
-            };
-            if let Some(ring) = ring {
-                ring.add(second, new);
+        }
+        for rule in crate::DIRECT_RULES {
+            if let Some(now) = Totals::of_direct(counters, rule) {
+                state.add(&direct_domain(), &Arc::from(rule), now, second);
             }
         }
         state.rings.retain(|ring| ring.live_at(second));
@@ -257,7 +294,12 @@ impl History {
         }
         let rule_count = rules.rules().len();
         if state.last.len() > rule_count.saturating_mul(2).saturating_add(1024) {
-            let in_force: HashSet<&str> = rules.rules().iter().map(|r| &*r.id).collect();
+            let in_force: HashSet<&str> = rules
+                .rules()
+                .iter()
+                .map(|r| &*r.id)
+                .chain(crate::DIRECT_RULES)
+                .collect();
             state.last.retain(|id, _| in_force.contains(&**id));
         }
     }

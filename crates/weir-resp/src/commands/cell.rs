@@ -88,7 +88,7 @@ pub(crate) async fn throttle(
         .check_rule(&key, &rule, u64::try_from(cost).unwrap_or(0), RULE)
         .await
     {
-        Ok(decision) => decision,
+        Ok(checked) => checked.decision,
         Err(e) => return (cell_error(&e), failed(&e)),
     };
     let ttl_ns = i128::try_from(decision.reset_after.as_nanos()).unwrap_or(i128::MAX);

@@ -4,7 +4,8 @@
 //! (RESP2): `overall_code` and `code` (`OK` / `OVER_LIMIT`), `rule` (the matched rule's id,
 //! nil when none matched), then as in `/v1/check`'s JSON `name`, `unlimited`, `limit`,
 //! `remaining`, `reset_after_ms`, `retry_after_ms`, `delay_ms`, `shadow_denied`,
-//! `never_allowed`, each present only when the JSON has it.
+//! `never_allowed`, `reason` (`store_unavailable`: a fail-closed denial during a store
+//! outage), each present only when the JSON has it.
 //!
 //! The decision is the engine's own ([`weir_engine::Engine::decide`], the path `/v1/check`
 //! and Envoy's gRPC API take): the same matching, shadow and roll-out, hits above capacity,
@@ -134,6 +135,9 @@ fn render(verdict: &Verdict) -> Reply {
     }
     if status.shadow_denied {
         fields.push((Reply::name("shadow_denied"), Reply::Int(1)));
+    }
+    if status.failed_closed {
+        fields.push((Reply::name("reason"), Reply::name("store_unavailable")));
     }
     if status.never_allowed {
         fields.push((Reply::name("never_allowed"), Reply::Int(1)));
