@@ -191,6 +191,17 @@
 //! primary never sends, so a failover would otherwise go unnoticed. Nothing here panics
 //! or waits unbounded.
 //!
+//! **Health per Cluster primary.** A Cluster store has one part per primary
+//! ([`Store::parts`](weir_core::Store::parts), up to 64; `shards.rs`), so a failure guard
+//! (`weir-resilience`'s `FailoverStore`) keeps one circuit per primary: a dead primary
+//! sends only the keys whose slots it serves to their rule's failure policy. The slot map
+//! is read with `CLUSTER SLOTS` from any node that answers, when a Cluster connection is
+//! made and before each PING of a part; a part keeps its number while its slots move to a
+//! promoted replica or a restarted primary, and a part that answers again after failing
+//! to renews the Cluster connection so its keys reach it at once. Redis itself refuses
+//! every key while any slot is unserved unless `cluster-require-full-coverage` is `no`;
+//! then only the dead primary's keys fail.
+//!
 //! **Batching** ([`RedisStoreBuilder::batch`], off by default). Concurrent decisions are
 //! coalesced into one call of `batch.lua` (up to N decisions, gathered for up to T
 //! after the first, or whatever queued while two earlier batches were in flight), which

@@ -1,7 +1,8 @@
 //! [`FailoverStore`]: a store wrapper that keeps limiting when the shared store fails. Sits
 //! between the [`Limiter`](weir_core::Limiter) (or the over-limit cache) and a network store.
 //! Each call gets a timeout; a failed read-only call is tried once more; each part of the
-//! store (the whole store, or one server of a memcached list: [`Store::parts`]) has its own
+//! store (the whole store, one server of a memcached list, or one primary of a Redis Cluster:
+//! [`Store::parts`]) has its own
 //! circuit, opened by consecutive failures confirmed by a failed PING (`breaker.rs`); while
 //! a part's circuit is open each rule's [`FailurePolicy`] decides for the keys on that part
 //! alone, without touching the store; a background PING probe (`probe.rs`) closes it again.
@@ -40,7 +41,9 @@ pub struct FailoverConfig {
     pub probe_interval: Duration,
     /// How many instances at least share each limit: the local fallback allows each its
     /// share, `limit / n` ([`Rule::share`]), `n` the larger of this and the count learned
-    /// from the store's presence key ([`FailoverStore::fallback_share`]). Default 1.
+    /// from the store's presence key ([`FailoverStore::fallback_share`]; a
+    /// [`LeasedStore`](crate::LeasedStore) in front divides by the same count when handed
+    /// [`FailoverStore::instance_count`]). Default 1.
     pub instances: u64,
     /// Whether usage counted locally during an outage is pushed to the store (as penalties)
     /// when it answers again. Default off.
@@ -69,7 +72,8 @@ impl Default for FailoverConfig {
 pub struct FailoverStats {
     /// Where decisions are made now: [`Mode::Fallback`] while any part's circuit is open.
     pub mode: Mode,
-    /// The parts of the store, each with its own circuit (1, or the servers of a list).
+    /// The parts of the store, each with its own circuit (1, the servers of a memcached
+    /// list, or 64 for a Redis Cluster: one per primary, up to 64).
     pub parts: usize,
     /// The parts whose circuit is open now: their keys follow each rule's failure policy.
     pub open_parts: usize,

@@ -14,7 +14,8 @@
 //!   the over- and under-admission bounds its docs state; exact rules pass through.
 //!
 //! - [`FailoverStore`]: every store call has a timeout; each part of the store (the whole
-//!   store, or one server of a memcached list) has its own circuit, which opens after
+//!   store, one server of a memcached list, or one primary of a Redis Cluster) has its own
+//!   circuit, which opens after
 //!   `failure_threshold` consecutive failures confirmed by a failed PING of the part; then
 //!   every request on that part's keys goes straight to its rule's
 //!   [`FailurePolicy`](weir_core::FailurePolicy) (local fallback with this instance's share
