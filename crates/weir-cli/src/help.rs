@@ -285,7 +285,9 @@ Output:
   A table on stdout: one row per --interval with allowed/denied for each rule (the
   leaky queue adds ~ the mean delay), then the totals. --format csv gives one line per
   interval and rule, --format json the same as an object; --svg FILE also draws a chart
-  (the path written goes to stderr).
+  into FILE, relative to the current directory (a directory gets weir-simulate.svg
+  inside it; --svg alone writes ./weir-simulate.svg); the full path written goes to
+  stderr.
 
 ",
     examples!()

@@ -104,8 +104,10 @@ pub(crate) struct SimulateArgs {
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = Format::Table)]
     format: Format,
 
-    /// Also draw the results as an SVG chart into FILE, e.g. --svg burst.svg
-    #[arg(long, value_name = "FILE")]
+    /// Also draw the results as an SVG chart into FILE, relative to the current directory
+    /// (e.g. --svg /tmp/burst.svg); a directory gets weir-simulate.svg inside it, and --svg
+    /// alone writes ./weir-simulate.svg
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = ".")]
     svg: Option<PathBuf>,
 }
 
@@ -240,12 +242,26 @@ pub(crate) fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
         .context("writing the results to stdout")?;
-    if let Some(path) = &args.svg {
-        std::fs::write(path, svg::chart(&report))
+    if let Some(asked) = &args.svg {
+        let path = chart_path(asked);
+        std::fs::write(&path, svg::chart(&report))
             .with_context(|| format!("writing the chart to {}", path.display()))?;
-        eprintln!("chart written to {}", path.display());
+        // The full path, so a relative one is not a guess about the working directory.
+        let shown = std::path::absolute(&path).unwrap_or(path);
+        eprintln!("chart written to {}", shown.display());
     }
     Ok(())
+}
+
+/// The chart's file for `--svg asked`: the path as given (relative to the current
+/// directory, as every path on the command line), or `weir-simulate.svg` inside it when it
+/// is a directory (`--svg` alone is `.`).
+fn chart_path(asked: &Path) -> PathBuf {
+    if asked.is_dir() {
+        asked.join("weir-simulate.svg")
+    } else {
+        asked.to_path_buf()
+    }
 }
 
 #[cfg(test)]

@@ -283,3 +283,46 @@ fn a_warm_up_rule_ramps_from_a_third_of_the_rate() {
     ));
     assert!(table.contains(warm), "{table}");
 }
+
+/// `--svg` writes where it is told, relative to the directory `weir` runs in — never into
+/// the repository it was built from: a relative file, a directory (the chart inside it),
+/// and `--svg` alone (`./weir-simulate.svg`). stderr names the full path written.
+#[test]
+fn svg_writes_where_told_relative_to_the_current_directory() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("weir-svg-cwd-{}", std::process::id()));
+    let charts = dir.join("charts");
+    std::fs::create_dir_all(&charts).unwrap();
+    let line = format!("simulate --rule {GCRA} --rate 20/s --duration 2s");
+    let run_in = |extra: &[&str]| {
+        let mut args: Vec<&str> = line.split_whitespace().collect();
+        args.extend(extra);
+        let output = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(&args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stderr).unwrap()
+    };
+    let cases: [(&[&str], PathBuf); 3] = [
+        (&["--svg", "burst.svg"], dir.join("burst.svg")),
+        (&["--svg", "charts"], charts.join("weir-simulate.svg")),
+        (&["--svg"], dir.join("weir-simulate.svg")),
+    ];
+    for (extra, expected) in cases {
+        let stderr = run_in(extra);
+        let svg = std::fs::read_to_string(&expected)
+            .unwrap_or_else(|e| panic!("{extra:?}: no chart at {}: {e}", expected.display()));
+        assert!(svg.ends_with("</svg>\n"));
+        assert!(
+            stderr.contains(&format!("chart written to {}", expected.display())),
+            "{extra:?}: {stderr}"
+        );
+    }
+    let repository = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for name in ["burst.svg", "weir-simulate.svg"] {
+        assert!(!repository.join(name).exists(), "{name} in the repository");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

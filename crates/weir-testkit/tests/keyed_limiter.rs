@@ -1,12 +1,13 @@
-//! The `KeyedLimiter` (one rule, `u64` keys, its own memory store) against the reference
-//! model (the pure step, one record per key) and, under GCRA, against governor's keyed
-//! limiter: the same rule, keys and arrival times give the same decisions, field for field,
+//! The `KeyedLimiter` (one rule, `u64` keys and others, its own memory store) against the
+//! reference model (the pure step, one record per key) and, under GCRA, against governor's
+//! keyed limiter (`u64`, `String` and `IpAddr` keys): the same rule, keys and arrival times give the same decisions, field for field,
 //! on the lock-free path and off it (rules of more than one word, keys evicted or moved to
 //! the general path); and under contention on one key it admits exactly what the model
 //! admits sequentially.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -36,6 +37,20 @@ fn steps() -> impl Strategy<Value = Vec<(u64, usize, u32)>> {
 /// Six keys: small ones, and the extremes of the range.
 const KEYS: [u64; 6] = [0, 1, 2, 0xFFFF_FFFF, u64::MAX - 1, u64::MAX];
 
+/// `rate` a second with a burst of `burst`, for governor and for Weir, and their two clocks
+/// (advanced together by each test).
+fn gcra(rate: u32, burst: u32) -> (Quota, Rule, FakeRelativeClock, ManualClock) {
+    let quota = Quota::per_second(NonZeroU32::new(rate).unwrap())
+        .allow_burst(NonZeroU32::new(burst).unwrap());
+    let rule = Rule::gcra(u64::from(rate), Duration::from_secs(1), u64::from(burst)).unwrap();
+    (
+        quota,
+        rule,
+        FakeRelativeClock::default(),
+        ManualClock::new(T0_NS),
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -45,12 +60,8 @@ proptest! {
         burst in 1u32..=20,
         steps in steps(),
     ) {
-        let quota = Quota::per_second(NonZeroU32::new(rate).unwrap())
-            .allow_burst(NonZeroU32::new(burst).unwrap());
-        let gov_clock = FakeRelativeClock::default();
+        let (quota, rule, gov_clock, clock) = gcra(rate, burst);
         let governor = RateLimiter::dashmap_with_clock(quota, gov_clock.clone());
-        let rule = Rule::gcra(u64::from(rate), Duration::from_secs(1), u64::from(burst)).unwrap();
-        let clock = ManualClock::new(T0_NS);
         let keyed: KeyedLimiter<u64, _> = KeyedLimiter::with_clock(rule, clock.clone()).unwrap();
         let mut model = Model::new();
 
@@ -70,6 +81,48 @@ proptest! {
                 if let Err(not_until) = theirs {
                     prop_assert_eq!(not_until.wait_time_from(gov_clock.now()), ours.retry_after);
                 }
+            }
+        }
+    }
+
+    /// Keys of other types, as governor takes them: strings (short ones fit the lock-free
+    /// word, long ones take the store's path) and IP addresses (v4 in a word, v6 not). Under
+    /// GCRA every admission and wait equals governor's keyed limiter's over the same keys.
+    #[test]
+    fn string_and_address_keys_decide_as_governor(
+        rate in proptest::sample::select(RATES.to_vec()),
+        burst in 1u32..=20,
+        steps in steps(),
+    ) {
+        let (quota, rule, gov_clock, clock) = gcra(rate, burst);
+        let gov_names = RateLimiter::dashmap_with_clock(quota, gov_clock.clone());
+        let gov_ips = RateLimiter::dashmap_with_clock(quota, gov_clock.clone());
+        let names: KeyedLimiter<String, _> = KeyedLimiter::with_clock(rule, clock.clone()).unwrap();
+        let ips: KeyedLimiter<IpAddr, _> = KeyedLimiter::with_clock(rule, clock.clone()).unwrap();
+        let name_keys = ["", "a", "alice", "tenant:7", "a name longer than one word", "a name longer than one word!"];
+        let ip_keys: [IpAddr; 6] = [
+            [10, 0, 0, 1].into(), [10, 0, 0, 2].into(), [0, 0, 0, 0].into(),
+            std::net::Ipv6Addr::LOCALHOST.into(), std::net::Ipv6Addr::UNSPECIFIED.into(),
+            [0xfe80, 0, 0, 0, 0, 0, 0, 1].into(),
+        ];
+        for (gap, key, cost) in &steps {
+            gov_clock.advance(Duration::from_nanos(*gap));
+            clock.advance(Duration::from_nanos(*gap));
+            let cost = (*cost).clamp(1, burst);
+            let n = NonZeroU32::new(cost).unwrap();
+            let name = name_keys[*key].to_string();
+            let ours = names.check_n_now(name.as_str(), u64::from(cost)).unwrap();
+            let theirs = gov_names.check_key_n(&name, n).unwrap();
+            prop_assert_eq!(theirs.is_ok(), ours.allowed, "name {:?}", name);
+            if let Err(not_until) = theirs {
+                prop_assert_eq!(not_until.wait_time_from(gov_clock.now()), ours.retry_after);
+            }
+            let ip = ip_keys[*key];
+            let ours = ips.check_n_now(&ip, u64::from(cost)).unwrap();
+            let theirs = gov_ips.check_key_n(&ip, n).unwrap();
+            prop_assert_eq!(theirs.is_ok(), ours.allowed, "ip {}", ip);
+            if let Err(not_until) = theirs {
+                prop_assert_eq!(not_until.wait_time_from(gov_clock.now()), ours.retry_after);
             }
         }
     }
