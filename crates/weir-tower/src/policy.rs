@@ -12,6 +12,7 @@ use crate::path::normalise_path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aho_corasick::AhoCorasick;
 use http::request::Parts;
 use http::{HeaderName, Method};
 use weir_core::{Algorithm, Rule};
@@ -49,11 +50,23 @@ pub enum OnLimit {
 /// assert!(bots.matches(&request.into_parts().0));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct HeaderPattern {
     name: HeaderName,
     patterns_lower: Vec<String>,
+    /// The patterns compiled once (ASCII case ignored): a request's header is read in one
+    /// pass, without lowering a copy of it; `None` when there is no pattern (or the
+    /// patterns could not be compiled: then `patterns_lower` is searched as before).
+    automaton: Option<Arc<AhoCorasick>>,
 }
+
+impl PartialEq for HeaderPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.patterns_lower == other.patterns_lower
+    }
+}
+
+impl Eq for HeaderPattern {}
 
 impl HeaderPattern {
     /// Header `name` containing one of `patterns` (empty patterns are ignored).
@@ -70,13 +83,24 @@ impl HeaderPattern {
         name: HeaderName,
         patterns: impl IntoIterator<Item = P>,
     ) -> Self {
+        let patterns_lower: Vec<String> = patterns
+            .into_iter()
+            .map(|p| p.as_ref().trim().to_ascii_lowercase())
+            .filter(|p| !p.is_empty())
+            .collect();
+        let automaton = (!patterns_lower.is_empty())
+            .then(|| {
+                AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .build(&patterns_lower)
+                    .ok()
+            })
+            .flatten()
+            .map(Arc::new);
         Self {
             name,
-            patterns_lower: patterns
-                .into_iter()
-                .map(|p| p.as_ref().trim().to_ascii_lowercase())
-                .filter(|p| !p.is_empty())
-                .collect(),
+            patterns_lower,
+            automaton,
         }
     }
 
@@ -92,8 +116,15 @@ impl HeaderPattern {
 
     /// Whether the header in `headers` matches (for a caller holding only the headers).
     pub fn matches_headers(&self, headers: &http::HeaderMap) -> bool {
+        if self.patterns_lower.is_empty() {
+            return false;
+        }
         headers.get_all(&self.name).iter().any(|value| {
-            let value = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
+            let bytes = value.as_bytes();
+            if let Some(automaton) = &self.automaton {
+                return automaton.is_match(bytes);
+            }
+            let value = String::from_utf8_lossy(bytes).to_ascii_lowercase();
             self.patterns_lower
                 .iter()
                 .any(|p| value.contains(p.as_str()))
@@ -396,5 +427,53 @@ mod tests {
             Policy::from_rules(&rules, "nope").unwrap_err().to_string(),
             "no rule 'nope' with a limit in the rule files"
         );
+    }
+
+    /// The compiled patterns decide as the patterns searched one by one in a lowered copy
+    /// of the value did (the reading before they were compiled), on values of any case,
+    /// several values of one header, non-ASCII and invalid UTF-8 bytes.
+    #[test]
+    fn compiled_header_patterns_match_as_the_lowered_search_did() {
+        let patterns = ["GoogleBot", " spider ", "bot/", "+http", "", "é-agent"];
+        let pattern = HeaderPattern::new("user-agent", patterns).unwrap();
+        let lowered: Vec<String> = patterns
+            .iter()
+            .map(|p| p.trim().to_ascii_lowercase())
+            .filter(|p| !p.is_empty())
+            .collect();
+        let reference = |values: &[&[u8]]| {
+            values.iter().any(|v| {
+                let v = String::from_utf8_lossy(v).to_ascii_lowercase();
+                lowered.iter().any(|p| v.contains(p.as_str()))
+            })
+        };
+        let cases: [&[&[u8]]; 12] = [
+            &[b"Mozilla/5.0 (compatible; Googlebot/2.1)"],
+            &[b"mozilla/5.0 GOOGLEBOT"],
+            &[b"Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0"],
+            &[b"Baiduspider+(+http://www.baidu.com/search/spider.htm)"],
+            &[b"curl/8.0", b"SomeBot/1.0"],
+            &[b"curl/8.0", b"wget"],
+            &[b"googlebo", b"t"],
+            &["\u{e9}-AGENT/1".as_bytes()],
+            &["\u{c9}-agent/1".as_bytes()],
+            &[b"\xff\xfebot/2 \xc3"],
+            &[b"\xff\xfe"],
+            &[b""],
+        ];
+        for values in cases {
+            let mut headers = http::HeaderMap::new();
+            for v in values {
+                headers.append("user-agent", http::HeaderValue::from_bytes(v).unwrap());
+            }
+            assert_eq!(
+                pattern.matches_headers(&headers),
+                reference(values),
+                "{values:?}"
+            );
+        }
+        assert!(!HeaderPattern::new("user-agent", [""])
+            .unwrap()
+            .matches_headers(&http::HeaderMap::new()));
     }
 }
