@@ -231,6 +231,9 @@ Examples:
   weir simulate --rule leaky_queue:rate=10,per=1s,max_depth=20,max_wait=2s \\
     --burst 100 --every 10s --keys 5 --duration 30s --format csv
 
+  # In-flight limits, not rules: none vs static 8 vs auto before a backend best at 8 in flight
+  weir simulate --backend knee=8,base=20ms --svg adaptive.svg
+
   # Replay recorded traffic (TIME [KEY] per line) from stdin
   printf '0.9 alice\\n0.9 alice\\n1.2 bob\\n' | weir simulate --rule gcra:rate=1,per=1s,burst=1 --input -"
     };

@@ -21,6 +21,7 @@ mod render;
 mod resp;
 mod serve;
 mod simulate;
+mod simulate_backend;
 mod simulate_command;
 mod spec;
 mod svg;

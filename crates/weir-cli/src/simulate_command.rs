@@ -12,6 +12,7 @@ use clap::{Args, ValueEnum};
 
 use crate::duration::{format_duration, nanos, parse_duration};
 use crate::simulate::{run, Scenario};
+use crate::simulate_backend::{self, parse_backend, BackendSpec};
 use crate::spec::{parse_rule, RuleSpec};
 use crate::traffic::{generate, parse_file, Pattern, Rate, Traffic};
 use crate::{help, render, svg};
@@ -44,8 +45,25 @@ pub(crate) enum Format {
 pub(crate) struct SimulateArgs {
     /// A rule to try, as ALGORITHM:PARAM=VALUE,...; repeat it to compare rules side by side
     /// (each rule keeps its own state), e.g. --rule gcra:rate=10,per=1s,burst=10
-    #[arg(long = "rule", value_name = "SPEC", required = true, value_parser = parse_rule)]
+    #[arg(long = "rule", value_name = "SPEC", required_unless_present = "backend", value_parser = parse_rule)]
     rules: Vec<RuleSpec>,
+
+    /// Compare in-flight limits instead of rules: closed-loop clients against a backend
+    /// whose best is `knee` in flight at `base` each (past it every request slows), through
+    /// no limit, --max-in-flight N and auto, e.g. --backend knee=8,base=20ms (add
+    /// halve-at=20s[,restore-at=40s] to halve its knee mid-run) [default --duration: 30s]
+    #[arg(long, value_name = "SPEC", conflicts_with = "rules", value_parser = parse_backend)]
+    backend: Option<BackendSpec>,
+
+    /// With --backend: how many clients, each sending again as soon as answered (as wrk -c)
+    #[arg(long, value_name = "N", default_value_t = 64, requires = "backend",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    clients: u32,
+
+    /// With --backend: the static limit compared [default: the backend's knee]
+    #[arg(long, value_name = "N", requires = "backend",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    max_in_flight: Option<u32>,
 
     /// The traffic pattern [default: file with --input, burst with --burst, else constant]
     #[arg(long, value_enum, value_name = "PATTERN")]
@@ -222,8 +240,39 @@ fn read_input(path: &Path) -> anyhow::Result<String> {
     }
 }
 
+/// Runs `weir simulate --backend`: none, static and auto side by side.
+fn simulate_backend(args: &SimulateArgs, spec: &BackendSpec) -> anyhow::Result<()> {
+    if args.format != Format::Table {
+        bail!("--backend prints a table (and --svg a chart); --format does not apply");
+    }
+    let length = args.duration.unwrap_or(Duration::from_secs(30));
+    if length.is_zero() || length > Duration::from_secs(3600) {
+        bail!("--duration with --backend: above 0 and at most 1h");
+    }
+    let clients = usize::try_from(args.clients).context("--clients is too large")?;
+    let fixed = match args.max_in_flight {
+        Some(n) => usize::try_from(n).context("--max-in-flight is too large")?,
+        None => spec.knee(),
+    };
+    let comparison = simulate_backend::compare(spec, clients, fixed, length)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(simulate_backend::table(&comparison).as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing the results to stdout")?;
+    if let Some(path) = &args.svg {
+        std::fs::write(path, simulate_backend::chart(&comparison))
+            .with_context(|| format!("writing the chart to {}", path.display()))?;
+        eprintln!("chart written to {}", path.display());
+    }
+    Ok(())
+}
+
 /// Runs `weir simulate`.
 pub(crate) fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
+    if let Some(spec) = &args.backend {
+        return simulate_backend(args, spec);
+    }
     let (traffic, duration_ns) = args.traffic()?;
     let report = run(&Scenario {
         rules: &args.rules,

@@ -7,7 +7,7 @@
 //! Two alternating phases, as in Envoy:
 //!
 //! 1. **Measuring the minimum RTT** (at the start, then every `min_rtt_interval` plus
-//!    jitter): the limit drops to `min_concurrency` so nothing queues in the backend, and
+//!    jitter, and after 5 windows in a row at `min_limit`): the limit drops to `min_concurrency` so nothing queues in the backend, and
 //!    the `percentile` of `min_rtt_requests` samples taken at that concurrency becomes
 //!    the minimum RTT (the latency of an unloaded backend). The limit then returns to what
 //!    it was (the first time: `initial_limit`).
@@ -98,7 +98,13 @@ pub struct GradientLimit {
     window_dropped: bool,
     measurements: u64,
     windows: u64,
+    /// Windows in a row that ended at `min_limit`.
+    at_floor: u32,
 }
+
+/// Windows in a row at `min_limit` after which the minimum RTT is measured again (as
+/// Envoy does: a floor that stale pins the limit down).
+const FLOOR_WINDOWS: u32 = 5;
 
 impl GradientLimit {
     /// A limit with these knobs, measuring the minimum RTT first.
@@ -121,6 +127,7 @@ impl GradientLimit {
             window_dropped: false,
             measurements: 0,
             windows: 0,
+            at_floor: 0,
         })
     }
 
@@ -186,7 +193,8 @@ impl GradientLimit {
         self.window_dropped |= sample.dropped;
         if now_ns >= end {
             self.close_window();
-            if now_ns >= self.next_measure_ns {
+            if now_ns >= self.next_measure_ns || self.at_floor >= FLOOR_WINDOWS {
+                self.at_floor = 0;
                 self.phase = Phase::Measuring {
                     samples: Vec::new(),
                     resume: self.limit,
@@ -222,6 +230,11 @@ impl GradientLimit {
             count_to_f64(self.settings.max_limit),
         );
         self.windows = self.windows.saturating_add(1);
+        self.at_floor = if self.limit <= count_to_f64(self.settings.min_limit) {
+            self.at_floor.saturating_add(1)
+        } else {
+            0
+        };
         self.clear_window();
     }
 
@@ -391,6 +404,35 @@ mod tests {
     }
 
     #[test]
+    fn five_windows_at_the_floor_measure_the_minimum_rtt_again() {
+        let settings = AdaptiveSettings {
+            min_limit: 4,
+            ..AdaptiveSettings::default()
+        };
+        let mut limit = GradientLimit::new(settings).unwrap();
+        for _ in 0..25 {
+            limit.sample(1000 * MS, at(20, 1));
+        }
+        let mut now = 1000 * MS;
+        let mut windows = 0;
+        for _ in 0..20 {
+            limit.sample(now, at(2000, 8));
+            now += 200 * MS;
+            limit.sample(now, at(2000, 8));
+            windows += 1;
+            if limit.stats().measuring {
+                break;
+            }
+        }
+        assert!(
+            limit.stats().measuring,
+            "a floor that pins the limit down is stale"
+        );
+        // 8 -> 6 -> 4.7 -> 4 (the floor), then five windows there.
+        assert_eq!(windows, 7);
+    }
+
+    #[test]
     fn the_limit_stays_within_its_bounds() {
         let settings = AdaptiveSettings {
             min_limit: 4,
@@ -408,8 +450,18 @@ mod tests {
         assert_eq!(limit.limit(), 6);
         for w in 50..100 {
             limit.sample(w * 200 * MS, at(2000, 6));
+            // Between measurements of the floor (at min_concurrency, 3), within bounds.
+            let stats = limit.stats();
+            assert!(
+                stats.measuring || (4..=6).contains(&stats.limit),
+                "{stats:?}"
+            );
         }
-        assert_eq!(limit.limit(), 4);
+        assert!(
+            limit.stats().measuring,
+            "pinned at the floor: measured again"
+        );
+        assert_eq!(limit.limit(), 3);
     }
 
     #[test]
