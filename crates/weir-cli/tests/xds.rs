@@ -253,10 +253,7 @@ async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
     let (_weir, mut streams, grpc_port, http_port) = start(&[]).await;
 
     // The subscription: this node, the resource type, nothing accepted yet.
-    let mut stream = tokio::time::timeout(WAIT, streams.recv())
-        .await
-        .expect("weir opens an ADS stream within 20 s")
-        .unwrap();
+    let mut stream = next_stream(&mut streams).await;
     assert_eq!(stream.metadata.get("x-tenant").unwrap(), "t1");
     let first = stream.next_request().await;
     assert_eq!(first.type_url, TYPE_URL);
@@ -343,10 +340,7 @@ async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
     // The server drops the stream: weir subscribes again, asking for the version in force,
     // and keeps serving those rules meanwhile.
     drop(stream);
-    let mut again = tokio::time::timeout(WAIT, streams.recv())
-        .await
-        .expect("weir subscribes again within 20 s")
-        .unwrap();
+    let mut again = next_stream(&mut streams).await;
     let resubscribe = again.next_request().await;
     assert_eq!(resubscribe.version_info, "2");
     assert_eq!(resubscribe.response_nonce, "");
@@ -403,10 +397,7 @@ fn check_config_under_xds_says_the_rules_come_from_the_server() {
 async fn force_start_listens_before_the_first_update_and_is_not_ready_until_it() {
     let (_weir, mut streams, grpc_port, _) =
         start(&[("FORCE_START_WITHOUT_INITIAL_CONFIG", "true".to_string())]).await;
-    let mut stream = tokio::time::timeout(WAIT, streams.recv())
-        .await
-        .expect("weir opens an ADS stream within 20 s")
-        .unwrap();
+    let mut stream = next_stream(&mut streams).await;
     stream.next_request().await;
     let grpc = connect(&format!("http://127.0.0.1:{grpc_port}")).await;
     assert_eq!(serving(&grpc).await, ServingStatus::NotServing as i32);
@@ -416,12 +407,17 @@ async fn force_start_listens_before_the_first_update_and_is_not_ready_until_it()
     assert_eq!(limit_of(&ask(&grpc, "alice").await), 2);
 }
 
-/// The first stream's subscription, and version 1 (`limit` a year) ACKed.
-async fn first_config(streams: &mut mpsc::UnboundedReceiver<AdsStream>, limit: u32) -> AdsStream {
-    let mut stream = tokio::time::timeout(WAIT, streams.recv())
+/// The next ADS stream weir opens, within [`WAIT`].
+async fn next_stream(streams: &mut mpsc::UnboundedReceiver<AdsStream>) -> AdsStream {
+    tokio::time::timeout(WAIT, streams.recv())
         .await
         .expect("weir opens an ADS stream within 20 s")
-        .unwrap();
+        .unwrap()
+}
+
+/// The first stream's subscription, and version 1 (`limit` a year) ACKed.
+async fn first_config(streams: &mut mpsc::UnboundedReceiver<AdsStream>, limit: u32) -> AdsStream {
+    let mut stream = next_stream(streams).await;
     stream.next_request().await;
     stream.send("1", "n1", &[config(limit)]).await;
     assert_eq!(stream.next_request().await.version_info, "1");
