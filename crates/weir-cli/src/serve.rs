@@ -360,16 +360,6 @@ pub(crate) fn rule_source(rl: &RatelimitEnv) -> Option<RuleSource> {
     })
 }
 
-/// Returns once `book` holds a first update from xDS.
-async fn first_update(book: &weir_engine::RuleBook) {
-    let mut attempts = book.subscribe();
-    while book.waiting().is_some() {
-        if attempts.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
 /// TLS with `cert` and `key`, mutual TLS with `client_ca`, for `client_name` only if given.
 fn tls(
     cert: &PathBuf,
@@ -423,14 +413,14 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             let app = weir_server::App::new(settings.clone())
                 .await
                 .context("weir serve")?;
-            let book = app.engine().rules().clone();
-            xds_task = Some(ratelimit_env::spawn_xds(xds.clone(), book.clone()));
+            let (task, mut first) = ratelimit_env::spawn_xds(xds.clone(), app.engine().clone());
+            xds_task = Some(task);
             // As ratelimit (unless FORCE_START_WITHOUT_INITIAL_CONFIG): nothing listens
             // before the first update is in force, so no request is answered without rules.
             if !xds.force_start {
                 tracing::info!(server = %xds.server, "waiting for the first rate limit configuration from the xDS management server before listening");
                 tokio::select! {
-                    () = first_update(&book) => {}
+                    _ = first.wait_for(|in_force| *in_force) => {}
                     () = &mut signal => return Ok(()),
                 }
             }

@@ -199,7 +199,7 @@ async fn serving(grpc: &Channel) -> i32 {
 /// The management server and `weir serve` (with ratelimit's variables and `extra`) subscribed
 /// to it: the process, the streams it opens, its gRPC and HTTP ports.
 async fn start(
-    extra: &[(&'static str, &'static str)],
+    extra: &[(&'static str, String)],
 ) -> (Weir, mpsc::UnboundedReceiver<AdsStream>, u16, u16) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let ads_addr = listener.local_addr().unwrap();
@@ -232,7 +232,7 @@ async fn start(
         ("GRPC_HOST", "127.0.0.1".to_string()),
         ("GRPC_PORT", grpc_port.to_string()),
     ];
-    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    env.extend(extra.iter().cloned());
     let weir = Weir(
         Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
@@ -253,10 +253,7 @@ async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
     let (_weir, mut streams, grpc_port, http_port) = start(&[]).await;
 
     // The subscription: this node, the resource type, nothing accepted yet.
-    let mut stream = tokio::time::timeout(WAIT, streams.recv())
-        .await
-        .expect("weir opens an ADS stream within 20 s")
-        .unwrap();
+    let mut stream = next_stream(&mut streams).await;
     assert_eq!(stream.metadata.get("x-tenant").unwrap(), "t1");
     let first = stream.next_request().await;
     assert_eq!(first.type_url, TYPE_URL);
@@ -343,10 +340,7 @@ async fn xds_updates_change_the_rules_in_force_and_a_bad_one_is_nacked() {
     // The server drops the stream: weir subscribes again, asking for the version in force,
     // and keeps serving those rules meanwhile.
     drop(stream);
-    let mut again = tokio::time::timeout(WAIT, streams.recv())
-        .await
-        .expect("weir subscribes again within 20 s")
-        .unwrap();
+    let mut again = next_stream(&mut streams).await;
     let resubscribe = again.next_request().await;
     assert_eq!(resubscribe.version_info, "2");
     assert_eq!(resubscribe.response_nonce, "");
@@ -402,11 +396,8 @@ fn check_config_under_xds_says_the_rules_come_from_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_start_listens_before_the_first_update_and_is_not_ready_until_it() {
     let (_weir, mut streams, grpc_port, _) =
-        start(&[("FORCE_START_WITHOUT_INITIAL_CONFIG", "true")]).await;
-    let mut stream = tokio::time::timeout(WAIT, streams.recv())
-        .await
-        .expect("weir opens an ADS stream within 20 s")
-        .unwrap();
+        start(&[("FORCE_START_WITHOUT_INITIAL_CONFIG", "true".to_string())]).await;
+    let mut stream = next_stream(&mut streams).await;
     stream.next_request().await;
     let grpc = connect(&format!("http://127.0.0.1:{grpc_port}")).await;
     assert_eq!(serving(&grpc).await, ServingStatus::NotServing as i32);
@@ -414,4 +405,68 @@ async fn force_start_listens_before_the_first_update_and_is_not_ready_until_it()
     assert_eq!(stream.next_request().await.version_info, "1");
     assert_eq!(serving(&grpc).await, ServingStatus::Serving as i32);
     assert_eq!(limit_of(&ask(&grpc, "alice").await), 2);
+}
+
+/// The next ADS stream weir opens, within [`WAIT`].
+async fn next_stream(streams: &mut mpsc::UnboundedReceiver<AdsStream>) -> AdsStream {
+    tokio::time::timeout(WAIT, streams.recv())
+        .await
+        .expect("weir opens an ADS stream within 20 s")
+        .unwrap()
+}
+
+/// The first stream's subscription, and version 1 (`limit` a year) ACKed.
+async fn first_config(streams: &mut mpsc::UnboundedReceiver<AdsStream>, limit: u32) -> AdsStream {
+    let mut stream = next_stream(streams).await;
+    stream.next_request().await;
+    stream.send("1", "n1", &[config(limit)]).await;
+    assert_eq!(stream.next_request().await.version_info, "1");
+    stream
+}
+
+/// SIGTERM, and the exit status within [`WAIT`].
+async fn stop(mut weir: Weir) -> std::process::ExitStatus {
+    let pid = weir.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    tokio::time::timeout(WAIT, tokio::task::spawn_blocking(move || weir.0.wait()))
+        .await
+        .expect("weir stops within 20 s of SIGTERM")
+        .unwrap()
+        .unwrap()
+}
+
+/// Under xDS the state file used to be read at start, before any rule was in force: every
+/// record was dropped as having no rule, so a restart lifted every limit and lockout. It is
+/// read once the first update is in force now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limited_key_in_the_state_file_survives_a_restart_under_xds() {
+    let dir = std::env::temp_dir().join(format!("weir-xds-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = ("WEIR_STATE_FILE", dir.join("state").display().to_string());
+
+    let (weir, mut streams, grpc_port, _) = start(std::slice::from_ref(&state)).await;
+    let _stream = first_config(&mut streams, 1).await;
+    let grpc = connect(&format!("http://127.0.0.1:{grpc_port}")).await;
+    assert_eq!(ask(&grpc, "alice").await.overall_code, Code::Ok as i32);
+    assert_eq!(
+        ask(&grpc, "alice").await.overall_code,
+        Code::OverLimit as i32
+    );
+    assert!(stop(weir).await.success());
+
+    let (_weir, mut streams, grpc_port, _) = start(std::slice::from_ref(&state)).await;
+    let _stream = first_config(&mut streams, 1).await;
+    let grpc = connect(&format!("http://127.0.0.1:{grpc_port}")).await;
+    assert_eq!(
+        ask(&grpc, "alice").await.overall_code,
+        Code::OverLimit as i32,
+        "alice's spent budget came back with the rules"
+    );
+    assert_eq!(ask(&grpc, "bob").await.overall_code, Code::Ok as i32);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -102,7 +102,13 @@ impl Engine {
         )
         .await?;
         if let (Some(file), Some(memory)) = (&state_file, store.memory()) {
-            file.load(memory, &rules, settings.clock.now_ns());
+            // Rules from xDS are not in force yet: read under none, every record would be
+            // dropped (lockouts lifted by a restart). Read with the first update instead.
+            if rules.waiting().is_some() {
+                file.defer();
+            } else {
+                file.load(memory, &rules, settings.clock.now_ns());
+            }
         }
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -139,6 +145,26 @@ impl Engine {
     /// The rules in force.
     pub fn rules(&self) -> &Arc<RuleBook> {
         &self.inner.rules
+    }
+
+    /// Puts rules loaded elsewhere (an xDS update) in force: [`RuleBook::apply`], then, with
+    /// the first rules in force, the state file that waited for them.
+    pub fn apply_rules(
+        &self,
+        loaded: Result<weir_config::RuleSet, weir_config::ConfigError>,
+        trigger: &'static str,
+    ) -> ReloadOutcome {
+        let outcome = self.inner.rules.apply(loaded, trigger);
+        if let (ReloadOutcome::Swapped(_), Some(file), Some(memory)) =
+            (&outcome, &self.inner.state_file, self.store().memory())
+        {
+            file.load_deferred(
+                memory,
+                &self.inner.rules,
+                self.inner.settings.clock.now_ns(),
+            );
+        }
+        outcome
     }
 
     /// The rules' status.

@@ -29,6 +29,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -54,6 +55,9 @@ pub(crate) struct StateFile {
     every: Duration,
     /// Held from the export to the rename: a later save never lands before an earlier one.
     writing: Mutex<()>,
+    /// Set while the file waits to be read until rules are in force (rules from xDS: read
+    /// under no rules, every record would be dropped). No save replaces it meanwhile.
+    deferred: AtomicBool,
 }
 
 impl StateFile {
@@ -92,7 +96,26 @@ impl StateFile {
             path: path.clone(),
             every: settings.state_interval.max(MIN_STATE_INTERVAL),
             writing: Mutex::new(()),
+            deferred: AtomicBool::new(false),
         })))
+    }
+
+    /// Reads the file only once rules are in force ([`StateFile::load_deferred`]); no
+    /// save replaces it until then.
+    pub(crate) fn defer(&self) {
+        self.deferred.store(true, Ordering::Release);
+        tracing::info!(
+            file = %self.path.display(),
+            "state file: read once the first rules are in force (limited, blocked and locked-out keys are judged under them)"
+        );
+    }
+
+    /// Reads the deferred file now, if it still waits ([`StateFile::defer`]).
+    pub(crate) fn load_deferred(&self, store: &MemoryStore, rules: &RuleBook, now_ns: u64) {
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.deferred.swap(false, Ordering::AcqRel) {
+            self.load(store, rules, now_ns);
+        }
     }
 
     /// Reads the file into `store` (before anything is served). Never fails: a file that
@@ -156,6 +179,10 @@ impl StateFile {
     /// atomically. Returns how many records were written.
     fn save(&self, store: &MemoryStore, rules: &RuleBook, now_ns: u64) -> std::io::Result<usize> {
         let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.deferred.load(Ordering::Acquire) {
+            // Not read yet: what memory holds is not the state, and the file still is.
+            return Ok(0);
+        }
         let snapshot = store.export_limited(now_ns, rules_by_scope(rules));
         let bytes = snapshot.encode().map_err(std::io::Error::other)?;
         write_atomically(&self.path, &bytes)?;

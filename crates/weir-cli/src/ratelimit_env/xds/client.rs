@@ -2,13 +2,12 @@
 //! of the world (`envoy.service.discovery.v3.AggregatedDiscoveryService/
 //! StreamAggregatedResources`), as ratelimit's `XdsGrpcSotwProvider` does. Each
 //! `DiscoveryResponse` is a whole new rule set: converted (`convert.rs`) and put in force
-//! through `RuleBook::apply`, the reload path of rule files (same validation, status, log
-//! and config-load metrics). A good update is ACKed (its `version_info` and `nonce`); a bad
+//! through `Engine::apply_rules`, the reload path of rule files (same validation, status,
+//! log and config-load metrics; the state file waits for the first rules in force). A good update is ACKed (its `version_info` and `nonce`); a bad
 //! one is NACKed (the last good version, its nonce, and the error in `error_detail`) and the
 //! rules in force stay. A stream that breaks is opened again after a bounded, jittered wait
 //! (`backoff.rs`), asking for the last version in force. Never touches the listeners.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -17,9 +16,9 @@ use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use envoy_types::pb::google::protobuf::{value::Kind, Struct, Value};
 use envoy_types::pb::google::rpc::Status;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
-use weir_engine::{ReloadOutcome, RuleBook};
+use weir_engine::{Engine, ReloadOutcome};
 
 use super::backoff::{connect_delay, draw};
 use super::convert::{self, TYPE_URL};
@@ -30,12 +29,17 @@ const INVALID_ARGUMENT: i32 = 3;
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Starts the client; abort the task to stop it.
-pub(crate) fn spawn(settings: XdsSettings, book: Arc<RuleBook>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(run(settings, book))
+/// Starts the client; abort the task to stop it. The receiver turns true once a first
+/// update is in force (and the state file, if any, read under it).
+pub(crate) fn spawn(
+    settings: XdsSettings,
+    engine: Engine,
+) -> (tokio::task::JoinHandle<()>, watch::Receiver<bool>) {
+    let (in_force, first) = watch::channel(false);
+    (tokio::spawn(run(settings, engine, in_force)), first)
 }
 
-async fn run(settings: XdsSettings, book: Arc<RuleBook>) {
+async fn run(settings: XdsSettings, engine: Engine, in_force: watch::Sender<bool>) {
     tracing::info!(server = %settings.server, node = %settings.node_id, "starting the xDS client for rate limit configurations");
     if settings.tls.is_none() && !settings.is_local() {
         tracing::warn!(server = %settings.server, "the xDS management server is reached without TLS beyond loopback: whoever is on the path can change every limit (CONFIG_GRPC_XDS_SERVER_USE_TLS=true with CONFIG_GRPC_XDS_SERVER_TLS_CACERT)");
@@ -53,7 +57,7 @@ async fn run(settings: XdsSettings, book: Arc<RuleBook>) {
                 continue;
             }
         };
-        match subscribe(&settings, channel, &book, &mut version).await {
+        match subscribe(&settings, channel, &engine, &in_force, &mut version).await {
             Ok(true) => failures = 0,
             Ok(false) => {}
             Err(error) => {
@@ -95,7 +99,8 @@ async fn connect(settings: &XdsSettings) -> anyhow::Result<Channel> {
 async fn subscribe(
     settings: &XdsSettings,
     channel: Channel,
-    book: &RuleBook,
+    engine: &Engine,
+    in_force: &watch::Sender<bool>,
     version: &mut String,
 ) -> anyhow::Result<bool> {
     let (requests, outgoing) = mpsc::channel::<DiscoveryRequest>(4);
@@ -124,7 +129,7 @@ async fn subscribe(
     let mut delivered = false;
     while let Some(response) = responses.message().await? {
         delivered = true;
-        let reply = answer(settings, book, &response, version);
+        let reply = answer(settings, engine, in_force, &response, version);
         requests
             .send(reply)
             .await
@@ -136,7 +141,8 @@ async fn subscribe(
 /// Applies one response and returns its ACK or NACK.
 fn answer(
     settings: &XdsSettings,
-    book: &RuleBook,
+    engine: &Engine,
+    in_force: &watch::Sender<bool>,
     response: &DiscoveryResponse,
     version: &mut String,
 ) -> DiscoveryRequest {
@@ -148,8 +154,9 @@ fn answer(
             reason: format!("type {:?}, expected {TYPE_URL}", response.type_url),
         })
     };
-    match book.apply(loaded, "xds") {
+    match engine.apply_rules(loaded, "xds") {
         ReloadOutcome::Swapped(generation) => {
+            in_force.send_replace(true);
             tracing::info!(version = %response.version_info, nonce = %response.nonce, resources = response.resources.len(), generation, "xDS update in force (ACK)");
             version.clone_from(&response.version_info);
             request(settings, version, &response.nonce, None)
