@@ -64,7 +64,8 @@ pub struct Readiness {
     /// Why it is not ready, or what covers a store that does not answer.
     pub detail: Option<String>,
     /// A network store's local fallback: each rule allows `limit / instances` per
-    /// instance while its store part is down; `source` says whether that count was
+    /// instance while its store part is down (and an overloaded instance claims at most
+    /// `limit / instances` of a leased rule); `source` says whether that count was
     /// `stated` (`--instances`) or `learned` from the store's presence key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_share: Option<ShareReport>,

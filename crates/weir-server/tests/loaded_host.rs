@@ -130,17 +130,29 @@ async fn a_cpu_hog_beside_redis_changes_no_decision() {
     .await;
 }
 
-/// Waits (bounded) until `server`'s `/readyz` reports the fallback share `instances`.
-async fn until_share(server: &TestServer, instances: u64) -> serde_json::Value {
+/// Waits (bounded) until `server`'s `/readyz` satisfies `ready`, and returns it.
+async fn until_ready(
+    server: &TestServer,
+    what: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
     for _ in 0..500 {
-        let ready: serde_json::Value =
+        let answer: serde_json::Value =
             serde_json::from_str(&server.get("/readyz").await.body).unwrap();
-        if ready["fallback_share"]["instances"] == instances {
-            return ready;
+        if ready(&answer) {
+            return answer;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    panic!("the fallback share never became 1/{instances}");
+    panic!("{what} never came");
+}
+
+/// Waits (bounded) until `server`'s `/readyz` reports the fallback share `instances`.
+async fn until_share(server: &TestServer, instances: u64) -> serde_json::Value {
+    until_ready(server, &format!("a fallback share of 1/{instances}"), |r| {
+        r["fallback_share"]["instances"] == instances
+    })
+    .await
 }
 
 // Issue 29: with the default `--instances 1`, every instance's local fallback allowed the
@@ -153,6 +165,13 @@ async fn the_fallback_share_is_learned_from_the_store_and_reported() {
         let rules = Scratch::new("presence");
         rules.write("hog.yaml", RULES);
         let first = server_on(&redis, &rules).await;
+        // The first has announced itself before the second starts (on a loaded host its
+        // presence task may run late; the second would then count one, until its next
+        // announcement 10 s later).
+        until_ready(&first, "the first's announcement", |r| {
+            r["fallback_share"]["learned"].as_u64().is_some()
+        })
+        .await;
         let second = server_on(&redis, &rules).await;
         // The second announced after the first: it counts two at once.
         let ready = until_share(&second, 2).await;
