@@ -63,7 +63,7 @@ use crate::rule::Rule;
 use crate::state::Record;
 use crate::step::{apply, check_now, validate, Op, Outcome};
 
-use super::{Decisions, Store};
+use super::{Decisions, ScopedKey, ScopedLimits, Store};
 use compact::{Claimed, Found, Tables};
 use general::{evictable, Entry, Limits, ScopeShare, Table};
 
@@ -440,7 +440,7 @@ impl MemoryStore {
     }
 
     /// Applies `op` now, synchronously, to the record of (`rule`, `key`): what a
-    /// [`Limiter`](crate::Limiter) asks ([`Store::apply_scoped`]).
+    /// [`Limiter`](crate::Limiter) asks ([`ScopedKey::scoped`]).
     #[inline]
     pub fn apply_scoped_now(
         &self,
@@ -524,7 +524,7 @@ impl MemoryStore {
     }
 
     /// [`check_all_now`](Self::check_all_now) on the records of each (rule, key): what a
-    /// [`Limiter`](crate::Limiter) asks ([`Store::check_all_scoped`]).
+    /// [`Limiter`](crate::Limiter) asks ([`ScopedLimits::scoped`]).
     pub fn check_all_scoped_now(
         &self,
         limits: &[(Key, Rule)],
@@ -684,40 +684,29 @@ impl MemoryStore {
 impl Store for MemoryStore {
     fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
     ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
-        std::future::ready(self.apply_now(key, rule, op, now_ns))
+        std::future::ready(if key.is_scoped() {
+            self.apply_scoped_now(key.key(), rule, op, now_ns)
+        } else {
+            self.apply_now(key.key(), rule, op, now_ns)
+        })
     }
 
     fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
     ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
-        std::future::ready(self.check_all_now(limits, cost, now_ns))
-    }
-
-    fn apply_scoped(
-        &self,
-        key: &Key,
-        rule: &Rule,
-        op: Op<'_>,
-        now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
-        std::future::ready(self.apply_scoped_now(key, rule, op, now_ns))
-    }
-
-    fn check_all_scoped(
-        &self,
-        limits: &[(Key, Rule)],
-        cost: u64,
-        now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
-        std::future::ready(self.check_all_scoped_now(limits, cost, now_ns))
+        std::future::ready(if limits.is_scoped() {
+            self.check_all_scoped_now(limits.as_slice(), cost, now_ns)
+        } else {
+            self.check_all_now(limits.as_slice(), cost, now_ns)
+        })
     }
 }
 
