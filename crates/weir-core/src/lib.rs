@@ -231,6 +231,7 @@ pub use step::{Op, Outcome};
 pub use store::{BlockedKey, BlockedKeys};
 pub use store::{Decisions, MemoryStats, MemoryStore, MemoryStoreBuilder, Store};
 pub use store::{ImportReport, SavedRecord, SnapshotError, StateSnapshot, MAX_SNAPSHOT_BYTES};
+pub use store::{ScopedKey, ScopedLimits};
 
 // The README's examples are compiled and run as doctests.
 #[cfg(doctest)]

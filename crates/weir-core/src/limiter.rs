@@ -24,7 +24,7 @@ use crate::error::{CheckError, StoreError};
 use crate::key::Key;
 use crate::rule::Rule;
 use crate::step::{Op, Outcome};
-use crate::store::{Decisions, MemoryStore, Store};
+use crate::store::{Decisions, MemoryStore, ScopedKey, ScopedLimits, Store};
 use crate::time::duration_ns;
 
 /// Rate limits keys against rules, on a store, by a clock.
@@ -114,11 +114,11 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         &self.clock
     }
 
-    /// Applies `op` to the record of (`rule`, `key`) ([`Store::apply_scoped`]), so two
+    /// Applies `op` to the record of (`rule`, `key`) ([`ScopedKey::scoped`]), so two
     /// rules never share a record.
     async fn run(&self, key: &Key, rule: &Rule, op: Op<'_>) -> Result<Outcome, CheckError> {
         self.store
-            .apply_scoped(key, rule, op, self.clock.now_ns())
+            .apply(ScopedKey::scoped(key), rule, op, self.clock.now_ns())
             .await
     }
 
@@ -145,7 +145,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         cost: u64,
     ) -> Result<Decisions, CheckError> {
         self.store
-            .check_all_scoped(limits, cost, self.clock.now_ns())
+            .check_all(ScopedLimits::scoped(limits), cost, self.clock.now_ns())
             .await
     }
 

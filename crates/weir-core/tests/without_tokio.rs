@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use weir_core::{
     CheckError, Clock, Decision, Decisions, Key, Limiter, ManualClock, MemoryStore, Op, Outcome,
-    Rule, Store, SyncStore, SystemClock,
+    Rule, ScopedKey, ScopedLimits, Store, SyncStore, SystemClock,
 };
 
 /// The memory store, counting the operations that reach it.
@@ -33,7 +33,7 @@ impl Counting {
 impl Store for Counting {
     fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
@@ -44,23 +44,12 @@ impl Store for Counting {
 
     fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
     ) -> impl Future<Output = Result<Decisions, CheckError>> + Send {
         self.ops.fetch_add(1, Ordering::SeqCst);
         self.store.check_all(limits, cost, now_ns)
-    }
-
-    fn apply_scoped(
-        &self,
-        key: &Key,
-        rule: &Rule,
-        op: Op<'_>,
-        now_ns: u64,
-    ) -> impl Future<Output = Result<Outcome, CheckError>> + Send {
-        self.ops.fetch_add(1, Ordering::SeqCst);
-        self.store.apply_scoped(key, rule, op, now_ns)
     }
 }
 

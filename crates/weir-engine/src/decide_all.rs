@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_config::{Descriptor, Limit, Matched};
-use weir_core::{CheckError, Clock, Decision, Decisions, FailurePolicy, Key, Rule, Store};
+use weir_core::{
+    CheckError, Clock, Decision, Decisions, FailurePolicy, Key, Rule, ScopedLimits, Store,
+};
 
 use crate::decide::{deny_all, DecideError};
 use crate::engine::Engine;
@@ -214,7 +216,9 @@ impl Engine {
         let start_ns = clock.now_ns();
         // What `Limiter::check_all` does, at the instant already read for the timing; the
         // store decides in place when it is the memory store (`AnyStore`).
-        let check = limiter.store().check_all_scoped(limits, cost, start_ns);
+        let check = limiter
+            .store()
+            .check_all(ScopedLimits::scoped(limits), cost, start_ns);
         let (result, failed_closed) = if self.store().is_guarded() {
             weir_resilience::noting_failed_closed(check).await
         } else {

@@ -8,7 +8,10 @@
 //! circuit breaker with a PING probe, and each rule's failure policy while the store is
 //! down). The memory store needs none of them.
 
-use weir_core::{CheckError, Decisions, Key, MemoryStore, Op, Outcome, Rule, Store, StoreError};
+use weir_core::{
+    CheckError, Decisions, MemoryStore, Op, Outcome, Rule, ScopedKey, ScopedLimits, Store,
+    StoreError,
+};
 use weir_memcached::MemcachedStore;
 use weir_redis::{RedisStore, TimeSource};
 use weir_resilience::{
@@ -229,15 +232,18 @@ impl AnyStore {
 // is large (a script call behind three guards), so it is boxed. Every caller's future stays
 // small, and none needs to know which store it has.
 impl Store for AnyStore {
+    // Each store names a scoped record its own way: the memory store keeps the scope
+    // beside the key (and decides in place: its future is ready), the network stores
+    // scope the key's bytes.
     async fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
         match self {
-            AnyStore::Memory(s) => s.apply_now(key, rule, op, now_ns),
+            AnyStore::Memory(s) => s.apply(key, rule, op, now_ns).await,
             AnyStore::Redis(s) => Box::pin(s.apply(key, rule, op, now_ns)).await,
             AnyStore::Memcached(s) => Box::pin(s.apply(key, rule, op, now_ns)).await,
         }
@@ -245,43 +251,14 @@ impl Store for AnyStore {
 
     async fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
         match self {
-            AnyStore::Memory(s) => s.check_all_now(limits, cost, now_ns),
+            AnyStore::Memory(s) => s.check_all(limits, cost, now_ns).await,
             AnyStore::Redis(s) => Box::pin(s.check_all(limits, cost, now_ns)).await,
             AnyStore::Memcached(s) => Box::pin(s.check_all(limits, cost, now_ns)).await,
-        }
-    }
-
-    // Each store addresses (rule, key) its own way: the memory store keeps the scope beside
-    // the key, the network stores scope the key's bytes.
-    async fn apply_scoped(
-        &self,
-        key: &Key,
-        rule: &Rule,
-        op: Op<'_>,
-        now_ns: u64,
-    ) -> Result<Outcome, CheckError> {
-        match self {
-            AnyStore::Memory(s) => s.apply_scoped_now(key, rule, op, now_ns),
-            AnyStore::Redis(s) => Box::pin(s.apply_scoped(key, rule, op, now_ns)).await,
-            AnyStore::Memcached(s) => Box::pin(s.apply_scoped(key, rule, op, now_ns)).await,
-        }
-    }
-
-    async fn check_all_scoped(
-        &self,
-        limits: &[(Key, Rule)],
-        cost: u64,
-        now_ns: u64,
-    ) -> Result<Decisions, CheckError> {
-        match self {
-            AnyStore::Memory(s) => s.check_all_scoped_now(limits, cost, now_ns),
-            AnyStore::Redis(s) => Box::pin(s.check_all_scoped(limits, cost, now_ns)).await,
-            AnyStore::Memcached(s) => Box::pin(s.check_all_scoped(limits, cost, now_ns)).await,
         }
     }
 

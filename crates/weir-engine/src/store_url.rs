@@ -202,7 +202,12 @@ mod tests {
         let rule = Rule::per_second(1).unwrap();
         let key = Key::new("socket").unwrap();
         let outcome = store
-            .apply(&key, &rule, Op::Check { cost: 1 }, weir_testkit::T0_NS)
+            .apply(
+                weir_core::ScopedKey::plain(&key),
+                &rule,
+                Op::Check { cost: 1 },
+                weir_testkit::T0_NS,
+            )
             .await
             .unwrap();
         assert!(matches!(outcome, Outcome::Decision(d) if d.allowed));
@@ -242,7 +247,12 @@ mod tests {
         for i in 0..8 {
             let key = Key::new(format!("listed:{i}")).unwrap();
             let outcome = store
-                .apply(&key, &rule, Op::Check { cost: 1 }, weir_testkit::T0_NS)
+                .apply(
+                    weir_core::ScopedKey::plain(&key),
+                    &rule,
+                    Op::Check { cost: 1 },
+                    weir_testkit::T0_NS,
+                )
                 .await
                 .unwrap();
             assert!(matches!(outcome, Outcome::Decision(d) if d.allowed));

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use weir_core::{Key, Op, Outcome, Rule, Store};
+use weir_core::{Key, Op, Outcome, Rule, ScopedKey, Store};
 use weir_engine::{AnyStore, LeaseConfig, StoreClock, StoreOptions, StoreSpec};
 use weir_resilience::FailoverConfig;
 use weir_testkit::servers::RedisServer;
@@ -29,7 +29,7 @@ fn open(redis: &RedisServer, prefix: &str, instances: u64) -> AnyStore {
 
 async fn allowed(store: &AnyStore, key: &Key, rule: &Rule, now: u64) -> bool {
     match store
-        .apply_scoped(key, rule, Op::Check { cost: 1 }, now)
+        .apply(ScopedKey::scoped(key), rule, Op::Check { cost: 1 }, now)
         .await
         .unwrap()
     {

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use weir_core::{CheckError, Decisions, Key, Op, Outcome, Rule, Store, StoreError};
+use weir_core::{
+    CheckError, Decisions, Op, Outcome, Rule, ScopedKey, ScopedLimits, Store, StoreError,
+};
 
 use crate::context::Inner;
 
@@ -26,23 +28,24 @@ impl MemcachedStore {
 }
 
 impl Store for MemcachedStore {
+    /// A scoped key's record is named by its bytes ([`ScopedKey::record`]).
     async fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
-        crate::apply::apply(&self.inner, key, rule, op, now_ns).await
+        crate::apply::apply(&self.inner, &key.record(rule), rule, op, now_ns).await
     }
 
     async fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
-        crate::check_all::check_all(&self.inner, limits, cost, now_ns).await
+        crate::check_all::check_all(&self.inner, &limits.records(), cost, now_ns).await
     }
 
     /// `Ok` when every server answers.
@@ -55,9 +58,12 @@ impl Store for MemcachedStore {
         self.inner.server_count()
     }
 
-    /// The server the ring places `key` on.
-    fn part_of(&self, key: &Key) -> usize {
-        self.inner.server_of_key(key)
+    /// The server the ring places `key`'s record on.
+    fn part_of(&self, key: ScopedKey<'_>, rule: &Rule) -> usize {
+        if self.parts() == 1 {
+            return 0;
+        }
+        self.inner.server_of_key(&key.record(rule))
     }
 
     /// `Ok` when server `part` answers.

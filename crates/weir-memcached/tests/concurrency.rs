@@ -41,7 +41,10 @@ async fn hammer(stores: &[MemcachedStore], key: &str, rule: Rule, costs: &[u64])
         let cost = costs[i % costs.len()];
         tasks.push(tokio::spawn(async move {
             let op = Op::Check { cost };
-            match store.apply(&key, &rule, op, T0_NS).await {
+            match store
+                .apply(weir_core::ScopedKey::plain(&key), &rule, op, T0_NS)
+                .await
+            {
                 Ok(Outcome::Decision(Decision { allowed, .. })) => allowed.then_some(cost),
                 other => panic!("check failed: {other:?}"),
             }
@@ -119,7 +122,9 @@ async fn leases_never_exceed_their_maximum() {
                     ttl_ns: 1_000_000_000,
                 };
                 matches!(
-                    store.apply(&key, &rule, op, T0_NS).await,
+                    store
+                        .apply(weir_core::ScopedKey::plain(&key), &rule, op, T0_NS)
+                        .await,
                     Ok(Outcome::Decision(Decision { allowed: true, .. }))
                 )
             }));
@@ -175,7 +180,12 @@ async fn counters_never_over_admit_with_mixed_costs() {
                 // while a denied request's `incr` awaits its `decr` (spurious denials).
                 assert!(admitted <= rule.limit(), "{name}: {admitted} > limit");
                 let check = stores[0]
-                    .apply(&Key::new(key).unwrap(), &rule, Op::Inspect, T0_NS)
+                    .apply(
+                        weir_core::ScopedKey::plain(&Key::new(key).unwrap()),
+                        &rule,
+                        Op::Inspect,
+                        T0_NS,
+                    )
                     .await;
                 let Ok(Outcome::Usage(usage)) = check else {
                     panic!("inspect: {check:?}")
@@ -214,7 +224,7 @@ async fn check_all_never_over_admits_either_limit() {
             let (store, limits) = (stores[i % 2].clone(), Arc::clone(&limits));
             tasks.push(tokio::spawn(async move {
                 store
-                    .check_all(&limits[..], 1, T0_NS)
+                    .check_all(weir_core::ScopedLimits::plain(&limits[..]), 1, T0_NS)
                     .await
                     .unwrap()
                     .allowed
@@ -234,7 +244,10 @@ async fn check_all_never_over_admits_either_limit() {
             "at most the tighter limit: {admitted}"
         );
         for (key, rule) in limits.iter() {
-            let Ok(Outcome::Usage(u)) = stores[1].apply(key, rule, Op::Inspect, T0_NS).await else {
+            let Ok(Outcome::Usage(u)) = stores[1]
+                .apply(weir_core::ScopedKey::plain(key), rule, Op::Inspect, T0_NS)
+                .await
+            else {
                 panic!("inspect")
             };
             // Every admitted request is charged; a rollback that found the value already

@@ -46,7 +46,15 @@ impl Drop for Restarted {
 }
 
 async fn check(store: &MemcachedStore, key: &Key, rule: &Rule) -> Result<bool, CheckError> {
-    match store.apply(key, rule, Op::Check { cost: 1 }, T0_NS).await? {
+    match store
+        .apply(
+            weir_core::ScopedKey::plain(key),
+            rule,
+            Op::Check { cost: 1 },
+            T0_NS,
+        )
+        .await?
+    {
         Outcome::Decision(Decision { allowed, .. }) => Ok(allowed),
         other => panic!("not a decision: {other:?}"),
     }

@@ -12,7 +12,15 @@ use weir_testkit::servers::Memcached;
 use weir_testkit::T0_NS;
 
 async fn allowed(store: &MemcachedStore, key: &Key, rule: &Rule) -> bool {
-    match store.apply(key, rule, Op::Check { cost: 1 }, T0_NS).await {
+    match store
+        .apply(
+            weir_core::ScopedKey::plain(key),
+            rule,
+            Op::Check { cost: 1 },
+            T0_NS,
+        )
+        .await
+    {
         Ok(Outcome::Decision(Decision { allowed, .. })) => allowed,
         other => panic!("check of {key:?}: {other:?}"),
     }

@@ -19,7 +19,9 @@ async fn replay(store: &MemcachedStore, key: &str, rules: &[Rule], steps: &[(usi
     let mut now = T0_NS;
     for (i, (rule, op, advance)) in steps.iter().enumerate() {
         let rule = &rules[*rule];
-        let got = store.apply(&key, rule, *op, now).await;
+        let got = store
+            .apply(weir_core::ScopedKey::plain(&key), rule, *op, now)
+            .await;
         let want = model.apply(&key, rule, *op, now);
         assert_eq!(got, want, "{key:?} step {i}: {op:?} on {rule:?}");
         now += advance;

@@ -86,7 +86,12 @@ fn home(servers: &[&Memcached], key: &str) -> usize {
 async fn check(store: &MemcachedStore, key: &str, rule: &Rule) -> Result<bool, CheckError> {
     let key = Key::new(key).unwrap();
     match store
-        .apply(&key, rule, Op::Check { cost: 1 }, T0_NS)
+        .apply(
+            weir_core::ScopedKey::plain(&key),
+            rule,
+            Op::Check { cost: 1 },
+            T0_NS,
+        )
         .await?
     {
         Outcome::Decision(Decision { allowed, .. }) => Ok(allowed),
@@ -96,7 +101,11 @@ async fn check(store: &MemcachedStore, key: &str, rule: &Rule) -> Result<bool, C
 
 async fn used(store: &MemcachedStore, key: &str, rule: &Rule) -> u64 {
     let key = Key::new(key).unwrap();
-    match store.apply(&key, rule, Op::Inspect, T0_NS).await.unwrap() {
+    match store
+        .apply(weir_core::ScopedKey::plain(&key), rule, Op::Inspect, T0_NS)
+        .await
+        .unwrap()
+    {
         Outcome::Usage(usage) => usage.used,
         other => panic!("not a usage: {other:?}"),
     }
@@ -125,7 +134,12 @@ async fn each_key_lives_on_one_server_with_all_its_names() {
             duration_ns: 60_000_000_000,
         };
         store
-            .apply(&Key::new(key.as_str()).unwrap(), &fixed, block, T0_NS)
+            .apply(
+                weir_core::ScopedKey::plain(&Key::new(key.as_str()).unwrap()),
+                &fixed,
+                block,
+                T0_NS,
+            )
             .await
             .unwrap();
         let at = home(&refs, &key);
@@ -193,7 +207,10 @@ async fn check_all_is_all_or_nothing_across_servers() {
         ];
         let mut outcomes = Vec::new();
         for _ in 0..3 {
-            let got = store.check_all(&limits, 1, T0_NS).await.unwrap();
+            let got = store
+                .check_all(weir_core::ScopedLimits::plain(&limits), 1, T0_NS)
+                .await
+                .unwrap();
             outcomes.push(got.allowed);
         }
         assert_eq!(outcomes, [true, true, false], "pair {i}");
@@ -258,9 +275,12 @@ async fn a_killed_server_fails_only_its_keys_and_the_others_keep_counting() {
         (Key::new(lost[0].as_str()).unwrap(), rule),
         (Key::new(live[0].as_str()).unwrap(), rule),
     ];
-    let got = tokio::time::timeout(Duration::from_secs(3), store.check_all(&limits, 1, T0_NS))
-        .await
-        .expect("no hang");
+    let got = tokio::time::timeout(
+        Duration::from_secs(3),
+        store.check_all(weir_core::ScopedLimits::plain(&limits), 1, T0_NS),
+    )
+    .await
+    .expect("no hang");
     assert!(got.is_err(), "{got:?}");
     assert_eq!(used(&store, &live[0], &rule).await, 1, "nothing charged");
     // The live servers' keys go on counting exactly: 1 used, 2 more, then denied.

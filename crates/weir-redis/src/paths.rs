@@ -71,7 +71,7 @@ async fn a_server_that_lost_the_library_gets_it_again() {
     let key = Key::new("lost").unwrap();
     let check = || {
         store.apply(
-            &key,
+            weir_core::ScopedKey::plain(&key),
             &rule,
             Op::Check { cost: 1 },
             1_700_000_000_000_000_000,
@@ -107,7 +107,14 @@ async fn a_user_who_may_not_use_functions_gets_the_evalsha_scripts() {
         let rule = Rule::fixed_window(1, Duration::from_secs(1)).unwrap();
         let key = Key::new(format!("acl:{user}")).unwrap();
         let now = 1_700_000_000_000_000_000;
-        let check = || store.apply(&key, &rule, Op::Check { cost: 1 }, now);
+        let check = || {
+            store.apply(
+                weir_core::ScopedKey::plain(&key),
+                &rule,
+                Op::Check { cost: 1 },
+                now,
+            )
+        };
         let first = check().await;
         assert!(
             matches!(first, Ok(Outcome::Decision(d)) if d.allowed),

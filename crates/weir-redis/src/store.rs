@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use weir_core::{CheckError, Decisions, Key, Op, Outcome, Rule, Store, StoreError};
+use weir_core::{
+    CheckError, Decisions, Key, Op, Outcome, Rule, ScopedKey, ScopedLimits, Store, StoreError,
+};
 
 use crate::batch::Batcher;
 use crate::encode::{self, Args};
@@ -142,23 +144,24 @@ impl Inner {
 }
 
 impl Store for RedisStore {
-    fn apply(
+    /// A scoped key's record is named by its bytes ([`ScopedKey::record`]).
+    async fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
-        self.inner.apply(key, rule, op, now_ns)
+    ) -> Result<Outcome, CheckError> {
+        self.inner.apply(&key.record(rule), rule, op, now_ns).await
     }
 
-    fn check_all(
+    async fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
-        self.inner.check_all(limits, cost, now_ns)
+    ) -> Result<Decisions, CheckError> {
+        self.inner.check_all(&limits.records(), cost, now_ns).await
     }
 
     fn ping(&self) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {

@@ -70,7 +70,16 @@ fn runtime_share(url: &str, key: &Key, rule: Rule, now: u64, runtime: usize, bat
                     let mut admitted = 0u64;
                     for i in 0..PER_TASK {
                         let holder = format!("t{now}-r{runtime}-{task}-{i}");
-                        if allowed(&store.apply(&key, &rule, op(&rule, &holder), now).await) {
+                        if allowed(
+                            &store
+                                .apply(
+                                    weir_core::ScopedKey::plain(&key),
+                                    &rule,
+                                    op(&rule, &holder),
+                                    now,
+                                )
+                                .await,
+                        ) {
                             admitted += 1;
                         }
                     }

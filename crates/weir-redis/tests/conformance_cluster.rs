@@ -68,7 +68,10 @@ async fn limits_in_different_slots_are_refused_with_a_clear_error() {
         (Key::new("api:1s:user-7").unwrap(), rule),
         (Key::new("api:1h:user-7").unwrap(), rule),
     ];
-    let err = store.check_all(&apart, 1, T0_NS).await.unwrap_err();
+    let err = store
+        .check_all(weir_core::ScopedLimits::plain(&apart), 1, T0_NS)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, CheckError::Invalid { param: "keys", .. }),
         "{err}"
@@ -78,7 +81,13 @@ async fn limits_in_different_slots_are_refused_with_a_clear_error() {
         (Key::new("api:1s:{user-7}").unwrap(), rule),
         (Key::new("api:1h:{user-7}").unwrap(), rule),
     ];
-    assert!(store.check_all(&together, 1, T0_NS).await.unwrap().allowed);
+    assert!(
+        store
+            .check_all(weir_core::ScopedLimits::plain(&together), 1, T0_NS)
+            .await
+            .unwrap()
+            .allowed
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,7 +104,12 @@ async fn batches_on_a_cluster_are_split_by_slot_and_decide_exactly() {
             );
             tokio::spawn(async move {
                 let outcome = store
-                    .apply(&key, &rule, weir_core::Op::Check { cost: 1 }, T0_NS)
+                    .apply(
+                        weir_core::ScopedKey::plain(&key),
+                        &rule,
+                        weir_core::Op::Check { cost: 1 },
+                        T0_NS,
+                    )
                     .await
                     .unwrap();
                 (
@@ -126,7 +140,12 @@ async fn decisions_go_on_after_a_primary_fails_over() {
         .collect();
     for key in &keys {
         store
-            .apply(key, &rule, weir_core::Op::Check { cost: 1 }, T0_NS)
+            .apply(
+                weir_core::ScopedKey::plain(key),
+                &rule,
+                weir_core::Op::Check { cost: 1 },
+                T0_NS,
+            )
             .await
             .unwrap();
     }
@@ -157,7 +176,12 @@ async fn decisions_go_on_after_a_primary_fails_over() {
                 tokio::spawn(async move {
                     let outcome = tokio::time::timeout(
                         Duration::from_secs(2),
-                        store.apply(&key, &rule, weir_core::Op::Check { cost: 1 }, T0_NS + round),
+                        store.apply(
+                            weir_core::ScopedKey::plain(&key),
+                            &rule,
+                            weir_core::Op::Check { cost: 1 },
+                            T0_NS + round,
+                        ),
                     )
                     .await
                     .expect("a store call outlived its timeout");

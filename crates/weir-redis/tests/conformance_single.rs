@@ -101,7 +101,9 @@ async fn check_all_with_a_repeated_key_agrees_with_the_model() {
     let mut now = T0_NS;
     for i in 0..60u64 {
         let cost = [1, 2, 0, 3][usize::try_from(i % 4).unwrap()];
-        let got = store.check_all(&limits, cost, now).await;
+        let got = store
+            .check_all(weir_core::ScopedLimits::plain(&limits), cost, now)
+            .await;
         let want = model.check_all(&limits, cost, now);
         assert_eq!(got, want, "step {i} at {now}");
         now += [0, 7_000_000, 30_000_000][usize::try_from(i % 3).unwrap()];

@@ -31,7 +31,12 @@ async fn check(store: &RedisStore, now: u64) -> Result<Outcome, CheckError> {
     // The bound: the store's own timeout plus scheduling slack. A hang fails here.
     tokio::time::timeout(
         Duration::from_secs(2),
-        store.apply(&key, &rule, Op::Check { cost: 1 }, now),
+        store.apply(
+            weir_core::ScopedKey::plain(&key),
+            &rule,
+            Op::Check { cost: 1 },
+            now,
+        ),
     )
     .await
     .expect("a store call outlived its timeout")

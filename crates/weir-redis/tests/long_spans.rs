@@ -153,7 +153,9 @@ async fn long_spans_and_large_numbers_stay_exact() {
         for step in 0..40 {
             now += advance(&mut rng);
             let op = op(&mut rng, &rule, &holders);
-            let got = store.apply(&key, &rule, op, now).await;
+            let got = store
+                .apply(weir_core::ScopedKey::plain(&key), &rule, op, now)
+                .await;
             let mut trial = model.clone();
             let want = trial.apply(&key, &rule, op, now);
             history.push(format!(

@@ -72,7 +72,10 @@ async fn timed(store: &RedisStore, probe: &mut Probe, key: &Key, rule: &Rule, op
     };
     let lo = probe.time_ns().await;
     // now_ns = 0: the store clock must ignore it.
-    let outcome = store.apply(key, rule, op, 0).await.unwrap();
+    let outcome = store
+        .apply(weir_core::ScopedKey::plain(key), rule, op, 0)
+        .await
+        .unwrap();
     let hi = probe.time_ns().await;
     let Outcome::Decision(d) = outcome else {
         panic!("{outcome:?}")

@@ -54,7 +54,12 @@ async fn check(
     now: u64,
 ) -> Result<Outcome, CheckError> {
     store
-        .apply(&Key::new(key).unwrap(), rule, Op::Check { cost: 1 }, now)
+        .apply(
+            weir_core::ScopedKey::plain(&Key::new(key).unwrap()),
+            rule,
+            Op::Check { cost: 1 },
+            now,
+        )
         .await
 }
 
@@ -67,7 +72,7 @@ async fn keys_are_named_tagged_and_kept_exactly_while_live() {
     // A peek adds no usage: no key.
     let peek = store
         .apply(
-            &Key::new("alice").unwrap(),
+            weir_core::ScopedKey::plain(&Key::new("alice").unwrap()),
             &rule,
             Op::Check { cost: 0 },
             T0_NS,
@@ -103,7 +108,7 @@ async fn keys_are_named_tagged_and_kept_exactly_while_live() {
     // A reward that leaves the state fresh deletes the key.
     store
         .apply(
-            &Key::new("alice").unwrap(),
+            weir_core::ScopedKey::plain(&Key::new("alice").unwrap()),
             &rule,
             Op::Reward { n: 1 },
             T0_NS,
@@ -195,11 +200,25 @@ async fn unreadable_records_are_corrupt_and_left_alone() {
     let key = Key::new("old").unwrap();
     for cost in [1, 0] {
         let op = Op::Check { cost };
-        corrupt(batched.apply(&key, &rule, op, T0_NS).await);
+        corrupt(
+            batched
+                .apply(weir_core::ScopedKey::plain(&key), &rule, op, T0_NS)
+                .await,
+        );
     }
     let (a, b) = tokio::join!(
-        batched.apply(&key, &rule, Op::Check { cost: 0 }, T0_NS),
-        batched.apply(&key, &rule, Op::Check { cost: 1 }, T0_NS)
+        batched.apply(
+            weir_core::ScopedKey::plain(&key),
+            &rule,
+            Op::Check { cost: 0 },
+            T0_NS
+        ),
+        batched.apply(
+            weir_core::ScopedKey::plain(&key),
+            &rule,
+            Op::Check { cost: 1 },
+            T0_NS
+        )
     );
     corrupt(a);
     corrupt(b);
@@ -247,9 +266,15 @@ async fn the_horizon_is_refused_clearly_and_changes_nothing() {
     let rule = Rule::gcra(1, Duration::from_secs(20 * 86_400), 1).unwrap();
     let key = Key::new("debt").unwrap();
     let penalty = Op::Penalty { n: 2 };
-    assert!(store.apply(&key, &rule, penalty, T0_NS).await.is_ok());
+    assert!(store
+        .apply(weir_core::ScopedKey::plain(&key), &rule, penalty, T0_NS)
+        .await
+        .is_ok());
     let before = raw(&redis, "GET weir:{debt}");
-    let err = store.apply(&key, &rule, penalty, T0_NS).await.unwrap_err();
+    let err = store
+        .apply(weir_core::ScopedKey::plain(&key), &rule, penalty, T0_NS)
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -267,7 +292,10 @@ async fn the_horizon_is_refused_clearly_and_changes_nothing() {
     let block = Op::Block {
         duration_ns: 30 * 86_400 * SEC,
     };
-    let err = store.apply(&key, &rule, block, T0_NS).await.unwrap_err();
+    let err = store
+        .apply(weir_core::ScopedKey::plain(&key), &rule, block, T0_NS)
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -334,7 +362,12 @@ fn outside_a_tokio_runtime_calls_fail_without_panicking() {
         let key = Key::new("k").unwrap();
         let rule = Rule::per_second(1).unwrap();
         let Poll::Ready(Err(CheckError::Store(StoreError::Unavailable(msg)))) =
-            first_poll(store.apply(&key, &rule, Op::Check { cost: 1 }, T0_NS))
+            first_poll(store.apply(
+                weir_core::ScopedKey::plain(&key),
+                &rule,
+                Op::Check { cost: 1 },
+                T0_NS,
+            ))
         else {
             panic!("expected an immediate error")
         };
@@ -393,7 +426,12 @@ async fn a_batch_of_mixed_rules_and_operations_answers_as_single_calls_do() {
     let mut expected = Vec::new();
     for (key, rule, op) in &calls {
         let outcome = single
-            .apply(&Key::new(*key).unwrap(), rule, *op, T0_NS)
+            .apply(
+                weir_core::ScopedKey::plain(&Key::new(*key).unwrap()),
+                rule,
+                *op,
+                T0_NS,
+            )
             .await;
         expected.push(format!("{outcome:?}"));
     }
@@ -413,7 +451,9 @@ async fn a_batch_of_mixed_rules_and_operations_answers_as_single_calls_do() {
     let mut futures: Vec<_> = calls
         .iter()
         .zip(&keys)
-        .map(|((_, rule, op), key)| Box::pin(batched.apply(key, rule, *op, T0_NS)))
+        .map(|((_, rule, op), key)| {
+            Box::pin(batched.apply(weir_core::ScopedKey::plain(key), rule, *op, T0_NS))
+        })
         .collect();
     let mut got: Vec<Option<String>> = vec![None; futures.len()];
     std::future::poll_fn(|cx| {

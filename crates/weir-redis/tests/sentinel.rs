@@ -66,7 +66,14 @@ async fn behind_sentinel_the_store_conforms_and_follows_a_failover() {
 
     let rule = Rule::fixed_window(1_000, Duration::from_secs(3_600)).unwrap();
     let key = Key::new("failover").unwrap();
-    let check = |now| store.apply(&key, &rule, Op::Check { cost: 1 }, now);
+    let check = |now| {
+        store.apply(
+            weir_core::ScopedKey::plain(&key),
+            &rule,
+            Op::Check { cost: 1 },
+            now,
+        )
+    };
     assert!(matches!(check(T0_NS).await, Ok(Outcome::Decision(d)) if d.allowed));
 
     // Replication is asynchronous: let the record reach the replica before the failover.

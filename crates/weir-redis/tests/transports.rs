@@ -97,7 +97,12 @@ fn builder(url: impl Into<String>) -> RedisStoreBuilder {
 
 async fn check(store: &RedisStore, key: &str, rule: &Rule, now: u64) -> Result<bool, CheckError> {
     match store
-        .apply(&Key::new(key).unwrap(), rule, Op::Check { cost: 1 }, now)
+        .apply(
+            weir_core::ScopedKey::plain(&Key::new(key).unwrap()),
+            rule,
+            Op::Check { cost: 1 },
+            now,
+        )
         .await?
     {
         Outcome::Decision(d) => Ok(d.allowed),

@@ -39,7 +39,8 @@ use tokio::sync::Notify;
 
 use crate::failed_closed::{note_failed_closed, noting_failed_closed};
 use weir_core::{
-    Algorithm, CheckError, Decision, Decisions, Key, Op, Outcome, Rule, Store, StoreError,
+    Algorithm, CheckError, Decision, Decisions, Key, Op, Outcome, Rule, ScopedKey, ScopedLimits,
+    Store, StoreError,
 };
 
 const SHARDS: usize = 16;
@@ -209,7 +210,8 @@ impl<S: Store> OverLimitCache<S> {
                     lookup => lookup,
                 };
                 let (outcome, failed_closed) =
-                    noting_failed_closed(self.inner.apply(key, rule, op, now_ns)).await;
+                    noting_failed_closed(self.inner.apply(ScopedKey::plain(key), rule, op, now_ns))
+                        .await;
                 if failed_closed {
                     note_failed_closed();
                 }
@@ -233,9 +235,15 @@ impl<S: Store> OverLimitCache<S> {
             },
             Op::Reward { .. } | Op::Unblock | Op::Reset | Op::Penalty { .. } | Op::Block { .. } => {
                 self.forget(key);
-                self.inner.apply(key, rule, op, now_ns).await
+                self.inner
+                    .apply(ScopedKey::plain(key), rule, op, now_ns)
+                    .await
             }
-            _ => self.inner.apply(key, rule, op, now_ns).await,
+            _ => {
+                self.inner
+                    .apply(ScopedKey::plain(key), rule, op, now_ns)
+                    .await
+            }
         }
     }
 }
@@ -320,23 +328,28 @@ fn lock(m: &Shard) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
 }
 
 impl<S: Store> Store for OverLimitCache<S> {
-    fn apply(
+    /// Caches by the record's name: a scoped key's is [`ScopedKey::record`], and the
+    /// wrapped store is asked for that record, plain.
+    async fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
-        self.decide(key, rule, op, now_ns)
+    ) -> Result<Outcome, CheckError> {
+        self.decide(&key.record(rule), rule, op, now_ns).await
     }
 
-    fn check_all(
+    async fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
-        self.inner.check_all(limits, cost, now_ns)
+    ) -> Result<Decisions, CheckError> {
+        let records = limits.records();
+        self.inner
+            .check_all(ScopedLimits::plain(&records), cost, now_ns)
+            .await
     }
 
     fn ping(&self) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {

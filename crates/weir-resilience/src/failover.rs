@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use weir_core::{
-    CheckError, Decision, Decisions, FailurePolicy, Key, MemoryStore, Op, Outcome, Rule, Store,
-    StoreError,
+    CheckError, Decision, Decisions, FailurePolicy, Key, MemoryStore, Op, Outcome, Rule, ScopedKey,
+    ScopedLimits, Store, StoreError,
 };
 
 use crate::breaker::{Breaker, Mode, Next};
@@ -318,18 +318,24 @@ impl<S: Store> FailoverStore<S> {
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
         self.inner.last_now_ns.fetch_max(now_ns, Ordering::Relaxed);
-        let part = self.inner.primary.part_of(key);
+        let part = self.inner.primary.part_of(ScopedKey::plain(key), rule);
         if self.mode_of(part) == Mode::Store {
             let primary = &self.inner.primary;
             let mut result = self
-                .call(&[part], primary.apply(key, rule, op, now_ns))
+                .call(
+                    &[part],
+                    primary.apply(ScopedKey::plain(key), rule, op, now_ns),
+                )
                 .await;
             // A read changes nothing, so a second try cannot count anything twice. A check
             // that charges may have been applied by the try that failed (a timeout does not
             // say whether the store ran it): it is never tried again.
             if matches!(result, Err(CheckError::Store(_))) && read_only(op) {
                 result = self
-                    .call(&[part], primary.apply(key, rule, op, now_ns))
+                    .call(
+                        &[part],
+                        primary.apply(ScopedKey::plain(key), rule, op, now_ns),
+                    )
                     .await;
             }
             match result {
@@ -382,7 +388,8 @@ impl<S: Store> FailoverStore<S> {
                 let outcome = inner.local.apply_now(key, &share, op, now_ns)?;
                 if let (Op::Check { cost: cost @ 1.. }, Outcome::Decision(d)) = (op, outcome) {
                     if d.allowed {
-                        self.remember(key, rule, cost, inner.primary.part_of(key));
+                        let part = inner.primary.part_of(ScopedKey::plain(key), rule);
+                        self.remember(key, rule, cost, part);
                     }
                 }
                 outcome
@@ -423,13 +430,18 @@ impl<S: Store> FailoverStore<S> {
         self.inner.last_now_ns.fetch_max(now_ns, Ordering::Relaxed);
         let mut parts: Vec<usize> = limits
             .iter()
-            .map(|(key, _)| self.inner.primary.part_of(key))
+            .map(|(key, rule)| self.inner.primary.part_of(ScopedKey::plain(key), rule))
             .collect();
         parts.sort_unstable();
         parts.dedup();
         if parts.iter().all(|p| self.mode_of(*p) == Mode::Store) {
             match self
-                .call(&parts, self.inner.primary.check_all(limits, cost, now_ns))
+                .call(
+                    &parts,
+                    self.inner
+                        .primary
+                        .check_all(ScopedLimits::plain(limits), cost, now_ns),
+                )
                 .await
             {
                 Err(CheckError::Store(_)) => {}
@@ -477,7 +489,8 @@ impl<S: Store> FailoverStore<S> {
                 .iter()
                 .filter(|(_, r)| r.failure_policy() == FailurePolicy::LocalFallback)
             {
-                self.remember(key, rule, cost, inner.primary.part_of(key));
+                let part = inner.primary.part_of(ScopedKey::plain(key), rule);
+                self.remember(key, rule, cost, part);
             }
         }
         Ok(Decisions { allowed, each })
@@ -485,23 +498,25 @@ impl<S: Store> FailoverStore<S> {
 }
 
 impl<S: Store> Store for FailoverStore<S> {
-    fn apply(
+    /// Decides on the record's name ([`ScopedKey::record`]): the wrapped store, the local
+    /// fallback and reconciliation all see that one key, plain.
+    async fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
-        self.decide(key, rule, op, now_ns)
+    ) -> Result<Outcome, CheckError> {
+        self.decide(&key.record(rule), rule, op, now_ns).await
     }
 
-    fn check_all(
+    async fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
-        self.decide_all(limits, cost, now_ns)
+    ) -> Result<Decisions, CheckError> {
+        self.decide_all(&limits.records(), cost, now_ns).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

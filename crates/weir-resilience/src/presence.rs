@@ -125,7 +125,9 @@ impl<S: Store> FailoverStore<S> {
             holder: &inner.instance_id,
             ttl_ns,
         };
-        let call = inner.primary.apply(&key, &rule, op, now_ns);
+        let call = inner
+            .primary
+            .apply(weir_core::ScopedKey::plain(&key), &rule, op, now_ns);
         let outcome = match tokio::time::timeout(inner.config.timeout, call).await {
             Ok(outcome) => outcome?,
             Err(_) => {

@@ -68,10 +68,12 @@ impl<S: Store> FailoverStore<S> {
         let now_ns = self.inner.last_now_ns.load(Ordering::Relaxed);
         let mut pushed = 0u64;
         for (key, (rule, n, _)) in pending {
-            let push = self
-                .inner
-                .primary
-                .apply(&key, &rule, Op::Penalty { n }, now_ns);
+            let push = self.inner.primary.apply(
+                weir_core::ScopedKey::plain(&key),
+                &rule,
+                Op::Penalty { n },
+                now_ns,
+            );
             if matches!(
                 tokio::time::timeout(self.inner.config.timeout, push).await,
                 Ok(Ok(_))

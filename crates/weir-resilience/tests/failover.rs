@@ -23,7 +23,15 @@ fn config() -> FailoverConfig {
 }
 
 async fn check<S: Store>(store: &S, key: &Key, rule: &Rule, now: u64) -> Decision {
-    match store.apply(key, rule, Op::Check { cost: 1 }, now).await {
+    match store
+        .apply(
+            weir_core::ScopedKey::plain(key),
+            rule,
+            Op::Check { cost: 1 },
+            now,
+        )
+        .await
+    {
         Ok(Outcome::Decision(d)) => d,
         other => panic!("{other:?}"),
     }
@@ -99,7 +107,9 @@ async fn fail_open_and_fail_closed_rules() {
         assert_eq!(d.retry_after, config().probe_interval);
     }
     // Operators' operations are not faked while the store is down.
-    let inspect = store.apply(&key, &open, Op::Inspect, 1).await;
+    let inspect = store
+        .apply(weir_core::ScopedKey::plain(&key), &open, Op::Inspect, 1)
+        .await;
     assert!(inspect.is_err());
 }
 
@@ -151,7 +161,10 @@ async fn operator_operations_never_fall_back() {
         Op::Penalty { n: 3 },
         Op::Reward { n: 3 },
     ] {
-        let err = store.apply(&key, &rule, op, now).await.unwrap_err();
+        let err = store
+            .apply(weir_core::ScopedKey::plain(&key), &rule, op, now)
+            .await
+            .unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains("was not applied") && text.contains(op.name()),
@@ -200,9 +213,23 @@ async fn a_failed_peek_is_tried_again_a_charging_check_is_not() {
     let key = Key::new("k").unwrap();
     primary.set(Fault::HangCalls);
     let before = primary.calls();
-    let _ = store.apply(&key, &rule, Op::Check { cost: 0 }, 1).await;
+    let _ = store
+        .apply(
+            weir_core::ScopedKey::plain(&key),
+            &rule,
+            Op::Check { cost: 0 },
+            1,
+        )
+        .await;
     assert_eq!(primary.calls() - before, 2, "a peek is tried twice");
     let before = primary.calls();
-    let _ = store.apply(&key, &rule, Op::Check { cost: 1 }, 1).await;
+    let _ = store
+        .apply(
+            weir_core::ScopedKey::plain(&key),
+            &rule,
+            Op::Check { cost: 1 },
+            1,
+        )
+        .await;
     assert_eq!(primary.calls() - before, 1, "a check that charges, once");
 }

@@ -26,7 +26,7 @@ struct Recorded {
 impl Store for Recorded {
     async fn apply(
         &self,
-        key: &Key,
+        key: weir_core::ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
@@ -42,7 +42,7 @@ impl Store for Recorded {
 
     async fn check_all(
         &self,
-        _limits: &[(Key, Rule)],
+        _limits: weir_core::ScopedLimits<'_>,
         _cost: u64,
         _now_ns: u64,
     ) -> Result<Decisions, CheckError> {
@@ -80,7 +80,12 @@ fn fleet(n: usize) -> Fleet {
 }
 
 fn check(store: &LeasedStore<Recorded>, key: &Key, rule: &Rule, now_ns: u64) -> Decision {
-    let run = store.apply(key, rule, Op::Check { cost: 1 }, now_ns);
+    let run = store.apply(
+        weir_core::ScopedKey::plain(key),
+        rule,
+        Op::Check { cost: 1 },
+        now_ns,
+    );
     let outcome = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()
@@ -318,8 +323,13 @@ fn a_reset_drops_the_slice() {
         .filter(|i| check(store, &key, &rule, now + i).allowed)
         .count();
     assert_eq!(admitted, 8, "the window's limit, no more");
-    rt.block_on(store.apply(&key, &rule, Op::Reset, now + 100))
-        .unwrap();
+    rt.block_on(store.apply(
+        weir_core::ScopedKey::plain(&key),
+        &rule,
+        Op::Reset,
+        now + 100,
+    ))
+    .unwrap();
     assert_eq!(store.held_units(now + 100), 0);
     assert!(check(store, &key, &rule, now + 200).allowed);
 }

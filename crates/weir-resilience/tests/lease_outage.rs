@@ -12,7 +12,15 @@ use weir_resilience::{FailoverConfig, FailoverStore, LeaseConfig, LeasedStore};
 use weir_testkit::faults::{Fault, FaultyStore};
 
 async fn check<S: Store>(store: &S, key: &Key, rule: &Rule, now: u64) -> Decision {
-    match store.apply(key, rule, Op::Check { cost: 1 }, now).await {
+    match store
+        .apply(
+            weir_core::ScopedKey::plain(key),
+            rule,
+            Op::Check { cost: 1 },
+            now,
+        )
+        .await
+    {
         Ok(Outcome::Decision(d)) => d,
         other => panic!("{other:?}"),
     }

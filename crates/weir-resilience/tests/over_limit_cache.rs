@@ -206,7 +206,7 @@ struct Slow(FaultyStore);
 impl weir_core::Store for Slow {
     async fn apply(
         &self,
-        key: &Key,
+        key: weir_core::ScopedKey<'_>,
         rule: &Rule,
         op: weir_core::Op<'_>,
         now_ns: u64,
@@ -219,7 +219,7 @@ impl weir_core::Store for Slow {
 
     async fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: weir_core::ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
     ) -> Result<weir_core::Decisions, weir_core::CheckError> {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use proptest::strategy::{Just, Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use weir_core::{Decision, Key, Op, Outcome, Rule, Store};
+use weir_core::{Decision, Key, Op, Outcome, Rule, ScopedKey, ScopedLimits, Store};
 
 use crate::invariants::{self, Checked};
 use crate::strategy::{self, Action};
@@ -56,6 +56,7 @@ pub async fn run<S: Store>(store: &S, suite: Suite) {
     invariants(store, suite).await;
     leases(store, suite).await;
     check_all_atomic(store, suite).await;
+    scoped_records(store, suite).await;
 }
 
 fn runner(seed: u64) -> TestRunner {
@@ -156,7 +157,7 @@ async fn agree<S: Store>(
                 continue;
             };
             let key = key(&suite, name, case, k);
-            let got = store.apply(&key, &rule, op, now).await;
+            let got = store.apply(ScopedKey::plain(&key), &rule, op, now).await;
             let want = model.apply(&key, &rule, op, now);
             assert_eq!(
                 got, want,
@@ -169,7 +170,10 @@ async fn agree<S: Store>(
 }
 
 async fn checked<S: Store>(store: &S, key: &Key, rule: &Rule, cost: u64, now: u64) -> Decision {
-    match store.apply(key, rule, Op::Check { cost }, now).await {
+    match store
+        .apply(ScopedKey::plain(key), rule, Op::Check { cost }, now)
+        .await
+    {
         Ok(Outcome::Decision(d)) => d,
         other => panic!("check of {key:?} on {rule:?} at {now}: {other:?}"),
     }
@@ -261,7 +265,7 @@ pub async fn leases<S: Store>(store: &S, suite: Suite) {
                         holder: &holders[usize::from(h)],
                         ttl_ns,
                     };
-                    let got = store.apply(&key, &rule, op, now).await;
+                    let got = store.apply(ScopedKey::plain(&key), &rule, op, now).await;
                     let live = oracle.keys().filter(|(kk, _)| *kk == k).count();
                     let expect = oracle.contains_key(&(k, h)) || (live as u64) < max;
                     let Ok(Outcome::Decision(d)) = got else {
@@ -279,7 +283,7 @@ pub async fn leases<S: Store>(store: &S, suite: Suite) {
                     let op = Op::Release {
                         holder: &holders[usize::from(h)],
                     };
-                    let got = store.apply(&key, &rule, op, now).await;
+                    let got = store.apply(ScopedKey::plain(&key), &rule, op, now).await;
                     let held = oracle.contains_key(&(k, h));
                     assert_eq!(got, Ok(Outcome::Released(held)), "case {case} at {now}");
                     if let Some(e) = oracle.get_mut(&(k, h)) {
@@ -293,7 +297,10 @@ pub async fn leases<S: Store>(store: &S, suite: Suite) {
             }
             for k in 0..strategy::KEYS {
                 let key = key(&suite, "lease", case, k);
-                let Ok(Outcome::Usage(u)) = store.apply(&key, &rule, Op::Inspect, now).await else {
+                let Ok(Outcome::Usage(u)) = store
+                    .apply(ScopedKey::plain(&key), &rule, Op::Inspect, now)
+                    .await
+                else {
                     panic!("inspect failed")
                 };
                 assert!(u.used <= max, "{} live leases > {max}", u.used);
@@ -317,9 +324,47 @@ pub async fn check_all_atomic<S: Store>(store: &S, suite: Suite) {
         let step = strategy::scale_ns(&a).min(strategy::scale_ns(&b)) / 3;
         for i in 0..30u64 {
             let cost = 1 + i % 2;
-            let got = store.check_all(&limits, cost, now).await;
+            let got = store
+                .check_all(ScopedLimits::plain(&limits), cost, now)
+                .await;
             let want = model.check_all(&limits, cost, now);
             assert_eq!(got, want, "case {case} at {now}: {a:?} + {b:?}");
+            now += if i % 3 == 0 { step } else { 0 };
+        }
+    }
+}
+
+/// The scope inside the key argument: a key's own record and its records under two rules
+/// ([`ScopedKey::scoped`], what a `Limiter` asks for) are three records, each answering as
+/// its own model does, through `apply` and `check_all` alike.
+pub async fn scoped_records<S: Store>(store: &S, suite: Suite) {
+    let mut runner = runner(suite.seed ^ 0x4);
+    let pair = (strategy::counting_rule(), strategy::counting_rule());
+    for case in 0..suite.cases / 4 {
+        let (a, b) = sample(&mut runner, &pair);
+        let (a, b) = (a.named("scoped-a"), b.named("scoped-b"));
+        let k = key(&suite, "scoped", case, case.to_le_bytes()[0] % 2);
+        let (mut plain, mut under_a, mut under_b) = (Model::new(), Model::new(), Model::new());
+        let mut now = T0_NS;
+        let step = strategy::scale_ns(&a).min(strategy::scale_ns(&b)) / 3;
+        for i in 0..30u64 {
+            let op = Op::Check { cost: 1 + i % 2 };
+            let got = store.apply(ScopedKey::plain(&k), &a, op, now).await;
+            assert_eq!(
+                got,
+                plain.apply(&k, &a, op, now),
+                "case {case}: plain, {a:?}"
+            );
+            let got = store.apply(ScopedKey::scoped(&k), &a, op, now).await;
+            assert_eq!(
+                got,
+                under_a.apply(&k, &a, op, now),
+                "case {case}: scoped, {a:?}"
+            );
+            let limits = [(k.clone(), b)];
+            let got = store.check_all(ScopedLimits::scoped(&limits), 1, now).await;
+            let want = under_b.check_all(&limits, 1, now);
+            assert_eq!(got, want, "case {case}: scoped check_all, {b:?}");
             now += if i % 3 == 0 { step } else { 0 };
         }
     }

@@ -6,7 +6,10 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use weir_core::{CheckError, Decisions, Key, MemoryStore, Op, Outcome, Rule, Store, StoreError};
+use weir_core::{
+    CheckError, Decisions, MemoryStore, Op, Outcome, Rule, ScopedKey, ScopedLimits, Store,
+    StoreError,
+};
 
 /// How a [`FaultyStore`] behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,23 +70,23 @@ impl FaultyStore {
 impl Store for FaultyStore {
     async fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
     ) -> Result<Outcome, CheckError> {
         self.gate().await?;
-        self.store.apply_now(key, rule, op, now_ns)
+        self.store.apply(key, rule, op, now_ns).await
     }
 
     async fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
         self.gate().await?;
-        self.store.check_all_now(limits, cost, now_ns)
+        self.store.check_all(limits, cost, now_ns).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

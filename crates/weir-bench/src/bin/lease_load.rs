@@ -141,7 +141,10 @@ async fn main() -> anyhow::Result<()> {
                 }
                 let key = Key::from(keys_drawn.below(keys));
                 let op = Op::Check { cost: 1 };
-                match store.apply(&key, &rule, op, clock.now_ns()).await {
+                match store
+                    .apply(weir_core::ScopedKey::plain(&key), &rule, op, clock.now_ns())
+                    .await
+                {
                     Ok(Outcome::Decision(d)) => {
                         totals
                             .allowed

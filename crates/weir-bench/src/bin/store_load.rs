@@ -336,7 +336,7 @@ struct Counting<S>(S);
 impl<S: Store> Store for Counting<S> {
     fn apply(
         &self,
-        key: &Key,
+        key: weir_core::ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
@@ -349,7 +349,7 @@ impl<S: Store> Store for Counting<S> {
 
     fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: weir_core::ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
     ) -> impl Future<Output = Result<Decisions, CheckError>> + Send {

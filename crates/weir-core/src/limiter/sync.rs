@@ -25,7 +25,7 @@ use crate::time::duration_ns;
 /// (the memory store's async methods are these, in a ready future). A store whose two
 /// answers differed would give a program that mixes sync and async calls two budgets.
 pub trait SyncStore: Store {
-    /// [`Store::apply_scoped`], synchronously.
+    /// [`Store::apply`] on a [`ScopedKey::scoped`](crate::ScopedKey::scoped) key, synchronously.
     fn apply_scoped_now(
         &self,
         key: &Key,
@@ -34,7 +34,8 @@ pub trait SyncStore: Store {
         now_ns: u64,
     ) -> Result<Outcome, CheckError>;
 
-    /// [`Store::check_all_scoped`], synchronously.
+    /// [`Store::check_all`] on [`ScopedLimits::scoped`](crate::ScopedLimits::scoped) limits,
+    /// synchronously.
     fn check_all_scoped_now(
         &self,
         limits: &[(Key, Rule)],

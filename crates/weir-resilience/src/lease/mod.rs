@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
-use weir_core::{CheckError, Decision, Decisions, Key, Mode, Op, Outcome, Rule, Store, StoreError};
+use weir_core::{
+    CheckError, Decision, Decisions, Key, Mode, Op, Outcome, Rule, ScopedKey, ScopedLimits, Store,
+    StoreError,
+};
 
 use crate::presence::InstanceCount;
 
@@ -150,11 +153,29 @@ enum Step<'a> {
     Bypass,
 }
 
-/// How the caller addressed the record: `apply` / `check_all`, or the scoped verbs.
+/// How the caller addressed the record: plain or scoped ([`ScopedKey`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
     Plain,
     Scoped,
+}
+
+impl Target {
+    fn of(scoped: bool) -> Self {
+        if scoped {
+            Self::Scoped
+        } else {
+            Self::Plain
+        }
+    }
+
+    /// `key`, addressed as the caller did.
+    fn key(self, key: &Key) -> ScopedKey<'_> {
+        match self {
+            Self::Plain => ScopedKey::plain(key),
+            Self::Scoped => ScopedKey::scoped(key),
+        }
+    }
 }
 
 impl<S: Store> LeasedStore<S> {
@@ -288,10 +309,7 @@ impl<S: Store> LeasedStore<S> {
     ) -> Result<Decision, CheckError> {
         self.counters.claims.fetch_add(1, Ordering::Relaxed);
         let op = Op::Check { cost: n };
-        let outcome = match target {
-            Target::Plain => self.inner.apply(key, rule, op, now_ns).await?,
-            Target::Scoped => self.inner.apply_scoped(key, rule, op, now_ns).await?,
-        };
+        let outcome = self.inner.apply(target.key(key), rule, op, now_ns).await?;
         match outcome {
             Outcome::Decision(d) => {
                 if d.allowed {
@@ -436,10 +454,7 @@ impl<S: Store> LeasedStore<S> {
             }
             _ => {}
         }
-        match target {
-            Target::Plain => self.inner.apply(key, rule, op, now_ns).await,
-            Target::Scoped => self.inner.apply_scoped(key, rule, op, now_ns).await,
-        }
+        self.inner.apply(target.key(key), rule, op, now_ns).await
     }
 
     async fn decide_all(
@@ -522,10 +537,11 @@ impl<S: Store> LeasedStore<S> {
         cost: u64,
         now_ns: u64,
     ) -> Result<Decisions, CheckError> {
-        match target {
-            Target::Plain => self.inner.check_all(limits, cost, now_ns).await,
-            Target::Scoped => self.inner.check_all_scoped(limits, cost, now_ns).await,
-        }
+        let limits = match target {
+            Target::Plain => ScopedLimits::plain(limits),
+            Target::Scoped => ScopedLimits::scoped(limits),
+        };
+        self.inner.check_all(limits, cost, now_ns).await
     }
 }
 
@@ -542,40 +558,22 @@ fn lock(m: &Shard) -> std::sync::MutexGuard<'_, HashMap<u64, Slice>> {
 impl<S: Store> Store for LeasedStore<S> {
     fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
     ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
-        self.decide(Target::Plain, key, rule, op, now_ns)
-    }
-
-    fn apply_scoped(
-        &self,
-        key: &Key,
-        rule: &Rule,
-        op: Op<'_>,
-        now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
-        self.decide(Target::Scoped, key, rule, op, now_ns)
+        self.decide(Target::of(key.is_scoped()), key.key(), rule, op, now_ns)
     }
 
     fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
     ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
-        self.decide_all(Target::Plain, limits, cost, now_ns)
-    }
-
-    fn check_all_scoped(
-        &self,
-        limits: &[(Key, Rule)],
-        cost: u64,
-        now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
-        self.decide_all(Target::Scoped, limits, cost, now_ns)
+        let target = Target::of(limits.is_scoped());
+        self.decide_all(target, limits.as_slice(), cost, now_ns)
     }
 
     fn ping(&self) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {

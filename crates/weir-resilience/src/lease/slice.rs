@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use weir_core::{Decision, Key};
 
 /// Which record a slice stands for: the key, and the rule's scope when the caller used
-/// the scoped verbs (`apply_scoped`, `check_all_scoped`).
+/// a scoped key ([`weir_core::ScopedKey::scoped`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Id {
     pub(super) key: Key,

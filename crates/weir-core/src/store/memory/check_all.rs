@@ -36,7 +36,7 @@ impl MemoryStore {
     }
 
     /// [`check_all_now`](Self::check_all_now) on the records of each (rule, key): what a
-    /// [`Limiter`](crate::Limiter) asks ([`Store::check_all_scoped`]).
+    /// [`Limiter`](crate::Limiter) asks ([`ScopedLimits::scoped`](crate::store::ScopedLimits::scoped)).
     pub fn check_all_scoped_now(
         &self,
         limits: &[(Key, Rule)],

@@ -63,48 +63,36 @@ pub use snapshot::{ImportReport, SavedRecord, SnapshotError, StateSnapshot, MAX_
 pub(crate) use word::WordMeter;
 
 use crate::error::CheckError;
-use crate::key::Key;
 use crate::rule::Rule;
 use crate::step::{Op, Outcome};
 
-use super::{Decisions, Store};
+use super::{Decisions, ScopedKey, ScopedLimits, Store};
 
 impl Store for MemoryStore {
     fn apply(
         &self,
-        key: &Key,
+        key: ScopedKey<'_>,
         rule: &Rule,
         op: Op<'_>,
         now_ns: u64,
     ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
-        std::future::ready(self.apply_now(key, rule, op, now_ns))
+        std::future::ready(if key.is_scoped() {
+            self.apply_scoped_now(key.key(), rule, op, now_ns)
+        } else {
+            self.apply_now(key.key(), rule, op, now_ns)
+        })
     }
 
     fn check_all(
         &self,
-        limits: &[(Key, Rule)],
+        limits: ScopedLimits<'_>,
         cost: u64,
         now_ns: u64,
     ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
-        std::future::ready(self.check_all_now(limits, cost, now_ns))
-    }
-
-    fn apply_scoped(
-        &self,
-        key: &Key,
-        rule: &Rule,
-        op: Op<'_>,
-        now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Outcome, CheckError>> + Send {
-        std::future::ready(self.apply_scoped_now(key, rule, op, now_ns))
-    }
-
-    fn check_all_scoped(
-        &self,
-        limits: &[(Key, Rule)],
-        cost: u64,
-        now_ns: u64,
-    ) -> impl std::future::Future<Output = Result<Decisions, CheckError>> + Send {
-        std::future::ready(self.check_all_scoped_now(limits, cost, now_ns))
+        std::future::ready(if limits.is_scoped() {
+            self.check_all_scoped_now(limits.as_slice(), cost, now_ns)
+        } else {
+            self.check_all_now(limits.as_slice(), cost, now_ns)
+        })
     }
 }

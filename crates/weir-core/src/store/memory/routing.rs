@@ -213,7 +213,7 @@ impl MemoryStore {
     }
 
     /// Applies `op` now, synchronously, to the record of (`rule`, `key`): what a
-    /// [`Limiter`](crate::Limiter) asks ([`Store::apply_scoped`]).
+    /// [`Limiter`](crate::Limiter) asks ([`ScopedKey::scoped`](crate::store::ScopedKey::scoped)).
     #[inline]
     pub fn apply_scoped_now(
         &self,
