@@ -21,8 +21,8 @@ use common::{client, get, proxy, settings, Answer, HttpClient};
 use http::{Response, StatusCode};
 use weir_core::ManualClock;
 use weir_engine::SharedClock;
+use weir_listen::AdminToken;
 use weir_proxy::{BreakerSettings, ProxySettings, Upstream};
-use weir_server::AdminToken;
 
 const TOKEN: &str = "test-admin-token-0123456789";
 

@@ -177,10 +177,10 @@ impl Store for RedisStore {
     }
 
     /// On a Cluster, the part of the primary serving `key`'s slot (as last read).
-    fn part_of(&self, key: &Key) -> usize {
+    fn part_of(&self, key: ScopedKey<'_>, rule: &Rule) -> usize {
         match &self.inner.exec.shards {
             Some(shards) => {
-                let name = keys::record_key(&self.inner.prefix, key);
+                let name = keys::record_key(&self.inner.prefix, &key.record(rule));
                 shards.part_of_slot(keys::slot_number(&name))
             }
             None => 0,

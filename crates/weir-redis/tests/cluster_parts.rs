@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use weir_core::{Key, Op, Rule, Store};
+use weir_core::{Key, Op, Rule, ScopedKey, Store};
 use weir_redis::{RedisStore, TimeSource};
 use weir_testkit::servers::RedisCluster;
 use weir_testkit::T0_NS;
@@ -47,9 +47,14 @@ fn keys() -> Vec<Key> {
         .collect()
 }
 
+/// The part of the primary holding `key`'s record (a plain key: its record is named by its bytes).
+fn part_of(store: &RedisStore, key: &Key) -> usize {
+    store.part_of(ScopedKey::plain(key), &Rule::per_second(1).unwrap())
+}
+
 async fn check(store: &RedisStore, key: &Key) -> bool {
     let rule = Rule::per_second(1_000_000).unwrap();
-    let call = store.apply(key, &rule, Op::Check { cost: 1 }, T0_NS);
+    let call = store.apply(ScopedKey::plain(key), &rule, Op::Check { cost: 1 }, T0_NS);
     let r = tokio::time::timeout(Duration::from_secs(10), call).await;
     matches!(r, Ok(Ok(_)))
 }
@@ -76,7 +81,7 @@ async fn mapped(store: &RedisStore) -> BTreeSet<usize> {
     let parts = || {
         keys()
             .iter()
-            .map(|k| store.part_of(k))
+            .map(|k| part_of(store, k))
             .collect::<BTreeSet<_>>()
     };
     until("three parts", || async { parts().len() == 3 }).await;
@@ -119,7 +124,7 @@ async fn a_killed_primary_fails_only_its_own_part_and_answers_again_after_a_rest
     assert_eq!(down.len(), 1, "exactly the dead primary's part: {down:?}");
     let dead = down[0];
     for key in keys() {
-        let on_dead = store.part_of(&key) == dead;
+        let on_dead = part_of(&store, &key) == dead;
         assert_eq!(
             check(&store, &key).await,
             !on_dead,
@@ -135,7 +140,7 @@ async fn a_killed_primary_fails_only_its_own_part_and_answers_again_after_a_rest
     .await;
     let back = keys()
         .into_iter()
-        .find(|k| store.part_of(k) == dead)
+        .find(|k| part_of(&store, k) == dead)
         .unwrap();
     until("its keys decided on it again", || check(&store, &back)).await;
     for key in keys() {
@@ -154,7 +159,7 @@ async fn a_promoted_replica_takes_over_the_dead_primarys_part() {
     let placed: Vec<(Key, usize)> = keys()
         .into_iter()
         .map(|k| {
-            let p = store.part_of(&k);
+            let p = part_of(&store, &k);
             (k, p)
         })
         .collect();
@@ -181,7 +186,7 @@ async fn a_promoted_replica_takes_over_the_dead_primarys_part() {
     })
     .await;
     for (key, part) in &placed {
-        assert_eq!(store.part_of(key), *part, "{key} stays in its part");
+        assert_eq!(part_of(&store, key), *part, "{key} stays in its part");
     }
     let moved = placed.iter().find(|(_, p)| *p == dead).unwrap().0.clone();
     until("its keys decided on the new primary", || {

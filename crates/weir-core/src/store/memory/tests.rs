@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::error::StoreError;
+use crate::key::Key;
 use std::sync::Arc;
 use std::time::Duration;
 
