@@ -15,6 +15,7 @@ mod duration;
 mod engine_args;
 mod help;
 mod proxy;
+mod proxy_breaker;
 mod ratelimit_env;
 mod render;
 mod resp;
