@@ -138,6 +138,17 @@ Forwarding headers:
   else they are replaced by the proxy's own (http, the request's Host, the peer's address),
   and X-Forwarded-Port, X-Forwarded-Prefix, X-Original-URL and X-Rewrite-URL are removed.
 
+Circuit breaker (--breaker, off by default):
+  Each upstream has its own. Closed, it counts the calls of the last --breaker-window: once
+  there are --breaker-min-calls and --breaker-error-ratio of them failed (a 5xx other than
+  501/505, unreachable, timed out; a 4xx never counts) or --breaker-slow-ratio were slower
+  than --breaker-slow-call, it opens. Open, the upstream's calls go to --fallback-upstream
+  (if its own breaker is closed), else get 503 with Retry-After (the time left), and none
+  reaches it, for --breaker-open-for. Then --breaker-probes calls go through (half-open):
+  all fine closes it, one failed or slow opens it again. Shown in /metrics
+  (weir_upstream_breaker_state: 0 closed, 1 open, 2 half-open; _transitions_total,
+  _rejected_total) and on the dashboard. The calls still spend their clients' limits first.
+
 Endpoints on --api (weir serve's HTTP API):
   GET /metrics, /healthz, /readyz; /admin/... with WEIR_ADMIN_TOKEN or --admin-token-file
 
@@ -155,7 +166,11 @@ Examples:
 
   # Behind a load balancer at 10.0.0.0/8; over-limit readers get the cached site instead
   weir proxy --upstream http://127.0.0.1:9000 --trusted-proxy 10.0.0.0/8 \\
-    --on-limit degrade --fallback-upstream http://127.0.0.1:9001";
+    --on-limit degrade --fallback-upstream http://127.0.0.1:9001
+
+  # A backend that sometimes falls over: while it fails, serve the cached site instead
+  weir proxy --upstream http://127.0.0.1:9000 --fallback-upstream http://127.0.0.1:9001 \
+    --breaker --breaker-open-for 10s";
 
 /// Shown after `weir check-config --help`.
 pub(crate) const CHECK_CONFIG: &str = "\

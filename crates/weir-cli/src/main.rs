@@ -16,6 +16,7 @@ mod engine_args;
 mod help;
 mod in_flight_args;
 mod proxy;
+mod proxy_breaker;
 mod ratelimit_env;
 mod render;
 mod resp;

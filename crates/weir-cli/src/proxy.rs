@@ -17,6 +17,7 @@ use crate::duration::parse_duration;
 use crate::engine_args::{bind, run, shutdown_signal, EngineArgs};
 use crate::help;
 use crate::in_flight_args::InFlightArgs;
+use crate::proxy_breaker::BreakerArgs;
 
 /// What a request over its limit gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -186,6 +187,9 @@ pub(crate) struct ProxyArgs {
     max_connections: std::num::NonZeroUsize,
 
     #[command(flatten)]
+    breaker: BreakerArgs,
+
+    #[command(flatten)]
     engine: EngineArgs,
 }
 
@@ -242,6 +246,7 @@ impl ProxyArgs {
         settings.tunnel_idle_timeout = self.tunnel_idle_timeout;
         settings.server.max_connections = self.max_connections;
         settings.listen = Some(self.listen);
+        settings.breaker = self.breaker.settings()?;
         Ok(settings)
     }
 

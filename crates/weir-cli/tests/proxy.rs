@@ -95,7 +95,7 @@ fn proxy_forwards_limits_crawlers_and_stops_on_sigterm() {
 
 #[test]
 fn proxy_refuses_bad_options_with_a_clear_message() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &[
                 "proxy",
@@ -129,6 +129,26 @@ fn proxy_refuses_bad_options_with_a_clear_message() {
                 "10.0.0.0/40",
             ],
             "the prefix is longer than the address",
+        ),
+        (
+            &[
+                "proxy",
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--breaker-slow-ratio",
+                "2",
+            ],
+            "a ratio must be above 0 and at most 1",
+        ),
+        (
+            &[
+                "proxy",
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--breaker-window",
+                "0s",
+            ],
+            "--breaker-*: breaker window must be above zero",
         ),
     ];
     for (args, message) in cases {

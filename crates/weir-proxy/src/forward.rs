@@ -1,10 +1,11 @@
 //! [`Forward`]: the last step of a request through the proxy, after the limits let it go.
 //! Picks the upstream (the fallback for a degraded request, the class's own upstream, else
 //! the default; with the circuit breakers on, an upstream whose circuit is open sends the
-//! call to the fallback or answers `503`: `breaker/`), rewrites only what a proxy must — hop-by-hop headers removed both ways,
-//! the forwarding headers rewritten (`forwarded.rs`: an untrusted client's claims replaced,
-//! this hop appended) — and streams both bodies over
-//! pooled keep-alive connections, driven by the request's own task (see [`crate::pool`]).
+//! call to the fallback or answers `503`: `breaker/`), rewrites only what a proxy must —
+//! hop-by-hop headers removed both ways, the forwarding headers rewritten (`forwarded.rs`:
+//! an untrusted client's claims replaced, this hop appended) — and streams both bodies
+//! over pooled keep-alive connections, driven by the request's own task (see
+//! [`crate::pool`]).
 //!
 //! Whose fault a failure is decides the answer. The upstream's: unreachable or closed is a
 //! `502`, no response head within the upstream timeout a `504`, each with a WARN naming it;
@@ -289,7 +290,11 @@ impl tower::Service<Request<Incoming>> for Forward {
             }
             let upstream = pool.upstream();
             let sent = send(pool, outbound, timeout, watch.as_deref()).await;
-            let fault = watch.as_ref().and_then(|w| w.fault());
+            // Whose fault a failed exchange is (a timeout is the upstream's: see `send`).
+            let fault = match &sent {
+                Some(Err(_)) => watch.as_ref().and_then(|w| w.fault()),
+                _ => None,
+            };
             if let Some(permit) = permit {
                 match (&sent, &fault) {
                     (Some(Ok(response)), _) => permit.finish(upstream_error(response.status())),

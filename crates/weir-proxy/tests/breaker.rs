@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use common::raw::exchange;
 use common::{client, get, proxy, settings, Answer, HttpClient};
 use http::{Response, StatusCode};
 use weir_core::ManualClock;
@@ -44,7 +45,8 @@ impl Backend {
         let mode = Arc::new(AtomicU8::new(OK));
         let hits = Arc::new(AtomicUsize::new(0));
         let (m, h) = (Arc::clone(&mode), Arc::clone(&hits));
-        let app = Router::new().fallback(move || {
+        // It reads the request's body first, as most backends do.
+        let app = Router::new().fallback(move |_body: axum::body::Bytes| {
             let (mode, hits, clock) = (Arc::clone(&m), Arc::clone(&h), clock.clone());
             async move {
                 hits.fetch_add(1, Ordering::SeqCst);
@@ -124,6 +126,14 @@ fn assert_unavailable(answer: &Answer, retry_after: &str) {
         "{}",
         answer.body
     );
+}
+
+/// The dashboard's data (`/dashboard/data` on the API listener, with the admin token).
+async fn dashboard(c: &HttpClient, api: SocketAddr) -> serde_json::Value {
+    let bearer = format!("Bearer {TOKEN}");
+    let data = get(c, api, "/dashboard/data", &[("authorization", &bearer)]).await;
+    assert_eq!(data.status, 200, "{}", data.body);
+    serde_json::from_str(&data.body).unwrap()
 }
 
 /// The line of `/metrics` for `series` (`name{labels}`), its value.
@@ -222,15 +232,7 @@ async fn while_an_unreachable_upstream_is_open_its_calls_go_to_the_fallback() {
     assert_eq!(fallback.hits(), 3);
 
     // The dashboard shows both breakers: the dead upstream's open, the fallback's closed.
-    let data = get(
-        &c,
-        p.api,
-        "/dashboard/data",
-        &[("authorization", &format!("Bearer {TOKEN}"))],
-    )
-    .await;
-    assert_eq!(data.status, 200, "{}", data.body);
-    let data: serde_json::Value = serde_json::from_str(&data.body).unwrap();
+    let data = dashboard(&c, p.api).await;
     let upstreams = data["upstreams"].as_array().unwrap();
     let of = |u: &Upstream| {
         upstreams
@@ -282,4 +284,43 @@ async fn an_unusable_breaker_knob_stops_the_start_naming_it() {
         .await
         .unwrap_err();
     assert_eq!(e.to_string(), "breaker probes must be above zero");
+}
+
+/// A chunk, then a chunk size that is not hexadecimal: the client's `400`.
+const BROKEN_BODY: &[u8] = b"POST /upload HTTP/1.1\r\nhost: weir.test\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\nmore\r\n0\r\n\r\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_broken_bodies_neither_count_nor_hold_the_probe_slots() {
+    let clock = ManualClock::new(1_700_000_000_000_000_000);
+    let b = Backend::start("app", clock.clone()).await;
+    let up = b.upstream();
+    let p = proxy(with_breaker(up.clone(), &clock)).await;
+    let c = client();
+    for _ in 0..6 {
+        exchange(p.addr, BROKEN_BODY)
+            .await
+            .expect(400, "bad request body");
+    }
+    let data = dashboard(&c, p.api).await;
+    let view = &data["upstreams"][0];
+    assert_eq!(
+        (view["state"].as_str(), view["window_calls"].as_u64()),
+        (Some("closed"), Some(0)),
+        "{view}"
+    );
+
+    b.set(FAIL);
+    assert_eq!(statuses(&c, p.addr, 4).await, [500; 4]);
+    clock.advance(Duration::from_secs(30));
+    // Half-open, two probe slots: three broken bodies each take one and give it back.
+    for _ in 0..3 {
+        exchange(p.addr, BROKEN_BODY)
+            .await
+            .expect(400, "bad request body");
+    }
+    b.set(OK);
+    assert_eq!(statuses(&c, p.addr, 2).await, [200; 2]);
+    let state = format!("weir_upstream_breaker_state{{upstream=\"{up}\"}}");
+    assert_eq!(metric(&c, p.api, &state).await, "0", "the probes closed it");
+    let _ = p.stop.send(());
 }
