@@ -29,6 +29,15 @@ struct Counts {
     completed: AtomicU64,
 }
 
+/// One request inside; dropped, it leaves.
+struct Inside<'a>(&'a AtomicUsize);
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn serve(
     knee: Knee,
     counts: Arc<Counts>,
@@ -41,8 +50,10 @@ async fn serve(
         )))));
     }
     let n = counts.inside.fetch_add(1, Ordering::SeqCst) + 1;
+    // Leaves the count however the request ends (a client that hangs up mid-request
+    // included: its future is dropped), so a run's leftovers never slow the next.
+    let _inside = Inside(&counts.inside);
     tokio::time::sleep(knee.latency(n)).await;
-    counts.inside.fetch_sub(1, Ordering::SeqCst);
     counts.completed.fetch_add(1, Ordering::SeqCst);
     Ok(Response::new(Full::new(Bytes::from_static(b"ok\n"))))
 }

@@ -31,6 +31,15 @@ struct Backend {
     peak: Arc<AtomicUsize>,
 }
 
+/// One request inside the backend; leaves however it ends (a cancelled one too).
+struct Inside(Arc<AtomicUsize>);
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn backend(knee: Knee, gate: Option<Arc<Semaphore>>) -> Backend {
     let inside = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
@@ -40,11 +49,11 @@ async fn backend(knee: Knee, gate: Option<Arc<Semaphore>>) -> Backend {
         async move {
             let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(n, Ordering::SeqCst);
+            let _inside = Inside(inside);
             if let Some(gate) = gate {
                 gate.acquire().await.unwrap().forget();
             }
             tokio::time::sleep(knee.latency(n)).await;
-            inside.fetch_sub(1, Ordering::SeqCst);
             "done"
         }
     });
