@@ -41,11 +41,11 @@
 //!
 //! ## Limits
 //!
-//! Request bodies and gRPC messages are at most [`Settings::max_body_bytes`] (64 KiB); a
-//! request takes at most [`Settings::request_timeout`] (5 s; a body still arriving then is
-//! a `408`), and its headers at most [`Settings::max_header_bytes`] (16 KiB, `431`). Each
-//! listener keeps at most [`Settings::max_connections`] open (4096; one past it is closed
-//! at once); an HTTP connection is closed after [`Settings::header_read_timeout`] without a
+//! Request bodies and gRPC messages are at most [`Settings::max_body_bytes`](weir_listen::Settings::max_body_bytes) (64 KiB); a
+//! request takes at most [`Settings::request_timeout`](weir_listen::Settings::request_timeout) (5 s; a body still arriving then is
+//! a `408`), and its headers at most [`Settings::max_header_bytes`](weir_listen::Settings::max_header_bytes) (16 KiB, `431`). Each
+//! listener keeps at most [`Settings::max_connections`](weir_listen::Settings::max_connections) open (4096; one past it is closed
+//! at once); an HTTP connection is closed after [`Settings::header_read_timeout`](weir_listen::Settings::header_read_timeout) without a
 //! whole request head (10 s), a gRPC one after [`Settings::grpc_idle_timeout`] without a
 //! request (5 min) or when it does not answer HTTP/2 pings. Descriptor counts, entry
 //! counts, key, value and domain lengths and hits are bounded by `weir_config::bounds`
