@@ -176,7 +176,7 @@ mod tests {
     fn a_sleep_outside_tokio_wakes_from_the_timer_thread() {
         let clock = SystemClock::new();
         let deadline = clock.now_ns() + 2_000_000;
-        let ((), polls) = super::super::drive(clock.sleep_until(deadline));
+        let ((), polls) = super::super::contract::drive(clock.sleep_until(deadline));
         assert!(clock.now_ns() >= deadline);
         // Armed, woken, perhaps armed again for the last microseconds: a spinning sleep
         // would be polled thousands of times in 2 ms.

@@ -44,9 +44,7 @@
 mod record;
 mod select;
 
-use crate::key::Key;
-use crate::state::Record;
-
+pub use record::SavedRecord;
 use record::{decode_record, encode_record, Reader};
 
 /// The largest snapshot written or read: 256 MiB.
@@ -100,17 +98,6 @@ pub enum SnapshotError {
     /// The checksum matched but the contents do not parse (a writer's bug, or not ours).
     #[error("malformed: {0}")]
     Malformed(String),
-}
-
-/// One saved record: the scope (rule) and key it belongs to, and the record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SavedRecord {
-    /// The rule's scope ([`Rule::scope`]).
-    pub scope: u64,
-    /// The key.
-    pub key: Key,
-    /// The record, times absolute.
-    pub record: Record,
 }
 
 /// A memory store's limited, blocked and locked-out records at one instant.
@@ -270,7 +257,8 @@ mod tests {
         ConcurrencyState, FixedWindowState, GcraState, LeakyBucketState, LeakyQueueState,
         LeaseEntry, SlidingState, TokenBucketState, Warm, WeightedWindowState,
     };
-    use crate::state::{Guard, State};
+    use crate::key::Key;
+    use crate::state::{Guard, Record, State};
     use proptest::prelude::*;
     use std::collections::VecDeque;
 

@@ -13,7 +13,18 @@ use crate::algorithm::{
 use crate::key::Key;
 use crate::state::{Guard, Record, State};
 
-use super::{SavedRecord, SnapshotError, MAX_HOLDER, MAX_LEASES, MAX_SLIDING};
+use super::{SnapshotError, MAX_HOLDER, MAX_LEASES, MAX_SLIDING};
+
+/// One saved record: the scope (rule) and key it belongs to, and the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedRecord {
+    /// The rule's scope ([`Rule::scope`](crate::Rule::scope)).
+    pub scope: u64,
+    /// The key.
+    pub key: Key,
+    /// The record, times absolute.
+    pub record: Record,
+}
 
 /// Whether this format can hold `state`.
 pub(super) fn encodable(state: &State) -> bool {
