@@ -1,4 +1,4 @@
-//! The ceiling of a reverse proxy on Weir's stack, for issue 14's figures (BENCHMARKS.md,
+//! The ceiling of a reverse proxy on Weir's stack, for the proxy's figures (BENCHMARKS.md,
 //! "Hot paths, third round"): plain hyper on 2 tokio workers, forwarding every request to
 //! one upstream and streaming both bodies back, and nothing else: no limits, no decision,
 //! no header rewriting, no timeouts, no pool (each client connection gets one upstream

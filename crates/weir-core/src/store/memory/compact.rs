@@ -65,8 +65,8 @@ impl Bucket {
     /// in order until the key's. (Reading all four and picking the key out without a
     /// branch was tried: no faster at a million keys, where the bucket's cache miss hides
     /// the other loads, and 12 ns slower on a hot key, where nothing hides them; each
-    /// 16-byte load is a call into `portable-atomic`. docs/benchmarks-history.md, "Issue 11, one cache
-    /// line a check".)
+    /// 16-byte load is a call into `portable-atomic`. docs/benchmarks-history.md, "Memory store, one
+    /// cache line a check".)
     #[inline(always)]
     fn find(&self, key: u64) -> Option<(&AtomicU128, u128)> {
         self.0.iter().find_map(|slot| {
@@ -84,7 +84,7 @@ impl Bucket {
 /// 64 KiB and not a 4 KiB page: a check finds its bucket's chunk in the chunks' index
 /// first, and an index of 16 entries a MiB of table stays in the L1 cache (at 4 KiB,
 /// 256 entries a MiB did not: 4-7 ns more a check at a million keys, BENCHMARKS.md,
-/// "Issue 11, one cache line a check"). The price is memory for a table holding few keys
+/// "Memory store, one cache line a check"). The price is memory for a table holding few keys
 /// (100 keys: 4.5 MB resident, against 0.8 MB with 4 KiB chunks).
 const CHUNK: usize = 1024;
 
@@ -341,7 +341,7 @@ impl Table {
         // that much, a new key evicts instead: under a flood of new keys every bucket is
         // full, and looking for a move (each candidate's own second bucket, a cache miss,
         // and its shard's lock) would only cost each new key time before the eviction it
-        // ends in (docs/benchmarks-history.md, "Issue 11, one cache line a check": half the flood's
+        // ends in (docs/benchmarks-history.md, "Memory store, one cache line a check": half the flood's
         // throughput).
         if self.held.load(Ordering::Relaxed) < self.records {
             for bucket in buckets.into_iter().flatten() {
