@@ -84,7 +84,7 @@ pub use error::EngineError;
 pub use heavy_hitters::{HeavyHitter, TopDenied};
 pub use lifecycle::{Lifecycle, ListenerTask};
 pub use metrics::{BreakerState, UpstreamBreakerView, UpstreamBreakers};
-pub use metrics::{DecisionOutcome, InFlight, Metrics, NearLimit, RuleCounters, Section};
+pub use metrics::{DecisionOutcome, InFlight, Metrics, NearLimit, Panel, RuleCounters, Section};
 pub use metrics::{HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
 pub use metrics::{StatsdError, StatsdSettings};
 pub use reload::{stamp, ReloadSettings};

@@ -1,5 +1,6 @@
 //! The proxy's side of the in-flight limit (the gate itself is `weir-tower`'s): each
-//! request's priority from its class, and the limit's figures on `/metrics`. The priority
+//! request's priority from its class, and the limit's figures on `/metrics` and as the
+//! dashboard's `in_flight` panel. The priority
 //! is read when a request the rate limits allowed reaches the gate, just before it would
 //! be forwarded.
 
@@ -7,6 +8,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use http::request::Parts;
+use serde_json::{json, Value};
 use weir_tower::RateLimitLayer;
 
 use crate::classify::{classify, Class};
@@ -87,4 +89,33 @@ pub(crate) fn in_flight_metrics(layer: &RateLimitLayer, out: &mut String) {
         "Requests shed by the in-flight limit (line full, pushed out by a higher priority, or waited too long), by priority",
         &stats.shed,
     );
+}
+
+/// The dashboard's `in_flight` panel: the limit now and whether it is `fixed` or
+/// `adaptive`, requests inside and waiting, the adaptive limit's measured latencies in
+/// milliseconds (`null` until measured, and always with a fixed limit), and requests
+/// admitted and shed by priority. Every value is a number or one of two words: nothing a
+/// client chose. `null` without an in-flight limit.
+pub(crate) fn in_flight_panel(layer: &RateLimitLayer, adaptive: bool) -> Value {
+    let Some(stats) = layer.in_flight_stats() else {
+        return Value::Null;
+    };
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
+    let by_priority = |counts: &[(u8, u64)]| {
+        counts
+            .iter()
+            .map(|(priority, count)| json!({ "priority": priority, "count": count }))
+            .collect::<Vec<_>>()
+    };
+    json!({
+        "mode": if adaptive { "adaptive" } else { "fixed" },
+        "limit": stats.limit,
+        "in_flight": stats.in_flight,
+        "queued": stats.queued,
+        "min_rtt_ms": ms(stats.min_rtt),
+        "sample_rtt_ms": ms(stats.sample_rtt),
+        "measuring": stats.measuring,
+        "admitted": by_priority(&stats.admitted),
+        "shed": by_priority(&stats.shed),
+    })
 }

@@ -18,13 +18,13 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::{Layer, Service};
-use weir_engine::{Engine, EngineError, InFlight, Lifecycle, Metrics};
+use weir_engine::{Engine, EngineError, InFlight, Lifecycle, Metrics, UpstreamBreakers as _};
 use weir_listen::{header_limit, serve_http_with, serve_service_with, App, HttpLimits, Peer};
 use weir_tower::{OnLimit, PathMatch, RateLimitLayer};
 
 use crate::answer::ProxyBody;
 use crate::forward::{Forward, Routes};
-use crate::in_flight::{in_flight_metrics, priority_of};
+use crate::in_flight::{in_flight_metrics, in_flight_panel, priority_of};
 use crate::limits::ProxyLimits;
 use crate::reply::error;
 use crate::screen;
@@ -201,6 +201,12 @@ pub async fn run(
         engine
             .metrics()
             .add_section(Box::new(move |out| in_flight_metrics(&watched, out)));
+        let watched = layer.clone();
+        let adaptive = in_flight.adaptive.is_some();
+        engine.metrics().add_panel(
+            "in_flight",
+            Box::new(move || in_flight_panel(&watched, adaptive)),
+        );
     }
     let forward = Forward::new(
         Routes {
@@ -219,9 +225,12 @@ pub async fn run(
     let forward = match settings.breaker {
         Some(breaker) => {
             let forward = forward.breakers(breaker, &settings.server.engine.clock);
-            engine
-                .metrics()
-                .watch_upstream_breakers(forward.upstream_breakers());
+            let breakers = forward.upstream_breakers();
+            engine.metrics().watch_upstream_breakers(breakers.clone());
+            engine.metrics().add_panel(
+                "upstreams",
+                Box::new(move || serde_json::to_value(breakers.views()).unwrap_or_default()),
+            );
             forward
         }
         None => forward,

@@ -1,7 +1,8 @@
 //! The in-flight limit of `weir proxy` on real sockets: the adaptive limit (`--max-in-flight
 //! auto`) in front of a real backend on loopback that collapses past its knee, and
 //! priority shedding (crawlers before readers) in front of a backend the test holds and
-//! releases. Readiness is read from the proxy's own `/metrics`.
+//! releases. Readiness is read from the proxy's own `/metrics`; the dashboard's `in_flight`
+//! panel (`/dashboard/data`) is checked against it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
@@ -13,10 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use common::{client, get, proxy, settings};
+use common::{client, dashboard, get, proxy, settings, TOKEN};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use weir_core::adaptive::{AdaptiveSettings, Knee};
+use weir_listen::AdminToken;
 use weir_tower::InFlightLimit;
 
 const OPEN: &str = "domain: proxy\n";
@@ -94,6 +96,7 @@ async fn auto_finds_a_collapsing_backends_knee_and_keeps_it_there() {
         ..AdaptiveSettings::default()
     };
     s.in_flight = Some(InFlightLimit::adaptive(adaptive, 256, Duration::from_secs(5)).unwrap());
+    s.server.admin_token = Some(AdminToken::new(TOKEN).unwrap());
     let p = proxy(s).await;
     // 32 clients, each sending its next request as soon as the last is answered, for 40
     // rounds: eight times the backend's knee, all the time.
@@ -132,10 +135,43 @@ async fn auto_finds_a_collapsing_backends_knee_and_keeps_it_there() {
         (0.019..0.060).contains(&min_rtt),
         "the unloaded latency is about 20 ms: {min_rtt}"
     );
-    assert!(metric(p.api, "weir_proxy_sample_rtt_seconds")
+    let sample_rtt = metric(p.api, "weir_proxy_sample_rtt_seconds")
         .await
-        .is_some());
+        .unwrap();
     assert_eq!(b.inside.load(Ordering::SeqCst), 0);
+
+    // The dashboard's panel shows the same figures (nothing moves: every client is done,
+    // and the last slot is given back).
+    until_metric(p.api, "weir_proxy_in_flight", 0.0).await;
+    let data = dashboard(&client(), p.api).await;
+    let panel = &data["panels"]["in_flight"];
+    assert_eq!(panel["mode"], "adaptive", "{panel}");
+    assert_eq!(panel["limit"].as_f64(), Some(limit), "{panel}");
+    assert_eq!(
+        (panel["in_flight"].as_u64(), panel["queued"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let ms = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{panel}"));
+    assert!(
+        (ms(&panel["min_rtt_ms"]) - min_rtt * 1000.0).abs() < 0.01,
+        "{panel}"
+    );
+    assert!(
+        (ms(&panel["sample_rtt_ms"]) - sample_rtt * 1000.0).abs() < 0.01,
+        "{panel}"
+    );
+    let admitted: u64 = panel["admitted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(admitted, 32 * 40, "every request was let in: {panel}");
+    assert_eq!(panel["shed"], serde_json::json!([]), "none was shed");
+    assert!(
+        data["panels"].get("upstreams").is_none(),
+        "no breaker panel with the breakers off: {data}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,6 +184,7 @@ async fn under_overload_crawlers_are_shed_before_readers() {
     let b = backend(knee, Some(Arc::clone(&gate))).await;
     let mut s = settings(format!("http://{}", b.addr).parse().unwrap(), OPEN);
     s.in_flight = Some(InFlightLimit::fixed(1, 4, Duration::from_secs(30)));
+    s.server.admin_token = Some(AdminToken::new(TOKEN).unwrap());
     let p = proxy(s).await;
     let send = |headers: &'static [(&'static str, &'static str)]| {
         let addr = p.addr;
@@ -170,6 +207,23 @@ async fn under_overload_crawlers_are_shed_before_readers() {
         let shed = "weir_proxy_in_flight_shed_total{priority=\"0\"}";
         until_metric(p.api, shed, f64::from(n)).await;
     }
+    // The dashboard's panel at the height of it: a fixed limit of 1, full, four waiting,
+    // four crawlers shed, no latency measured.
+    let data = dashboard(&client(), p.api).await;
+    let panel = &data["panels"]["in_flight"];
+    assert_eq!(panel["mode"], "fixed", "{panel}");
+    assert_eq!(
+        (&panel["limit"], &panel["in_flight"], &panel["queued"]),
+        (&1.into(), &1.into(), &4.into()),
+        "{panel}"
+    );
+    assert_eq!(panel["min_rtt_ms"], serde_json::Value::Null, "{panel}");
+    assert_eq!(panel["sample_rtt_ms"], serde_json::Value::Null, "{panel}");
+    assert_eq!(
+        panel["shed"],
+        serde_json::json!([{ "priority": 0, "count": 4 }]),
+        "{panel}"
+    );
     // A fifth crawler finds no one lower in line: shed at once.
     crawlers.push(send(GOOGLEBOT));
     for crawler in crawlers {
@@ -186,4 +240,22 @@ async fn under_overload_crawlers_are_shed_before_readers() {
     assert_eq!(shed_readers, None, "no reader was shed");
     let admitted = "weir_proxy_in_flight_admitted_total{priority=\"1\"}";
     assert_eq!(metric(p.api, admitted).await, Some(5.0));
+    until_metric(p.api, "weir_proxy_in_flight", 0.0).await;
+    let data = dashboard(&client(), p.api).await;
+    let panel = &data["panels"]["in_flight"];
+    assert_eq!(
+        (&panel["shed"], &panel["in_flight"], &panel["queued"]),
+        (
+            &serde_json::json!([{ "priority": 0, "count": 5 }]),
+            &0.into(),
+            &0.into()
+        ),
+        "{panel}"
+    );
+    let readers = panel["admitted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["priority"] == 1);
+    assert_eq!(readers.map(|a| &a["count"]), Some(&5.into()), "{panel}");
 }

@@ -18,14 +18,12 @@ use std::time::Duration;
 
 use axum::Router;
 use common::raw::exchange;
-use common::{client, get, proxy, settings, Answer, HttpClient};
+use common::{client, dashboard, get, proxy, settings, Answer, HttpClient, TOKEN};
 use http::{Response, StatusCode};
 use weir_core::ManualClock;
 use weir_engine::SharedClock;
 use weir_listen::AdminToken;
 use weir_proxy::{BreakerSettings, ProxySettings, Upstream};
-
-const TOKEN: &str = "test-admin-token-0123456789";
 
 /// How the backend answers now.
 const OK: u8 = 0;
@@ -128,14 +126,6 @@ fn assert_unavailable(answer: &Answer, retry_after: &str) {
     );
 }
 
-/// The dashboard's data (`/dashboard/data` on the API listener, with the admin token).
-async fn dashboard(c: &HttpClient, api: SocketAddr) -> serde_json::Value {
-    let bearer = format!("Bearer {TOKEN}");
-    let data = get(c, api, "/dashboard/data", &[("authorization", &bearer)]).await;
-    assert_eq!(data.status, 200, "{}", data.body);
-    serde_json::from_str(&data.body).unwrap()
-}
-
 /// The line of `/metrics` for `series` (`name{labels}`), its value.
 async fn metric(c: &HttpClient, api: SocketAddr, series: &str) -> String {
     let text = get(c, api, "/metrics", &[]).await.body;
@@ -233,7 +223,7 @@ async fn while_an_unreachable_upstream_is_open_its_calls_go_to_the_fallback() {
 
     // The dashboard shows both breakers: the dead upstream's open, the fallback's closed.
     let data = dashboard(&c, p.api).await;
-    let upstreams = data["upstreams"].as_array().unwrap();
+    let upstreams = data["panels"]["upstreams"].as_array().unwrap();
     let of = |u: &Upstream| {
         upstreams
             .iter()
@@ -302,7 +292,7 @@ async fn a_clients_broken_bodies_neither_count_nor_hold_the_probe_slots() {
             .expect(400, "bad request body");
     }
     let data = dashboard(&c, p.api).await;
-    let view = &data["upstreams"][0];
+    let view = &data["panels"]["upstreams"][0];
     assert_eq!(
         (view["state"].as_str(), view["window_calls"].as_u64()),
         (Some("closed"), Some(0)),

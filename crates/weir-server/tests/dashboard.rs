@@ -135,6 +135,8 @@ async fn a_denial_is_in_the_data_at_once() {
         assert_eq!(before["store"]["store"], "memory");
         assert_eq!(before["store"]["mode"], "store");
         assert_eq!(before["top_denied"]["total_denials"], 0);
+        // A front end's own panels are weir proxy's: none under weir serve.
+        assert_eq!(before["panels"], serde_json::json!({}));
 
         let alice = check_body("d", &[("user", "alice")]);
         assert_eq!(server.post("/v1/check", &alice).await.status, 200);

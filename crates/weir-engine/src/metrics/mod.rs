@@ -13,12 +13,14 @@
 //! `weir-resilience`, and the process metrics, are read when `/metrics` is scraped.
 //! `history.rs` samples the per-rule counters once a second into a short per-second
 //! history (the dashboard's chart). `weir proxy`'s upstream circuit breakers are read at
-//! scrape time too (`upstreams.rs`).
+//! scrape time too (`upstreams.rs`). A front end's own dashboard panels (`panels.rs`) are
+//! read when the dashboard asks.
 
 mod decisions;
 mod histogram;
 mod history;
 mod hits;
+mod panels;
 mod process;
 mod registry;
 mod statsd;
@@ -26,6 +28,7 @@ mod upstreams;
 
 pub use decisions::{DecisionOutcome, NearLimit, RuleCounters};
 pub use history::{History, HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
+pub use panels::Panel;
 pub use registry::{InFlight, Metrics, Section};
 pub(crate) use statsd::{client as statsd_client, flush as statsd_flush};
 pub use statsd::{StatsdError, StatsdSettings};

@@ -18,6 +18,7 @@ use weir_resilience::{FailoverStats, Mode};
 use super::decisions::{DecisionLabels, DecisionOutcome, RuleCounters, UNKNOWN_DOMAIN};
 use super::histogram::Latency;
 use super::hits::HitFamilies;
+use super::panels::{Panel, Panels};
 use super::process::ProcessMetrics;
 use super::upstreams::{BreakerFamilies, UpstreamBreakerView, UpstreamBreakers};
 use crate::store::AnyStore;
@@ -86,6 +87,7 @@ pub struct Metrics {
     process: ProcessMetrics,
     seen: Mutex<Seen>,
     sections: Sections,
+    panels: Panels,
     // weir proxy's upstream circuit breakers (none for the other front ends).
     breaker_families: BreakerFamilies,
     upstream_breakers: OnceLock<Arc<dyn UpstreamBreakers>>,
@@ -283,6 +285,7 @@ impl Metrics {
             process,
             seen: Mutex::default(),
             sections: Sections::default(),
+            panels: Panels::default(),
             breaker_families,
             upstream_breakers: OnceLock::new(),
         }
@@ -412,18 +415,21 @@ impl Metrics {
     }
 
     /// `weir proxy`'s upstream circuit breakers, read at each scrape
-    /// (`weir_upstream_breaker_*`) and by the dashboard. The first call wins.
+    /// (`weir_upstream_breaker_*`; the dashboard reads them as a panel). The first call
+    /// wins.
     pub fn watch_upstream_breakers(&self, breakers: Arc<dyn UpstreamBreakers>) {
         let _ = self.upstream_breakers.set(breakers);
     }
 
-    /// Every upstream's circuit breaker now (none outside `weir proxy`, or with the
-    /// breakers off).
-    pub fn upstream_breakers(&self) -> Vec<UpstreamBreakerView> {
-        self.upstream_breakers
-            .get()
-            .map(|b| b.views())
-            .unwrap_or_default()
+    /// Adds a front end's own panel to the dashboard, as `name` (`weir proxy`:
+    /// `upstreams`, `in_flight`); a second panel of the same name replaces the first.
+    pub fn add_panel(&self, name: &'static str, panel: Panel) {
+        self.panels.add(name, panel);
+    }
+
+    /// Every front end panel now, by name (none outside `weir proxy`).
+    pub fn panels(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.panels.views()
     }
 
     /// Copies the store's counters in and renders every metric as OpenMetrics text.

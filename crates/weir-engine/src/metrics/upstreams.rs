@@ -2,8 +2,8 @@
 //! state names ([`BreakerState`]), what one breaker shows ([`UpstreamBreakerView`]), and
 //! the role the proxy's breakers play for [`Metrics`](super::Metrics)
 //! ([`UpstreamBreakers`]). The breakers themselves are the proxy's
-//! (`weir-proxy/src/breaker/`); this only reads them, at scrape time and when the dashboard
-//! asks, and takes no part in a decision. Labels are upstreams from the proxy's flags:
+//! (`weir-proxy/src/breaker/`); this only reads them at scrape time (the dashboard reads
+//! them as the proxy's `upstreams` panel, `panels.rs`), and takes no part in a decision. Labels are upstreams from the proxy's flags:
 //! bounded, never a client's value.
 
 use prometheus_client::encoding::EncodeLabelSet;

@@ -136,7 +136,59 @@
     renderTop(data.top_shadow_denied, 'top-shadow', 'top-shadow-total', 'denial not enforced',
       'denials not enforced', 'No denial left unenforced.');
     renderRules(data.rules, data.rules_total, byRule);
-    renderBreakers(data.upstreams || []);
+    const panels = data.panels || {};
+    renderBreakers(panels.upstreams || []);
+    renderInFlight(panels.in_flight || null);
+  }
+
+  // weir proxy's in-flight limit. The server sends the figures now; the chart is this
+  // page's own memory of them, one point per poll (the last 5 minutes).
+  const IN_FLIGHT_POINTS = 300;
+  const inFlightSeen = [];
+
+  function renderInFlight(p) {
+    $('in-flight').hidden = p === null;
+    if (p === null) return;
+    inFlightSeen.push([p.limit, p.in_flight, p.queued]);
+    if (inFlightSeen.length > IN_FLIGHT_POINTS) inFlightSeen.shift();
+    const mode = $('in-flight-mode');
+    mode.textContent = p.mode;
+    mode.className = 'badge in-flight-' + p.mode;
+    $('in-flight-now').textContent = 'limit ' + p.limit + ' · ' + p.in_flight +
+      ' in flight · ' + p.queued + ' queued';
+    const ms = (v) => (v === null || v === undefined ? 'not measured yet' : v.toFixed(1) + ' ms');
+    $('in-flight-rtt').textContent = p.mode === 'adaptive'
+      ? 'unloaded latency (min RTT) ' + ms(p.min_rtt_ms) + (p.measuring ? ', measuring now' : '') +
+        ' · sampled latency ' + ms(p.sample_rtt_ms)
+      : 'a fixed limit: no latency is measured';
+    $('in-flight-chart').replaceChildren(inFlightChart(inFlightSeen));
+    const priorities = new Map();
+    for (const a of p.admitted) priorities.set(a.priority, [a.count, 0]);
+    for (const s of p.shed) priorities.set(s.priority, [(priorities.get(s.priority) || [0])[0], s.count]);
+    const rows = [...priorities.entries()].sort((a, b) => b[0] - a[0]).map(([priority, [admitted, shed]]) => {
+      const row = el('tr', shed > 0 ? 'hot' : null);
+      row.append(el('td', 'num', priority), el('td', 'num', admitted), el('td', 'num', shed));
+      return row;
+    });
+    $('in-flight-table').tBodies[0].replaceChildren(...rows);
+  }
+
+  function inFlightChart(points) {
+    const width = IN_FLIGHT_POINTS;
+    const height = 60;
+    const top = Math.max(1, ...points.map((p) => Math.max(...p)));
+    const root = svg('svg', { viewBox: '0 0 ' + width + ' ' + (height + 12) });
+    root.append(svg('line', { x1: 0, y1: height, x2: width, y2: height, class: 'axis' }));
+    const label = svg('text', { x: 2, y: 10, class: 'label' });
+    label.textContent = String(top);
+    root.append(label);
+    const offset = width - points.length;
+    ['line-allowed', 'line-denied', 'line-shadow'].forEach((cls, k) => {
+      const d = points.map((p, i) =>
+        (i === 0 ? 'M' : 'L') + (offset + i) + ' ' + (height - (p[k] / top) * (height - 12)).toFixed(1));
+      root.append(svg('path', { d: d.join(' '), class: cls }));
+    });
+    return root;
   }
 
   // weir proxy's circuit breakers, one row per upstream. The server sends the state now;

@@ -3,8 +3,9 @@
 //! behind and never takes part in a decision: the rules in force (`Engine::rules`), the
 //! per-second history the engine samples from the rules' decision counters
 //! (`weir_engine::HistoryView`), the top-denied sketch, readiness (the store and its mode),
-//! the config status (the last reload and its error) and, under `weir proxy`, each
-//! upstream's circuit breaker (`Metrics::upstream_breakers`).
+//! the config status (the last reload and its error) and a front end's own panels
+//! (`Metrics::panels`: under `weir proxy`, each upstream's circuit breaker and the in-flight
+//! limit).
 //!
 //! A browser cannot send a bearer header when it loads a page, so the page is a static
 //! shell that holds no data and asks for the admin token; its script keeps the token in
@@ -134,7 +135,7 @@ fn hidden(c: char) -> bool {
 /// `GET /dashboard/data`: the rules in force and their files, the config status, the store
 /// and its mode, decisions per second per rule over the last five minutes, the most
 /// denied keys (enforced denials; those not enforced, shadow and roll-out, apart), and
-/// `weir proxy`'s upstream circuit breakers.
+/// the front end's own panels (`weir proxy`'s circuit breakers and in-flight limit).
 async fn data(State(app): State<App>) -> Response {
     let engine = app.engine();
     let snapshot = engine.rules().snapshot();
@@ -159,8 +160,9 @@ async fn data(State(app): State<App>) -> Response {
         "history": engine.decision_history(HISTORY_SECONDS),
         "top_denied": { "total_denials": total, "keys": keys },
         "top_shadow_denied": { "total_denials": shadow_total, "keys": shadow_keys },
-        // weir proxy's upstream circuit breakers (empty elsewhere, or with them off).
-        "upstreams": engine.metrics().upstream_breakers(),
+        // A front end's own panels, by name (weir proxy: `upstreams`, its circuit
+        // breakers, and `in_flight`, its in-flight limit; empty elsewhere).
+        "panels": engine.metrics().panels(),
     });
     (guarded("application/json"), Json(body)).into_response()
 }

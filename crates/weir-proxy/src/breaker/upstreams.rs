@@ -2,8 +2,9 @@
 //! own): [`Breakers`] finds an upstream's, [`UpstreamBreaker`] holds its pure state
 //! machine (`machine.rs`) behind a short lock and reads the engine's clock, and a
 //! [`Permit`] carries one admitted call to its end. [`Forward`](crate::Forward) asks for a
-//! permit after it has chosen the upstream and before it sends anything; the metrics and
-//! the dashboard read the breakers through `weir_engine::UpstreamBreakers`.
+//! permit after it has chosen the upstream and before it sends anything; the metrics read
+//! the breakers through `weir_engine::UpstreamBreakers`, the dashboard as the `upstreams`
+//! panel (`Metrics::add_panel`, in `serve.rs`).
 //!
 //! A permit dropped without an answer (the client's body failed, the client went away, an
 //! upgrade whose end says nothing of the upstream) is abandoned: it counts neither way, and

@@ -271,3 +271,14 @@ pub async fn get(
 ) -> Answer {
     send(client, addr, "GET", path, headers, "").await
 }
+
+/// The admin token of the tests that read the dashboard.
+pub const TOKEN: &str = "test-admin-token-0123456789";
+
+/// The dashboard's data (`/dashboard/data` on the API listener, with [`TOKEN`]).
+pub async fn dashboard(c: &HttpClient, api: SocketAddr) -> serde_json::Value {
+    let bearer = format!("Bearer {TOKEN}");
+    let data = get(c, api, "/dashboard/data", &[("authorization", &bearer)]).await;
+    assert_eq!(data.status, 200, "{}", data.body);
+    serde_json::from_str(&data.body).unwrap()
+}
