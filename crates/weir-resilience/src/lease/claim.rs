@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::slice::Slice;
-use super::{lock, Shard};
+use super::store::{lock, Shard};
 
 /// The claiming check's hold on a key. Settling it (or dropping it, when the store call
 /// failed or the caller went away) clears the claim and wakes the key's waiting checks.
