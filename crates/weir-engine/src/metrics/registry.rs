@@ -341,6 +341,7 @@ impl Metrics {
             family: self.decisions.clone(),
             hits,
             hit_families: self.hit_families.clone(),
+            direct: Arc::default(),
         }
     }
 
