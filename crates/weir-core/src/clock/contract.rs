@@ -26,7 +26,7 @@ pub trait Clock: Send + Sync + 'static {
     /// Blocks the calling thread until `now_ns() >= deadline_ns`, without spinning. Used by
     /// [`Limiter::wait_blocking`](crate::Limiter::wait_blocking); never call it from async
     /// code. The default drives [`sleep_until`](Self::sleep_until) on this thread, parking
-    /// it until the sleep wakes it; [`SystemClock`] sleeps the thread directly.
+    /// it until the sleep wakes it; [`SystemClock`](crate::SystemClock) sleeps the thread directly.
     fn sleep_until_blocking(&self, deadline_ns: u64) {
         block_on(self.sleep_until(deadline_ns));
     }

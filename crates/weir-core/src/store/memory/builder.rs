@@ -52,7 +52,7 @@ impl MemoryStoreBuilder {
     }
 
     /// Gives the records of one scope (every rule named `name` shares it: see
-    /// [`Rule::scope`]) a share of their own, `percent` of the capacity (1 to 100), whatever
+    /// [`Rule::scope`](crate::Rule::scope)) a share of their own, `percent` of the capacity (1 to 100), whatever
     /// the parameters of the rules checking them. Without it, each set of parameters is a
     /// rule of its own with the [`rule_share`](Self::rule_share): a scope whose callers pick
     /// the parameters (the server's limit overrides, named alike whatever limit a request

@@ -23,7 +23,7 @@ use super::routing::{MemoryStore, UNSCOPED};
 type Inline<T> = SmallVec<[T; 4]>;
 
 impl MemoryStore {
-    /// [`Store::check_all`], synchronously: locks the shards involved in index order (so
+    /// [`Store::check_all`](crate::Store::check_all), synchronously: locks the shards involved in index order (so
     /// two such calls never deadlock), decides every limit on a copy, and writes back only
     /// if all allow (denials are written back too, for their lockouts).
     pub fn check_all_now(

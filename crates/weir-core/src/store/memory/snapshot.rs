@@ -113,7 +113,7 @@ pub struct StateSnapshot {
     invalid_count: usize,
 }
 
-/// What [`MemoryStore::import`] did with a snapshot's records.
+/// What [`MemoryStore::import`](crate::MemoryStore::import) did with a snapshot's records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ImportReport {
@@ -168,7 +168,7 @@ impl StateSnapshot {
 
     /// Reads a snapshot, refusing bytes that are not one whole, intact snapshot of a
     /// version this build reads. Records that parse but are not valid are left out (counted
-    /// in [`MemoryStore::import`]'s report).
+    /// in [`MemoryStore::import`](crate::MemoryStore::import)'s report).
     pub fn decode(bytes: &[u8]) -> Result<StateSnapshot, SnapshotError> {
         let size = bytes.len() as u64;
         if size > MAX_SNAPSHOT_BYTES {
