@@ -274,6 +274,7 @@ impl ServeArgs {
         };
         settings.engine.redis_batch_wait = self.engine.redis_batch_wait.or(rl.redis_batch_wait);
         settings.engine.statsd = rl.statsd.clone();
+        settings.engine.ready_needs_rules = rl.ready_needs_rules;
         settings.engine.ready_in_fallback = !(self.fallback_not_ready
             || (std::env::var_os("WEIR_FALLBACK_NOT_READY").is_none() && rl.fallback_not_ready));
         settings.grpc_tls = match (&self.grpc_tls_cert, &self.grpc_tls_key, &rl.grpc_tls) {

@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
+mod common;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -115,32 +117,12 @@ fn runtime_root() -> String {
 
 #[test]
 fn ratelimits_grpc_tls_variables_serve_mutual_tls() {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
-        IsCa, KeyPair,
-    };
     use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
     let dir = std::env::temp_dir().join(format!("weir-cli-tls-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.distinguished_name
-        .push(DnType::CommonName, "weir cli test CA");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    for (who, name, usage) in [
-        ("server", "localhost", ExtendedKeyUsagePurpose::ServerAuth),
-        ("client", "envoy", ExtendedKeyUsagePurpose::ClientAuth),
-    ] {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
-        params.extended_key_usages = vec![usage];
-        let cert = params.signed_by(&key, &ca).unwrap();
-        std::fs::write(dir.join(format!("{who}.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{who}.key")), key.serialize_pem()).unwrap();
-    }
+    common::tls_files(&dir, "localhost");
     let file = |name: &str| dir.join(name).display().to_string();
     let grpc_port = free_port();
     let mut weir = start(&[

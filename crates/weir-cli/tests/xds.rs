@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
+mod common;
+
 use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -29,7 +31,7 @@ use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_stream::Stream;
-use tonic::transport::{Channel, Server};
+use tonic::transport::{Certificate, Channel, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Response, Status, Streaming};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -201,11 +203,23 @@ async fn serving(grpc: &Channel) -> i32 {
 async fn start(
     extra: &[(&'static str, String)],
 ) -> (Weir, mpsc::UnboundedReceiver<AdsStream>, u16, u16) {
+    start_with(extra, None).await
+}
+
+/// [`start`] with the management server serving `tls`.
+async fn start_with(
+    extra: &[(&'static str, String)],
+    tls: Option<ServerTlsConfig>,
+) -> (Weir, mpsc::UnboundedReceiver<AdsStream>, u16, u16) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let ads_addr = listener.local_addr().unwrap();
     let (streams_tx, streams) = mpsc::unbounded_channel();
+    let mut server = Server::builder();
+    if let Some(tls) = tls {
+        server = server.tls_config(tls).unwrap();
+    }
     tokio::spawn(
-        Server::builder()
+        server
             .add_service(AggregatedDiscoveryServiceServer::new(Ads {
                 streams: streams_tx,
             }))
@@ -468,5 +482,38 @@ async fn a_limited_key_in_the_state_file_survives_a_restart_under_xds() {
         "alice's spent budget came back with the rules"
     );
     assert_eq!(ask(&grpc, "bob").await.overall_code, Code::Ok as i32);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// ratelimit's xDS TLS variables (`CONFIG_GRPC_XDS_SERVER_USE_TLS`, `_SERVER_TLS_CACERT`,
+/// `_CLIENT_TLS_CERT` / `_KEY`, `_SERVER_TLS_SAN`) against a management server that serves
+/// mutual TLS: its certificate names only `xds.internal` (not the address dialled, so the
+/// SAN variable is what lets it verify), and it refuses a client without a certificate
+/// from its CA. An update ACKed over that stream is in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xds_over_mutual_tls_verifies_the_server_by_its_san() {
+    let dir = std::env::temp_dir().join(format!("weir-xds-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    common::tls_files(&dir, "xds.internal");
+    let file = |name: &str| dir.join(name).display().to_string();
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let tls = ServerTlsConfig::new()
+        .identity(Identity::from_pem(read("server.pem"), read("server.key")))
+        .client_ca_root(Certificate::from_pem(read("ca.pem")));
+    let (_weir, mut streams, grpc_port, _) = start_with(
+        &[
+            ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true".to_string()),
+            ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", file("ca.pem")),
+            ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", file("client.pem")),
+            ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", file("client.key")),
+            ("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "xds.internal".to_string()),
+        ],
+        Some(tls),
+    )
+    .await;
+    let _stream = first_config(&mut streams, 3).await;
+    let grpc = connect(&format!("http://127.0.0.1:{grpc_port}")).await;
+    assert_eq!(limit_of(&ask(&grpc, "alice").await), 3);
     std::fs::remove_dir_all(&dir).unwrap();
 }

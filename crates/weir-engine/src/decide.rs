@@ -194,6 +194,10 @@ impl Engine {
             overall.add(&status, m.quota_mode);
             statuses.push(status);
         }
+        if self.global_shadow() && overall.code(false) == Code::OverLimit {
+            // As envoyproxy/ratelimit: a request the global shadow mode let through.
+            self.metrics().global_shadow_mode();
+        }
         Ok(Verdict {
             overall: overall.code(self.global_shadow()),
             statuses,

@@ -188,6 +188,11 @@ impl Engine {
         self.inner.metrics.render(self.store())
     }
 
+    /// The metrics in `format` (what `/metrics` serves: [`Exposition::negotiate`]).
+    pub fn render_metrics_as(&self, format: crate::Exposition) -> String {
+        self.inner.metrics.render_as(self.store(), format)
+    }
+
     /// The keys denied most, counting enforced denials only.
     pub fn top_denied(&self) -> &TopDenied {
         &self.inner.top_denied
@@ -260,7 +265,8 @@ impl Engine {
     /// Whether the engine can decide: the store answers, or a failover guard's failure
     /// policies decide while it does not (unless `ready_in_fallback` is off). Not ready
     /// once shutdown began, while a full memory store refuses new keys, or while rules from
-    /// xDS wait for the management server's first update.
+    /// xDS wait for the management server's first update, nor, with `ready_needs_rules`,
+    /// while the rules in force define no domain.
     pub async fn readiness(&self) -> Readiness {
         let store = self.store();
         let ping = store.ping().await;
@@ -287,6 +293,15 @@ impl Engine {
         }
         if let Some(waiting) = self.inner.rules.waiting() {
             return not_ready(waiting);
+        }
+        if self.settings().ready_needs_rules
+            && self.inner.rules.snapshot().rules.domains().next().is_none()
+        {
+            return not_ready(
+                "no rule file with a domain is loaded yet (ready once one is: \
+                 HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)"
+                    .to_string(),
+            );
         }
         let fallback = mode == "fallback" || ping.is_err();
         if fallback && store.is_guarded() && !self.settings().ready_in_fallback {
@@ -350,7 +365,7 @@ impl Engine {
     }
 
     /// ratelimit's statsd counters, if asked for: every flush interval, the counts of the
-    /// rule snapshot in force since the last flush (`metrics/statsd.rs`). A socket that
+    /// rule snapshot in force and of the service since the last flush (`metrics/statsd.rs`). A socket that
     /// cannot be set up is a WARN (statsd is reporting, never a reason not to decide).
     fn spawn_statsd(&self) -> Option<JoinHandle<()>> {
         let settings = self.settings().statsd.clone()?;
@@ -363,6 +378,7 @@ impl Engine {
         };
         tracing::info!(addr = %settings.addr, "sending envoyproxy/ratelimit's statsd counters");
         let book = Arc::clone(self.rules());
+        let metrics = Arc::clone(self.metrics());
         Some(tokio::spawn(async move {
             let every = settings
                 .flush_interval
@@ -372,7 +388,12 @@ impl Engine {
             ticks.tick().await; // the first tick is immediate
             loop {
                 ticks.tick().await;
-                crate::metrics::statsd_flush(&book.snapshot().counters, &client, &settings);
+                crate::metrics::statsd_flush(
+                    &metrics,
+                    &book.snapshot().counters,
+                    &client,
+                    &settings,
+                );
             }
         }))
     }

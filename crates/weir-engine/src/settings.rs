@@ -75,6 +75,12 @@ pub struct EngineSettings {
     /// deciding) is still ready (default yes). Off, readiness says not ready then, as
     /// envoyproxy/ratelimit with `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`.
     pub ready_in_fallback: bool,
+    /// Whether the engine is ready only once the rules in force define at least one
+    /// domain (default no: an empty rule directory is ready, every domain unknown). On,
+    /// as envoyproxy/ratelimit with `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: not ready
+    /// until a rule file (or xDS update) with a domain is in force, and not ready again
+    /// if a reload leaves none.
+    pub ready_needs_rules: bool,
     /// How often the memory store is swept of expired keys (default 10 s).
     pub sweep_interval: Duration,
     /// How many keys the top-denied sketch tracks (default 256).
@@ -119,6 +125,7 @@ impl Default for EngineSettings {
             clock: SharedClock::default(),
             reload: ReloadSettings::default(),
             ready_in_fallback: true,
+            ready_needs_rules: false,
             sweep_interval: Duration::from_secs(10),
             top_denied_capacity: 256,
             validate: None,

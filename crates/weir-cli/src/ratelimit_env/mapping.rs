@@ -64,6 +64,9 @@ pub(crate) struct RatelimitEnv {
     pub(crate) redis_batch_wait: Option<Duration>,
     /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`: not ready while the store does not answer.
     pub(crate) fallback_not_ready: bool,
+    /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: not ready until rules with a domain are
+    /// in force.
+    pub(crate) ready_needs_rules: bool,
     /// `RUNTIME_*`.
     pub(crate) rules: Option<RuntimeDir>,
     /// `LOG_LEVEL`, as a Weir log filter.
@@ -149,6 +152,7 @@ pub(crate) const MAPPED: &[&str] = &[
     "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
     "REDIS_SENTINEL_AUTH",
     "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
+    "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
     "REDIS_TIMEOUT",
     "REDIS_PIPELINE_WINDOW",
     "MEMCACHE_HOST_PORT",
@@ -179,6 +183,7 @@ pub(crate) fn read(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Ra
         store_timeout: store.timeout,
         redis_batch_wait: store.batch_wait,
         fallback_not_ready: store.health_checks_store,
+        ready_needs_rules: vars.is_true("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?,
         rules: runtime_dir(&vars)?,
         log: log_level(&vars)?,
         log_format: log_format(&vars)?,
@@ -392,8 +397,10 @@ mod tests {
             ("LIMIT_REMAINING_HEADER", "X-Left"),
             ("DEBUG_PORT", "6070"),
             ("TRACING_ENABLED", "true"),
+            ("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"),
         ])
         .unwrap();
+        assert!(e.ready_needs_rules);
         assert_eq!(env_addr(e.http), "0.0.0.0:9080");
         assert_eq!(env_addr(e.grpc), "127.0.0.1:8081");
         assert_eq!(e.store.as_deref(), Some("redis://redis:6379"));

@@ -34,7 +34,6 @@ const METRICS: &str = "Weir serves Prometheus metrics on the HTTP port's /metric
 pub(crate) const UNSUPPORTED: &[Unsupported] = &[
     u("GRPC_MAX_CONNECTION_AGE", &[], "Weir closes a gRPC connection after --grpc-idle-timeout without requests instead"),
     u("GRPC_MAX_CONNECTION_AGE_GRACE", &[], "Weir closes a gRPC connection after --grpc-idle-timeout without requests instead"),
-    u("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", OFF, "Weir is ready with an empty runtime directory (every domain unknown, answered OK, a WARN at start)"),
     u("USE_DOG_STATSD_MOGRIFIERS", &[], METRICS),
     u("DISABLE_STATS", OFF, METRICS),
     u("PROMETHEUS_ADDR", &[], METRICS),

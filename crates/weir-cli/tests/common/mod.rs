@@ -125,3 +125,29 @@ pub fn terminate(mut served: Served) -> std::process::ExitStatus {
     }
     panic!("weir did not stop within 20 s of SIGTERM");
 }
+
+/// A CA (`ca.pem`), a server certificate for `server_name` (`server.pem`, `server.key`) and
+/// a client certificate (`client.pem`, `client.key`) it signed, written into `dir`.
+pub fn tls_files(dir: &Path, server_name: &str) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair,
+    };
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name
+        .push(DnType::CommonName, "weir cli test CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    for (who, name, usage) in [
+        ("server", server_name, ExtendedKeyUsagePurpose::ServerAuth),
+        ("client", "client", ExtendedKeyUsagePurpose::ClientAuth),
+    ] {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &ca).unwrap();
+        std::fs::write(dir.join(format!("{who}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{who}.key")), key.serialize_pem()).unwrap();
+    }
+}

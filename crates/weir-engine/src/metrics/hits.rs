@@ -7,10 +7,11 @@
 //! between the near-limit threshold and the limit `near_limit`; a denied shadow descriptor
 //! counts in `over_limit` and `shadow_mode`; an unlimited rule counts nothing.
 //!
-//! Exported as gauge-typed series that only grow: statsd_exporter exports these names with
-//! no `_total` suffix, which an OpenMetrics counter would add. `key1` / `key2` are the first
-//! two levels of the rule's id below its domain (`rl.foo.bar` → `foo`, `bar`): bounded, never
-//! a client's value (ratelimit's `detailed_metric` adds nothing here).
+//! Counters, named as upstream names them: the Prometheus text format (what a default
+//! scrape gets) serves them under these names, OpenMetrics with `_total` added
+//! (`exposition.rs`). `key1` / `key2` are the first two levels of the rule's id below its
+//! domain (`rl.foo.bar` → `foo`, `bar`): bounded, never a client's value (ratelimit's
+//! `detailed_metric` adds nothing here). The service-level series are in `service.rs`.
 //!
 //! The same counting also keeps each rule's counts since the last statsd flush
 //! ([`RuleHits::take`], read by `statsd.rs`): one place counts, both outputs read it.
@@ -19,15 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use weir_core::Decision;
 
 use super::decisions::NearLimit;
 
-/// A count that only grows, named without `_total` (see the module header).
-pub(crate) type HitCount = Gauge<u64, AtomicU64>;
+/// A count of hits.
+pub(crate) type HitCount = Counter<u64, AtomicU64>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub(crate) struct HitLabels {
@@ -52,7 +53,7 @@ impl HitLabels {
     }
 }
 
-/// The five families, registered once, and ratelimit's configuration load counts.
+/// The five families, registered once.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HitFamilies {
     total: Family<HitLabels, HitCount>,
@@ -60,8 +61,6 @@ pub(crate) struct HitFamilies {
     near: Family<HitLabels, HitCount>,
     within: Family<HitLabels, HitCount>,
     shadow: Family<HitLabels, HitCount>,
-    load_success: HitCount,
-    load_error: HitCount,
 }
 
 impl HitFamilies {
@@ -97,26 +96,7 @@ impl HitFamilies {
                 family.clone(),
             );
         }
-        registry.register(
-            "ratelimit_service_config_load_success",
-            "Rule loads that succeeded, the first included (envoyproxy/ratelimit's name)",
-            families.load_success.clone(),
-        );
-        registry.register(
-            "ratelimit_service_config_load_error",
-            "Rule loads that failed: the rules in force stayed (envoyproxy/ratelimit's name)",
-            families.load_error.clone(),
-        );
         families
-    }
-
-    /// Counts a load of the rules (at start or a reload) as ratelimit does.
-    pub(crate) fn config_loaded(&self, ok: bool) {
-        if ok {
-            self.load_success.inc();
-        } else {
-            self.load_error.inc();
-        }
     }
 
     /// The counters of one rule, created (at zero) now.
@@ -272,24 +252,5 @@ mod tests {
             }
         );
         assert_eq!(HitLabels::of("d", "d.k").key2, "");
-    }
-
-    #[test]
-    fn config_loads_count_under_ratelimits_names() {
-        let mut registry = Registry::default();
-        let families = HitFamilies::register(&mut registry);
-        families.config_loaded(true);
-        families.config_loaded(true);
-        families.config_loaded(false);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        assert!(
-            text.contains("\nratelimit_service_config_load_success 2\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("\nratelimit_service_config_load_error 1\n"),
-            "{text}"
-        );
     }
 }

@@ -1,6 +1,7 @@
-//! [`Metrics`]: every metric family of the engine and its front ends, registered once, and the OpenMetrics
-//! text `/metrics` serves. Store and cache counters kept by `weir-resilience` are copied in
-//! at scrape time.
+//! [`Metrics`]: every metric family of the engine and its front ends, registered once, and the text
+//! `/metrics` serves (OpenMetrics, or the Prometheus text format derived from it:
+//! `exposition.rs`). Store and cache counters kept by `weir-resilience` are copied in at
+//! scrape time.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -16,10 +17,12 @@ use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
 
 use super::decisions::{DecisionLabels, DecisionOutcome, RuleCounters, UNKNOWN_DOMAIN};
+use super::exposition::{to_prometheus, Exposition};
 use super::histogram::Latency;
 use super::hits::HitFamilies;
 use super::panels::{Panel, Panels};
 use super::process::ProcessMetrics;
+use super::service::{ServiceFamilies, BARE_COUNTERS};
 use super::upstreams::{BreakerFamilies, UpstreamBreakerView, UpstreamBreakers};
 use crate::store::AnyStore;
 
@@ -84,6 +87,7 @@ pub struct Metrics {
     /// Every API's histogram of `request_duration`, built up front (as `request_counters`).
     request_latencies: Vec<(&'static str, Latency)>,
     hit_families: HitFamilies,
+    service: ServiceFamilies,
     process: ProcessMetrics,
     seen: Mutex<Seen>,
     sections: Sections,
@@ -229,7 +233,7 @@ impl Metrics {
         let process = ProcessMetrics::register(&mut registry);
         let breaker_families = BreakerFamilies::register(&mut registry);
         // Series that alerts use exist from the start, at zero.
-        let request_latencies = APIS
+        let request_latencies: Vec<(&'static str, Latency)> = APIS
             .into_iter()
             .map(|api| {
                 (
@@ -238,6 +242,10 @@ impl Metrics {
                 )
             })
             .collect();
+        let grpc_latency = request_duration
+            .get_or_create(&ApiLabels { api: "grpc" })
+            .clone();
+        let service = ServiceFamilies::register(&mut registry, &grpc_latency);
         fallback
             .get_or_create(&StoreLabels { store: store_kind })
             .set(0);
@@ -282,6 +290,7 @@ impl Metrics {
             request_duration,
             request_latencies,
             hit_families,
+            service,
             process,
             seen: Mutex::default(),
             sections: Sections::default(),
@@ -345,8 +354,12 @@ impl Metrics {
         }
     }
 
-    /// Counts one request of `api` with `result`.
+    /// Counts one request of `api` with `result` (a `grpc` one also as envoyproxy/ratelimit
+    /// counts a `ShouldRateLimit` call: `service.rs`).
     pub fn request(&self, api: &'static str, result: &'static str) {
+        if api == "grpc" {
+            self.service.should_rate_limit(result);
+        }
         let labels = RequestLabels { api, result };
         match self.request_counters.iter().find(|(l, _)| *l == labels) {
             Some((_, counter)) => counter.inc(),
@@ -356,6 +369,9 @@ impl Metrics {
 
     /// Records how long one request of `api` took.
     pub fn request_duration(&self, api: &'static str, took: Duration) {
+        if api == "grpc" {
+            self.service.response_times.record(took);
+        }
         match self.request_latencies.iter().find(|(a, _)| *a == api) {
             Some((_, latency)) => latency.observe(took),
             None => self
@@ -384,7 +400,7 @@ impl Metrics {
     pub fn reload(&self, ok: bool, rules: usize) {
         let result = if ok { "success" } else { "failure" };
         self.reloads.get_or_create(&ResultLabels { result }).inc();
-        self.hit_families.config_loaded(ok);
+        self.service.config_loaded(ok);
         self.config_ok.set(i64::from(ok));
         if ok {
             self.config_rules
@@ -394,9 +410,20 @@ impl Metrics {
 
     /// Sets the rule gauge for the rules loaded at startup.
     pub fn initial_rules(&self, rules: usize) {
-        self.hit_families.config_loaded(true);
+        self.service.config_loaded(true);
         self.config_rules
             .set(i64::try_from(rules).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a request over the limit answered `OK` by the global shadow mode
+    /// (envoyproxy/ratelimit's `global_shadow_mode`).
+    pub fn global_shadow_mode(&self) {
+        self.service.global_shadow.inc();
+    }
+
+    /// envoyproxy/ratelimit's service-level series (statsd reads them).
+    pub(crate) fn service(&self) -> &ServiceFamilies {
+        &self.service
     }
 
     /// Counts an admin call refused for its token.
@@ -431,6 +458,15 @@ impl Metrics {
     /// Every front end panel now, by name (none outside `weir proxy`).
     pub fn panels(&self) -> serde_json::Map<String, serde_json::Value> {
         self.panels.views()
+    }
+
+    /// Copies the store's counters in and renders every metric in `format`.
+    pub fn render_as(&self, store: &AnyStore, format: Exposition) -> String {
+        let openmetrics = self.render(store);
+        match format {
+            Exposition::OpenMetrics => openmetrics,
+            Exposition::Prometheus => to_prometheus(&openmetrics, &BARE_COUNTERS),
+        }
     }
 
     /// Copies the store's counters in and renders every metric as OpenMetrics text.

@@ -1,10 +1,11 @@
 //! Operations endpoints: `/healthz` (the process answers), `/readyz` (it can decide: the
 //! store answers, or a failover guard's failure policies cover it; JSON),
 //! `/healthcheck` (the same readiness as envoyproxy/ratelimit answers it: `200 OK`, else
-//! `500`), `/metrics` (Prometheus / OpenMetrics text).
+//! `500`), `/metrics` (the Prometheus text format, or OpenMetrics to a client that accepts
+//! only that: `weir_engine::Exposition` says which and why).
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -38,14 +39,23 @@ pub(crate) async fn healthcheck(State(app): State<App>) -> Response {
     }
 }
 
-/// `GET /metrics`.
-pub(crate) async fn metrics(State(app): State<App>) -> Response {
+/// `GET /metrics`, in the format the `Accept` header chooses (every `Accept` field
+/// joined, as HTTP allows one list over several lines; one not readable as text counts as
+/// absent).
+pub(crate) async fn metrics(State(app): State<App>, headers: HeaderMap) -> Response {
+    let accept: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let accept = (!accept.is_empty()).then(|| accept.join(","));
+    let format = weir_engine::Exposition::negotiate(accept.as_deref());
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        app.engine().render_metrics(),
+        [
+            (header::CONTENT_TYPE, format.content_type()),
+            (header::VARY, "Accept"),
+        ],
+        app.engine().render_metrics_as(format),
     )
         .into_response()
 }
