@@ -10,14 +10,22 @@
 //! per command), and a denial recorded in the top-denied keys. Not here: parsing the command or bounding its
 //! parameters (the front end's job), rules, shadow mode or roll-out (a caller's own rule
 //! has none).
+//!
+//! A RESP front end decides hundreds of thousands of commands a second, pipelined: what a
+//! rule-file decision takes per request (the rule snapshot, counters found by rule id) a
+//! command does not need. The [`DIRECT_RULES`] keep their counters and their top-denied
+//! names here ([`DirectCounters`], built with the engine), so a decision takes no lock,
+//! clones no `Arc` and allocates nothing beyond the store's own work.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use weir_core::{CheckError, Clock, Decision, Key, Rule};
 
 use crate::decide::DecideError;
 use crate::engine::Engine;
-use crate::metrics::DecisionOutcome;
+use crate::metrics::{DecisionOutcome, Metrics};
 
 /// The domain label of decisions made by [`Engine::check_rule`].
 pub const DIRECT_DOMAIN: &str = "resp";
@@ -26,6 +34,40 @@ pub const DIRECT_DOMAIN: &str = "resp";
 /// the dashboard's history draws their decisions beside the rule files' (a name outside
 /// this list is counted in the metrics, not drawn).
 pub const DIRECT_RULES: [&str; 2] = ["cl.throttle", "throttle"];
+
+/// The decision counters and top-denied names of the [`DIRECT_RULES`], one row each: a
+/// counter is looked up in the decisions family at its (rule, outcome)'s first decision,
+/// then counted in place (a series still appears only once it has counted, and is the
+/// family's own: scrapes and the dashboard's history read it there).
+#[derive(Debug)]
+pub(crate) struct DirectCounters {
+    counters: [[OnceLock<Counter>; DecisionOutcome::RULE_OUTCOMES.len()]; DIRECT_RULES.len()],
+    names: [Arc<str>; DIRECT_RULES.len()],
+}
+
+impl DirectCounters {
+    pub(crate) fn new() -> Self {
+        Self {
+            counters: Default::default(),
+            names: DIRECT_RULES.map(Arc::from),
+        }
+    }
+
+    /// Counts one decision of `DIRECT_RULES[row]`; false when `outcome` has no counter
+    /// here (the caller counts it the general way).
+    fn count(&self, metrics: &Metrics, row: usize, outcome: DecisionOutcome) -> bool {
+        let slot = DecisionOutcome::RULE_OUTCOMES
+            .iter()
+            .position(|&o| o == outcome);
+        let cell = self.counters.get(row).zip(slot).and_then(|(r, i)| r.get(i));
+        let Some((cell, rule)) = cell.zip(DIRECT_RULES.get(row)) else {
+            return false;
+        };
+        cell.get_or_init(|| metrics.decision_counter(DIRECT_DOMAIN, rule, outcome))
+            .inc();
+        true
+    }
+}
 
 /// The answer of [`Engine::check_rule`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +129,6 @@ impl Engine {
             Err(other) => return Err(DecideError::Invalid(other.to_string())),
         };
         let failed_closed = failed_closed && !decision.allowed;
-        let snapshot = self.rules().snapshot();
         let outcome = if failed_closed {
             tracing::debug!(
                 rule = name,
@@ -97,9 +138,18 @@ impl Engine {
         } else {
             DecisionOutcome::of(Some(&decision), false)
         };
-        snapshot.counters.matched(DIRECT_DOMAIN, name, outcome);
+        let direct = self.direct();
+        let row = DIRECT_RULES.iter().position(|&r| r == name);
+        let counted = row.is_some_and(|row| direct.count(self.metrics(), row, outcome));
+        if !counted {
+            let snapshot = self.rules().snapshot();
+            snapshot.counters.matched(DIRECT_DOMAIN, name, outcome);
+        }
         if !decision.allowed {
-            self.top_denied().record(key, &name.into());
+            match row.and_then(|row| direct.names.get(row)) {
+                Some(rule) => self.top_denied().record(key, rule),
+                None => self.top_denied().record(key, &name.into()),
+            }
         }
         Ok(RuleDecision {
             decision,

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use weir_core::{Clock, Limiter, Store};
 
 use crate::capacity::CapacityWatch;
+use crate::direct::DirectCounters;
 use crate::error::EngineError;
 use crate::heavy_hitters::TopDenied;
 use crate::metrics::{History, HistoryView, Metrics, NearLimit};
@@ -40,6 +41,8 @@ struct Inner {
     /// Denials not enforced (shadow mode, roll-out): apart, so they never rank as denied.
     top_shadow_denied: TopDenied,
     history: History,
+    /// `check_rule`'s own rules' counters (`direct.rs`).
+    direct: DirectCounters,
     near: NearLimit,
     capacity: CapacityWatch,
     settings: EngineSettings,
@@ -119,6 +122,7 @@ impl Engine {
                 top_denied: TopDenied::new(settings.top_denied_capacity),
                 top_shadow_denied: TopDenied::new(settings.top_denied_capacity),
                 history: History::new(),
+                direct: DirectCounters::new(),
                 near: NearLimit::new(settings.near_limit_ratio),
                 capacity: CapacityWatch::default(),
                 settings,
@@ -176,6 +180,11 @@ impl Engine {
     /// Reads the rules again now (the admin API's "reload").
     pub async fn reload(&self) -> ReloadOutcome {
         self.inner.rules.reload("admin").await
+    }
+
+    /// The counters of `check_rule`'s own rules.
+    pub(crate) fn direct(&self) -> &DirectCounters {
+        &self.inner.direct
     }
 
     /// The metrics.

@@ -1,8 +1,9 @@
 //! Entry points for the fuzz targets (`fuzz/`) and the stable fuzz smoke test
 //! (`tests/fuzz_smoke.rs`): the three ways a request's bytes reach the decision path —
 //! a `/v1/check` body, a `/json` body, a raw Envoy RLS `RateLimitRequest` — parsed and
-//! matched against rules exactly as the server does, without a socket. Not part of the
-//! API; hidden from the docs.
+//! matched against rules exactly as the server does, without a socket; and a `/v1/check`
+//! body answered in full (`check_response`: what `tests/allocations.rs` counts). Not part
+//! of the API; hidden from the docs.
 
 use axum::body::Bytes;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
@@ -38,6 +39,15 @@ pub fn check_body(bytes: &[u8]) -> Result<CheckRequest, String> {
             .collect(),
         hits_addend: request.hits_addend,
     })
+}
+
+/// A `POST /v1/check` body (sent as JSON) answered as the HTTP listener answers it once
+/// the body has arrived: parsed, decided by `app`'s engine, rendered.
+pub async fn check_response(
+    app: &crate::App,
+    body: &[u8],
+) -> axum::http::Response<http_body_util::Full<Bytes>> {
+    crate::http::check::answer(app, Ok(()), body).await
 }
 
 /// A `POST /json` body → the request the engine decides, or the 400 message.

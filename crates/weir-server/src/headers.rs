@@ -149,10 +149,23 @@ impl ResponseHeaders {
 /// The headers for `verdict`, as `(name, value)` pairs; empty when no limit applied.
 /// Rendered by `weir_names` (one implementation for the server, the layer and the proxy);
 /// the tightest limit is the verdict's (an enforced denial first).
+///
+/// A verdict with one limit (the common request: one descriptor) renders it as both the
+/// policy and the tightest, without a list of one: no vector, one name shared.
 pub fn verdict_headers(verdict: &Verdict, style: HeaderStyle) -> Vec<(&'static str, String)> {
     let Some((tight, decision)) = verdict.tightest() else {
         return Vec::new();
     };
+    let limited = |s: &weir_engine::Status| s.matched.is_some() && s.decision.is_some();
+    let tight = Applied {
+        name: Arc::clone(&tight.id),
+        window: tight.window(),
+        decision: *decision,
+    };
+    if verdict.statuses.iter().filter(|s| limited(s)).count() == 1 {
+        // The one limit is the tightest.
+        return render_headers(std::slice::from_ref(&tight), &tight, style);
+    }
     let applied: Vec<Applied> = verdict
         .statuses
         .iter()
@@ -165,11 +178,6 @@ pub fn verdict_headers(verdict: &Verdict, style: HeaderStyle) -> Vec<(&'static s
             })
         })
         .collect();
-    let tight = Applied {
-        name: Arc::clone(&tight.id),
-        window: tight.window(),
-        decision: *decision,
-    };
     render_headers(&applied, &tight, style)
 }
 

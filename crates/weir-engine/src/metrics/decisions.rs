@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -149,10 +149,6 @@ pub struct RuleCounters {
     pub(crate) family: Family<DecisionLabels, Counter>,
     pub(crate) hits: HashMap<Arc<str>, RuleHits>,
     pub(crate) hit_families: HitFamilies,
-    /// The RESP front end's rules (`DIRECT_RULES`, one row each) by outcome, each counter
-    /// looked up in `family` once, at its first decision, then found without allocating
-    /// or locking (a series still appears only once it has counted).
-    pub(crate) direct: Arc<[[OnceLock<Counter>; 6]; crate::DIRECT_RULES.len()]>,
 }
 
 impl RuleCounters {
@@ -161,21 +157,6 @@ impl RuleCounters {
         let slot = DecisionOutcome::RULE_OUTCOMES
             .iter()
             .position(|&o| o == outcome);
-        if domain == crate::DIRECT_DOMAIN {
-            let row = crate::DIRECT_RULES.iter().position(|&r| r == rule_id);
-            if let Some((row, i)) = row.zip(slot) {
-                self.direct[row][i]
-                    .get_or_init(|| {
-                        self.family.get_or_create_owned(&DecisionLabels {
-                            domain: domain.to_string(),
-                            rule: rule_id.to_string(),
-                            outcome,
-                        })
-                    })
-                    .inc();
-                return;
-            }
-        }
         let counter = self
             .by_rule
             .get(rule_id)

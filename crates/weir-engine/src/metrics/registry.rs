@@ -350,8 +350,22 @@ impl Metrics {
             family: self.decisions.clone(),
             hits,
             hit_families: self.hit_families.clone(),
-            direct: Arc::default(),
         }
+    }
+
+    /// The decision counter of (`domain`, `rule`, `outcome`), made if new: for callers
+    /// that keep it to count in place (`Engine::check_rule`'s own rules).
+    pub(crate) fn decision_counter(
+        &self,
+        domain: &str,
+        rule: &str,
+        outcome: DecisionOutcome,
+    ) -> Counter {
+        self.decisions.get_or_create_owned(&DecisionLabels {
+            domain: domain.to_string(),
+            rule: rule.to_string(),
+            outcome,
+        })
     }
 
     /// Counts one request of `api` with `result` (a `grpc` one also as envoyproxy/ratelimit

@@ -2,7 +2,20 @@
 //! throttlecrab parse them, text for messages, and Redis's arity error. A leaf: it uses no
 //! other command module.
 
+use weir_core::Key;
+
 use crate::protocol::Reply;
+
+/// The record key of a command that names its own key (`CL.THROTTLE`, `THROTTLE`): `=`
+/// then the key's bytes, built on the stack (no heap copy per command); `None` when it is
+/// longer than a [`Key`] may be.
+pub(crate) fn own_key(key: &[u8]) -> Option<Key> {
+    let mut buf = [0u8; Key::MAX_LEN];
+    let (first, rest) = buf.split_first_mut()?;
+    *first = b'=';
+    rest.get_mut(..key.len())?.copy_from_slice(key);
+    Key::new(buf.get(..=key.len())?).ok()
+}
 
 /// Redis's arity error, word for word (`name` as `COMMAND` lists it).
 pub(crate) fn wrong_arity(name: &str) -> Reply {

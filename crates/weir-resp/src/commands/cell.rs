@@ -24,7 +24,7 @@ use bytes::Bytes;
 use weir_core::{Key, Rule, MAX_SPAN};
 use weir_engine::Engine;
 
-use super::args::{int, lossy};
+use super::args::{int, lossy, own_key};
 use super::dispatch::{failed, Outcome};
 use crate::protocol::Reply;
 
@@ -70,7 +70,7 @@ pub(crate) async fn throttle(
         Ok(parsed) => parsed,
         Err(reply) => return (reply, Outcome::Invalid),
     };
-    let Ok(key) = Key::new([b"=", key].concat()) else {
+    let Some(key) = own_key(key) else {
         let message = format!("key is longer than {} bytes", Key::MAX_LEN - 1);
         return (cell_error(message), Outcome::Invalid);
     };

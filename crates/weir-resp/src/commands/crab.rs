@@ -19,7 +19,7 @@ use bytes::Bytes;
 use weir_core::{Key, Rule, MAX_SPAN};
 use weir_engine::Engine;
 
-use super::args::{int, wrong_arity};
+use super::args::{int, own_key, wrong_arity};
 use super::dispatch::{failed, Outcome};
 use crate::protocol::Reply;
 
@@ -67,7 +67,7 @@ pub(crate) async fn throttle(
         };
         return (reply(&answer), Outcome::Ok);
     }
-    let Ok(key) = Key::new([b"=", key].concat()) else {
+    let Some(key) = own_key(key) else {
         let message = format!("ERR invalid key: longer than {} bytes", Key::MAX_LEN - 1);
         return (Reply::error(message), Outcome::Invalid);
     };

@@ -4,6 +4,10 @@
 //! queued (`transaction.rs`) once its arguments parse, else it runs. Each decision is
 //! bounded by the request timeout and counted in `/metrics` as `api="resp"`.
 
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
 use bytes::Bytes;
 use weir_core::Clock as _;
 use weir_engine::Engine;
@@ -208,16 +212,26 @@ async fn hello(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Reply 
     session::hello(session, parsed)
 }
 
-/// A decision, bounded by the request timeout, timed and counted as `api="resp"`.
-async fn decision(
-    shared: &Shared,
-    decide: impl std::future::Future<Output = (Reply, Outcome)>,
-) -> Reply {
+/// A decision, bounded by the request timeout, timed and counted as `api="resp"`. It is
+/// polled once before any timer exists: a decision the store makes in place (the memory
+/// store's: nearly every pipelined command) is answered without building the timeout's
+/// timer (a clock read and the runtime's handle, shared by every worker); one that must
+/// wait is bounded as before.
+async fn decision(shared: &Shared, decide: impl Future<Output = (Reply, Outcome)>) -> Reply {
     let metrics = shared.engine.metrics();
     let clock = shared.engine.limiter().clock();
     let start_ns = clock.now_ns();
     let timeout = shared.settings.request_timeout;
-    let (reply, outcome) = match tokio::time::timeout(timeout, decide).await {
+    let mut decide = pin!(decide);
+    // A future polled again with another waker wakes that one: the no-op waker is dropped.
+    let at_once = decide
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+    let answered = match at_once {
+        Poll::Ready(answered) => Ok(answered),
+        Poll::Pending => tokio::time::timeout(timeout, decide).await,
+    };
+    let (reply, outcome) = match answered {
         Ok(answered) => answered,
         Err(_) => (
             Reply::error(format!(

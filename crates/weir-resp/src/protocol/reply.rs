@@ -2,7 +2,8 @@
 //! or RESP3 (after `HELLO 3`). A command builds one [`Reply`]; the connection encodes it
 //! into its write buffer. The two protocols differ here only in maps (RESP3 `%`, RESP2 a
 //! flat array of names and values, as Redis answers `HELLO` and `CONFIG GET`) and nulls
-//! (`_` against `$-1`).
+//! (`_` against `$-1`). Numbers are written without allocating (`itoa`): a pipelined
+//! `CL.THROTTLE` answers five of them per command.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -57,9 +58,9 @@ impl Reply {
         match self {
             Reply::Simple(s) => line(out, b'+', s.as_bytes()),
             Reply::Error(e) => line(out, b'-', e.as_bytes()),
-            Reply::Int(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Int(n) => line(out, b':', itoa::Buffer::new().format(*n).as_bytes()),
             Reply::Bulk(b) => {
-                line(out, b'$', b.len().to_string().as_bytes());
+                line(out, b'$', itoa::Buffer::new().format(b.len()).as_bytes());
                 out.put_slice(b);
                 out.put_slice(b"\r\n");
             }
@@ -68,7 +69,11 @@ impl Reply {
                 Proto::Resp3 => out.put_slice(b"_\r\n"),
             },
             Reply::Array(items) => {
-                line(out, b'*', items.len().to_string().as_bytes());
+                line(
+                    out,
+                    b'*',
+                    itoa::Buffer::new().format(items.len()).as_bytes(),
+                );
                 for item in items {
                     item.encode(proto, out);
                 }
@@ -78,9 +83,15 @@ impl Reply {
                     Proto::Resp2 => line(
                         out,
                         b'*',
-                        pairs.len().saturating_mul(2).to_string().as_bytes(),
+                        itoa::Buffer::new()
+                            .format(pairs.len().saturating_mul(2))
+                            .as_bytes(),
                     ),
-                    Proto::Resp3 => line(out, b'%', pairs.len().to_string().as_bytes()),
+                    Proto::Resp3 => line(
+                        out,
+                        b'%',
+                        itoa::Buffer::new().format(pairs.len()).as_bytes(),
+                    ),
                 }
                 for (name, value) in pairs {
                     name.encode(proto, out);

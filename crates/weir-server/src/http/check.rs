@@ -16,6 +16,7 @@
 //! can POST `text/plain` or a form cross-site without asking, JSON it cannot.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -162,11 +163,30 @@ fn write_status(out: &mut Vec<u8>, status: &Status) {
     object.close();
 }
 
+/// The answer's body, written into this thread's buffer and copied out at its exact size:
+/// one allocation per answer (a vector of a guessed size turned into `Bytes` takes two).
+/// The buffer is kept for the next answer unless an unusually long one grew it past
+/// `KEPT_BYTES`.
+fn written_body(verdict: &Verdict) -> Bytes {
+    const KEPT_BYTES: usize = 16 * 1024;
+    thread_local! {
+        static BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    BUFFER.with_borrow_mut(|buffer| {
+        buffer.clear();
+        write_answer(buffer, verdict);
+        let body = Bytes::copy_from_slice(buffer);
+        if buffer.capacity() > KEPT_BYTES {
+            *buffer = Vec::new();
+        }
+        body
+    })
+}
+
 /// Renders a verdict as the `/v1/check` response: status, headers and body.
 pub(crate) fn render(app: &App, verdict: &Verdict) -> Response<Full<Bytes>> {
     let over = verdict.overall == Code::OverLimit;
-    let mut body = Vec::with_capacity(64 + 192 * verdict.statuses.len());
-    write_answer(&mut body, verdict);
+    let body = written_body(verdict);
     let rate_limit_headers = verdict_headers(verdict, app.settings().headers);
     let mut headers = HeaderMap::with_capacity(2 + rate_limit_headers.len() + usize::from(over));
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -193,7 +213,7 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response<Full<Bytes>> {
             HeaderValue::from_static(STORE_UNAVAILABLE),
         );
     }
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+    let mut response = Response::new(Full::new(body));
     *response.headers_mut() = headers;
     if over {
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
