@@ -390,18 +390,22 @@ fn upstream_timed_out(upstream: &Upstream, timeout: Duration) -> Response<ProxyB
 /// Sends `outbound` and waits for the response head; `None` when the upstream took longer
 /// than `timeout`. That clock runs from the request's last progress (its body moved), and
 /// not while the request waits on the client: the client body's own timer runs then, and
-/// when it fires the request fails as the client's fault.
+/// when it fires the request fails as the client's fault. A request without a body (most)
+/// has a plain deadline, checked by the exchange on its connection's one timer; one with a
+/// body has a timer of its own, started again whenever the body moves.
 async fn send(
     pool: &Arc<Pool>,
     outbound: Request<Outbound>,
     timeout: Duration,
     watch: Option<&ClientWatch>,
 ) -> Option<Result<Response<PooledBody>, ExchangeError>> {
-    let sent = exchange(pool, outbound);
     let Some(watch) = watch else {
-        return tokio::time::timeout(timeout, sent).await.ok();
+        return match exchange(pool, outbound, Some(pool.due_in(timeout))).await {
+            Err(ExchangeError::TimedOut) => None,
+            answer => Some(answer),
+        };
     };
-    let mut sent = std::pin::pin!(sent);
+    let mut sent = std::pin::pin!(exchange(pool, outbound, None));
     loop {
         tokio::select! {
             answer = &mut sent => return Some(answer),
