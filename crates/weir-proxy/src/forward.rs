@@ -474,7 +474,7 @@ fn origin_form(uri: &mut Uri) -> Result<(), http::Error> {
 /// Removes hop-by-hop headers, and those the `Connection` header lists, except `Host`: a
 /// client listing `Connection: host` must not make the upstream see the proxy's own
 /// address for the request's host.
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages have none: one pass over their few names, no hashing.
     if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
         return;
