@@ -390,18 +390,22 @@ fn upstream_timed_out(upstream: &Upstream, timeout: Duration) -> Response<ProxyB
 /// Sends `outbound` and waits for the response head; `None` when the upstream took longer
 /// than `timeout`. That clock runs from the request's last progress (its body moved), and
 /// not while the request waits on the client: the client body's own timer runs then, and
-/// when it fires the request fails as the client's fault.
+/// when it fires the request fails as the client's fault. A request without a body (most)
+/// has a plain deadline, checked by the exchange on its connection's one timer; one with a
+/// body has a timer of its own, started again whenever the body moves.
 async fn send(
     pool: &Arc<Pool>,
     outbound: Request<Outbound>,
     timeout: Duration,
     watch: Option<&ClientWatch>,
 ) -> Option<Result<Response<PooledBody>, ExchangeError>> {
-    let sent = exchange(pool, outbound);
     let Some(watch) = watch else {
-        return tokio::time::timeout(timeout, sent).await.ok();
+        return match exchange(pool, outbound, Some(pool.due_in(timeout))).await {
+            Err(ExchangeError::TimedOut) => None,
+            answer => Some(answer),
+        };
     };
-    let mut sent = std::pin::pin!(sent);
+    let mut sent = std::pin::pin!(exchange(pool, outbound, None));
     loop {
         tokio::select! {
             answer = &mut sent => return Some(answer),
@@ -470,7 +474,7 @@ fn origin_form(uri: &mut Uri) -> Result<(), http::Error> {
 /// Removes hop-by-hop headers, and those the `Connection` header lists, except `Host`: a
 /// client listing `Connection: host` must not make the upstream see the proxy's own
 /// address for the request's host.
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages have none: one pass over their few names, no hashing.
     if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
         return;

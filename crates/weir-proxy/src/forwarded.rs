@@ -16,11 +16,15 @@
 //! (existing values kept, so the upstream sees the whole chain; which of them to believe
 //! is its own trust setting, as it is the proxy's).
 
+use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use http::header::{HeaderName, HeaderValue, HOST};
+use http::header::{Entry, HeaderName, HeaderValue, FORWARDED, HOST};
 use http::HeaderMap;
+use hyper::body::Bytes;
 use weir_tower::ClientIp;
+
+use crate::text::{StackText, FORWARDED_LEN, IP_LEN};
 
 /// `X-Forwarded-For`.
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -44,23 +48,33 @@ const CLAIMS: [HeaderName; 7] = [
 
 /// Rewrites the forwarding headers of a request from `peer` (see the module's header):
 /// an untrusted peer's claims replaced by the proxy's own, a trusted one's passed on, then
-/// this hop appended.
+/// this hop appended. Each header this adds is hashed once (no look-up before an insert
+/// where the answer is known), and its value written on the stack and copied once into the
+/// header: no `String` a request.
 pub(crate) fn rewrite(headers: &mut HeaderMap, peer: Option<IpAddr>, trust: &ClientIp) {
-    if !peer.is_some_and(|p| trust.is_trusted(p)) {
+    // Room for what this hop adds (X-Real-IP, X-Forwarded-Host, Forwarded,
+    // X-Forwarded-For, X-Forwarded-Proto): the map grows once at most.
+    headers.reserve(5);
+    let trusted = peer.is_some_and(|p| trust.is_trusted(p));
+    // Most requests carry none of the claims: one pass over their few names, no hashing.
+    if !trusted && headers.keys().any(|name| CLAIMS.contains(name)) {
         for claim in &CLAIMS {
             headers.remove(claim);
         }
     }
+    // An untrusted peer's X-Real-IP and X-Forwarded-Host are gone: no look-up for them.
     if let Some(peer) = peer {
-        if !headers.contains_key(&X_REAL_IP) {
-            let client = trust.resolve(peer, headers);
-            if let Ok(v) = HeaderValue::try_from(client.to_string()) {
+        if !trusted || !headers.contains_key(&X_REAL_IP) {
+            let client = StackText::<IP_LEN>::ip(trust.resolve(peer, headers));
+            if let Ok(v) = HeaderValue::from_bytes(client.as_bytes()) {
                 headers.insert(X_REAL_IP, v);
             }
         }
     }
-    if !headers.contains_key(&X_FORWARDED_HOST) {
-        if let Some(host) = headers.get(HOST).cloned() {
+    if let Some(host) = headers.get(HOST).cloned() {
+        if trusted {
+            headers.entry(X_FORWARDED_HOST).or_insert(host);
+        } else {
             headers.insert(X_FORWARDED_HOST, host);
         }
     }
@@ -71,34 +85,45 @@ pub(crate) fn rewrite(headers: &mut HeaderMap, peer: Option<IpAddr>, trust: &Cli
 /// `X-Forwarded-Proto` (existing values are kept: the upstream sees the whole chain; a
 /// `X-Forwarded-Proto` reaches here only from a trusted proxy).
 pub(crate) fn append_forwarded(headers: &mut HeaderMap, peer: Option<IpAddr>) {
-    use std::fmt::Write as _;
     let Some(peer) = peer else { return };
-    // The address is written once: `for=` holds it, `X-Forwarded-For` copies it.
-    let mut forwarded = String::with_capacity(64);
-    forwarded.push_str("for=");
+    // The address is written once, on the stack: `for=` and `X-Forwarded-For` copy it.
+    let address = StackText::<IP_LEN>::ip(peer);
+    let mut forwarded = StackText::<FORWARDED_LEN>::new();
     let _ = match peer {
-        IpAddr::V4(v4) => write!(forwarded, "{v4}"),
-        IpAddr::V6(v6) => write!(forwarded, "\"[{v6}]\""),
+        IpAddr::V4(_) => write!(forwarded, "for={};proto=http", address.as_str()),
+        IpAddr::V6(_) => write!(forwarded, "for=\"[{}]\";proto=http", address.as_str()),
     };
-    let address = match peer {
-        IpAddr::V4(_) => forwarded.get(4..),
-        IpAddr::V6(_) => forwarded.get(6..forwarded.len() - 2),
+    if let Ok(v) = HeaderValue::from_bytes(forwarded.as_bytes()) {
+        headers.append(FORWARDED, v);
     }
-    .unwrap_or_default();
-    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(existing) => format!("{existing}, {address}"),
-        None => address.to_owned(),
-    };
-    forwarded.push_str(";proto=http");
-    if let Ok(v) = HeaderValue::try_from(forwarded) {
-        headers.append(http::header::FORWARDED, v);
+    match headers.entry(X_FORWARDED_FOR) {
+        Entry::Occupied(mut chain) => {
+            // The first value, this hop added (as the chain is read: one value). A value
+            // that is not text is replaced by this hop alone.
+            let joined = match chain.get().to_str() {
+                Ok(existing) => {
+                    let mut joined =
+                        Vec::with_capacity(existing.len() + 2 + address.as_str().len());
+                    joined.extend_from_slice(existing.as_bytes());
+                    joined.extend_from_slice(b", ");
+                    joined.extend_from_slice(address.as_bytes());
+                    HeaderValue::from_maybe_shared(Bytes::from(joined))
+                }
+                Err(_) => HeaderValue::from_bytes(address.as_bytes()),
+            };
+            if let Ok(v) = joined {
+                chain.insert(v);
+            }
+        }
+        Entry::Vacant(slot) => {
+            if let Ok(v) = HeaderValue::from_bytes(address.as_bytes()) {
+                slot.insert(v);
+            }
+        }
     }
-    if let Ok(v) = HeaderValue::try_from(xff) {
-        headers.insert(X_FORWARDED_FOR, v);
-    }
-    if !headers.contains_key(&X_FORWARDED_PROTO) {
-        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
-    }
+    headers
+        .entry(X_FORWARDED_PROTO)
+        .or_insert(HeaderValue::from_static("http"));
 }
 
 #[cfg(test)]

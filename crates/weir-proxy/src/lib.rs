@@ -50,10 +50,13 @@ pub mod fuzzing;
 mod in_flight;
 mod limits;
 mod pool;
+#[doc(hidden)]
+pub mod probe;
 mod reply;
 mod screen;
 mod serve;
 mod settings;
+mod text;
 mod tunnel;
 mod upstream;
 

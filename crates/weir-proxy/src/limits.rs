@@ -40,6 +40,7 @@ use weir_tower::{
 };
 
 use crate::classify::{classify, Class};
+use crate::text::{StackText, IP_LEN};
 
 /// The rules' domain the proxy reads.
 pub const DOMAIN: &str = "proxy";
@@ -135,18 +136,17 @@ impl ProxyLimits {
     }
 
     /// The descriptors of a request, or why its path has none (a spelling the path reading
-    /// refuses). Their strings borrow from the request and the classes where they can (the
-    /// class, an already normal path): only the client's address is formatted into a string
-    /// of its own.
-    pub fn descriptors<'a>(
+    /// refuses), with `ip` its client's address as text (`None`: no peer address,
+    /// `unknown`). On the stack: their strings borrow from the request, the classes and
+    /// `ip` where they can (the class, an already normal path); only each descriptor's
+    /// entries are a vector of their own (the engine's `Descriptor`).
+    pub(crate) fn descriptors<'a>(
         &'a self,
         parts: &'a Parts,
-    ) -> Result<Vec<Descriptor<Cow<'a, str>>>, PathRefusal> {
+        ip: Option<&'a StackText<IP_LEN>>,
+    ) -> Result<[Descriptor<Cow<'a, str>>; 4], PathRefusal> {
         let class = Cow::Borrowed(classify(&self.classes, parts));
-        let ip = self
-            .client_ip
-            .of(parts)
-            .map_or(Cow::Borrowed("unknown"), |ip| Cow::Owned(ip.to_string()));
+        let ip = Cow::Borrowed(ip.map_or("unknown", StackText::as_str));
         let path = match self.path_match.normalise(parts.uri.path())? {
             Cow::Borrowed(path) => weir_config::bounded_value(path),
             Cow::Owned(path) => Cow::Owned(weir_config::bounded_value(&path).into_owned()),
@@ -156,7 +156,7 @@ impl ProxyLimits {
             ..Descriptor::default()
         };
         let name = |s: &'static str| Cow::Borrowed(s);
-        Ok(vec![
+        Ok([
             descriptor(vec![(name("class"), class.clone())]),
             descriptor(vec![
                 (name("class"), class.clone()),
@@ -173,7 +173,8 @@ impl ProxyLimits {
     /// rule that does not fail open, a request that could not be matched) refuses the
     /// request: it never means "no limit".
     async fn decide(&self, parts: &Parts) -> Result<Evaluation, LimitError> {
-        let descriptors = self.descriptors(parts).map_err(|refusal| {
+        let ip = self.client_ip.of(parts).map(StackText::ip);
+        let descriptors = self.descriptors(parts, ip.as_ref()).map_err(|refusal| {
             tracing::warn!(%refusal, "proxy limits not decided (a path the screen let by): request refused");
             LimitError {
                 reason: refusal.to_string(),

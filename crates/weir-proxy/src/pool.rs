@@ -28,6 +28,7 @@
 //! `pool/conn.rs` is one connection and its waker; `pool/exchange.rs` one request on one.
 
 mod conn;
+mod deadline;
 mod exchange;
 
 pub(crate) use exchange::{exchange, PooledBody};
@@ -73,6 +74,9 @@ pub(crate) enum ExchangeError {
     /// A new connection closed before the request could be sent.
     #[error("the connection closed before the request was sent")]
     Closed,
+    /// No response head before the request's deadline (the upstream timeout).
+    #[error("no response before the upstream timeout")]
+    TimedOut,
 }
 
 impl ExchangeError {
@@ -124,6 +128,12 @@ impl Pool {
     fn stale(&self, conn: &Conn) -> bool {
         let idle_ns = self.clock.now_ns().saturating_sub(conn.idle_since_ns);
         u128::from(idle_ns) >= self.stale_after.as_nanos()
+    }
+
+    /// The deadline `timeout` from now, on the pool's clock (for [`exchange`]).
+    pub(crate) fn due_in(&self, timeout: Duration) -> u64 {
+        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        self.clock.now_ns().saturating_add(timeout_ns)
     }
 
     /// The upstream.
@@ -184,9 +194,9 @@ impl Pool {
         }
     }
 
-    /// A new connection (no request on it yet).
-    async fn connect(&self) -> Result<Conn, ExchangeError> {
-        let stream = self.dial().await?;
+    /// A new connection (no request on it yet), connected within `within`.
+    async fn connect(&self, within: Duration) -> Result<Conn, ExchangeError> {
+        let stream = self.dial(within).await?;
         let (sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
@@ -202,7 +212,7 @@ impl Pool {
         &self,
         request: Request<Outbound>,
     ) -> Result<Response<Incoming>, ExchangeError> {
-        let stream = self.dial().await?;
+        let stream = self.dial(self.connect_timeout).await?;
         let (mut sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
@@ -216,8 +226,8 @@ impl Pool {
             .map_err(ExchangeError::Http)
     }
 
-    /// A TCP connection to the upstream, within the connect timeout.
-    async fn dial(&self) -> Result<TcpStream, ExchangeError> {
+    /// A TCP connection to the upstream, within `within`.
+    async fn dial(&self, within: Duration) -> Result<TcpStream, ExchangeError> {
         let authority = self.upstream.authority();
         let host = authority.host();
         let host = host
@@ -225,12 +235,7 @@ impl Pool {
             .and_then(|h| h.strip_suffix(']'))
             .unwrap_or(host);
         let port = authority.port_u16().unwrap_or(80);
-        let stream = match tokio::time::timeout(
-            self.connect_timeout,
-            TcpStream::connect((host, port)),
-        )
-        .await
-        {
+        let stream = match tokio::time::timeout(within, TcpStream::connect((host, port))).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => return Err(ExchangeError::Connect(e)),
             Err(_) => {

@@ -15,6 +15,8 @@ use tokio::net::TcpStream;
 
 use crate::body::Outbound;
 
+use super::deadline::Deadline;
+
 /// One upstream connection: the request half and the connection itself, driven by whoever
 /// holds it, always through its [`Relay`].
 pub(super) struct Conn {
@@ -34,6 +36,8 @@ pub(super) struct ConnIo {
     pub(super) connection: Connection<TokioIo<TcpStream>, Outbound>,
     /// The connection's future has finished: it is closed, never to be used again.
     pub(super) closed: bool,
+    /// The upstream timeout's one timer, shared by the requests the connection carries.
+    pub(super) deadline: Deadline,
 }
 
 impl std::fmt::Debug for Conn {
@@ -70,6 +74,7 @@ impl Conn {
                 sender,
                 connection,
                 closed: false,
+                deadline: Deadline::default(),
             }),
             waker: Waker::from(Arc::clone(&relay)),
             relay,

@@ -3,26 +3,36 @@
 //! read, and the response body ([`PooledBody`]) that drives the connection as the client
 //! reads it and checks it back in when it ends. `pool.rs` says when a request is sent
 //! once more; `forward.rs` calls this for every proxied request.
+//!
+//! The upstream timeout is a deadline the exchange checks itself, on the connection's one
+//! timer (`deadline.rs`), not a `tokio::time::timeout` around it: no timer is registered
+//! and removed a request.
 
 use std::future::{poll_fn, Future as _};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use std::pin::Pin;
+use weir_core::Clock;
 
 use crate::body::Outbound;
 
-use super::conn::Conn;
+use super::conn::{Conn, ConnIo};
 use super::{ExchangeError, Pool};
 
 /// Sends `request` to `pool`'s upstream on an idle connection or a new one, and waits for
-/// the response head. When a reused connection turns out closed before the request was
-/// written, the request goes out once more, on a new connection.
+/// the response head, until `due_ns` (the pool's clock; `None`: no deadline) at the
+/// latest: [`ExchangeError::TimedOut`] then, whether the time went in connecting, in
+/// waiting for the connection or for the answer. When a reused connection turns out
+/// closed before the request was written, the request goes out once more, on a new
+/// connection.
 pub(crate) async fn exchange(
     pool: &Arc<Pool>,
     request: Request<Outbound>,
+    due_ns: Option<u64>,
 ) -> Result<Response<PooledBody>, ExchangeError> {
     let mut request = request;
     let mut idle = poll_fn(|cx| Poll::Ready(pool.take(cx))).await;
@@ -32,7 +42,7 @@ pub(crate) async fn exchange(
         let reused = idle.is_some();
         let mut conn = match idle.take() {
             Some(conn) => conn,
-            None => pool.connect().await?,
+            None => connect(pool, due_ns).await?,
         };
         if reused && spare.is_none() && pool.stale(&conn) {
             spare = resendable(&request);
@@ -41,17 +51,19 @@ pub(crate) async fn exchange(
         let ready = poll_fn(|cx| {
             conn.poll_with(cx, |io, cx| {
                 if io.drive(cx) {
-                    return Poll::Ready(Err(None));
+                    return Poll::Ready(Some(Err(None)));
                 }
-                io.sender.poll_ready(cx).map_err(Some)
+                let ready = io.sender.poll_ready(cx).map_err(Some);
+                in_time(io, pool, due_ns, cx, ready)
             })
         })
         .await;
         match ready {
-            Ok(()) => {}
-            Err(_) if reused => continue,
-            Err(Some(e)) => return Err(ExchangeError::Http(e)),
-            Err(None) => return Err(ExchangeError::Closed),
+            Some(Ok(())) => {}
+            None => return Err(ExchangeError::TimedOut),
+            Some(Err(_)) if reused => continue,
+            Some(Err(Some(e))) => return Err(ExchangeError::Http(e)),
+            Some(Err(None)) => return Err(ExchangeError::Closed),
         }
         // Queued for the connection, which is woken by it: that wake is ours, and the poll
         // below drives the connection anyway.
@@ -60,10 +72,15 @@ pub(crate) async fn exchange(
         let answer = poll_fn(|cx| {
             conn.poll_with(cx, |io, cx| {
                 io.drive(cx);
-                sent.as_mut().poll(cx)
+                let answer = sent.as_mut().poll(cx);
+                in_time(io, pool, due_ns, cx, answer)
             })
         })
         .await;
+        // Past the deadline: the connection, with the request on it, is dropped.
+        let Some(answer) = answer else {
+            return Err(ExchangeError::TimedOut);
+        };
         match answer {
             Ok(response) => {
                 return Ok(response.map(|incoming| PooledBody {
@@ -84,6 +101,44 @@ pub(crate) async fn exchange(
                 _ => return Err(ExchangeError::Http(e.into_error())),
             },
         }
+    }
+}
+
+/// A new connection, within the connect timeout and before `due_ns`: a connect cut short
+/// by the request's deadline is [`ExchangeError::TimedOut`], like any other wait past it.
+async fn connect(pool: &Pool, due_ns: Option<u64>) -> Result<Conn, ExchangeError> {
+    let Some(due_ns) = due_ns else {
+        return pool.connect(pool.connect_timeout).await;
+    };
+    let left = Duration::from_nanos(due_ns.saturating_sub(pool.clock.now_ns()));
+    if left.is_zero() {
+        return Err(ExchangeError::TimedOut);
+    }
+    match pool.connect(left.min(pool.connect_timeout)).await {
+        Err(ExchangeError::Connect(e))
+            if e.kind() == std::io::ErrorKind::TimedOut && left <= pool.connect_timeout =>
+        {
+            Err(ExchangeError::TimedOut)
+        }
+        other => other,
+    }
+}
+
+/// `poll`, or `None` when it is pending and `due_ns` has come (the connection's timer
+/// armed to wake the task by then, if it has not).
+fn in_time<T>(
+    io: &mut ConnIo,
+    pool: &Pool,
+    due_ns: Option<u64>,
+    cx: &mut Context<'_>,
+    poll: Poll<T>,
+) -> Poll<Option<T>> {
+    match (poll, due_ns) {
+        (Poll::Ready(value), _) => Poll::Ready(Some(value)),
+        (Poll::Pending, Some(due_ns)) if io.deadline.poll(&pool.clock, due_ns, cx).is_ready() => {
+            Poll::Ready(None)
+        }
+        (Poll::Pending, _) => Poll::Pending,
     }
 }
 
@@ -206,6 +261,9 @@ mod tests {
         /// Answers the first request, keep-alive; reads the second, then closes without an
         /// answer (an idle timer that fired as the request came).
         SwallowsTheSecond,
+        /// Answers the first request, keep-alive; reads the second and holds the
+        /// connection open without an answer.
+        StallsOnTheSecond,
     }
 
     /// A raw HTTP/1.1 upstream (GET only) counting the connections it accepted.
@@ -233,6 +291,10 @@ mod tests {
                         let answer: &[u8] = match mode {
                             Upstreaming::NeverAnswers => return,
                             Upstreaming::SwallowsTheSecond if served == 2 => return,
+                            Upstreaming::StallsOnTheSecond if served == 2 => {
+                                std::future::pending::<()>().await;
+                                return;
+                            }
                             Upstreaming::SaysClose => {
                                 b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
                             }
@@ -243,7 +305,9 @@ mod tests {
                         }
                         if !matches!(
                             mode,
-                            Upstreaming::KeepAlive | Upstreaming::SwallowsTheSecond
+                            Upstreaming::KeepAlive
+                                | Upstreaming::SwallowsTheSecond
+                                | Upstreaming::StallsOnTheSecond
                         ) {
                             return;
                         }
@@ -263,7 +327,7 @@ mod tests {
 
     /// One request through `pool`, its body read to the end.
     async fn round(pool: &Arc<Pool>) -> Result<String, ExchangeError> {
-        let response = exchange(pool, get()).await?;
+        let response = exchange(pool, get(), None).await?;
         let body = response.into_body().collect().await.unwrap().to_bytes();
         Ok(String::from_utf8(body.to_vec()).unwrap())
     }
@@ -344,7 +408,7 @@ mod tests {
             .body(Outbound::Empty)
             .unwrap();
         assert!(
-            exchange(&pool, post).await.is_err(),
+            exchange(&pool, post, None).await.is_err(),
             "a POST is not sent twice"
         );
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
@@ -355,6 +419,48 @@ mod tests {
         assert_eq!(round(&fresh).await.unwrap(), "ok");
         assert!(round(&fresh).await.is_err());
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    /// The upstream timeout costs no timer a request: a keep-alive connection's requests,
+    /// each with its own deadline, share the timer armed for the first.
+    #[tokio::test]
+    async fn a_connections_requests_share_one_timer_for_their_deadlines() {
+        let (up, accepted) = upstream(Upstreaming::KeepAlive).await;
+        let pool = Arc::new(Pool::new(up, Duration::from_secs(1)));
+        for _ in 0..50 {
+            let due = pool.due_in(Duration::from_secs(30));
+            let response = exchange(&pool, get(), Some(due)).await.unwrap();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(body, "ok");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        let idle = pool.idle.lock().unwrap();
+        let arms: Vec<u64> = idle.iter().map(|conn| conn.io.deadline.arms()).collect();
+        assert!(arms.iter().all(|&n| n <= 1), "timers armed: {arms:?}");
+    }
+
+    /// An upstream that takes the request and never answers: the exchange ends at the
+    /// request's deadline, and the connection (a request still on it) is not pooled.
+    #[tokio::test]
+    async fn an_answer_that_does_not_come_by_the_deadline_is_a_time_out() {
+        let (up, _) = upstream(Upstreaming::StallsOnTheSecond).await;
+        let pool = Arc::new(Pool::new(up, Duration::from_secs(1)));
+        assert_eq!(round(&pool).await.unwrap(), "ok");
+        assert_eq!(pool.idle_count(), 1);
+        let due = pool.due_in(Duration::from_millis(100));
+        let stalled = exchange(&pool, get(), Some(due)).await;
+        assert!(
+            matches!(stalled, Err(ExchangeError::TimedOut)),
+            "{stalled:?}"
+        );
+        assert!(pool.clock.now_ns() >= due, "not before the deadline");
+        assert_eq!(pool.idle_count(), 0);
+        // A deadline already past: no connection is even tried.
+        let past = pool.due_in(Duration::ZERO);
+        assert!(matches!(
+            exchange(&pool, get(), Some(past)).await,
+            Err(ExchangeError::TimedOut)
+        ));
     }
 
     #[tokio::test]
@@ -377,7 +483,7 @@ mod tests {
         // Three at once: three connections.
         let mut held = Vec::new();
         for _ in 0..3 {
-            held.push(exchange(&pool, get()).await.unwrap());
+            held.push(exchange(&pool, get(), None).await.unwrap());
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 3);
         for response in held {
@@ -386,7 +492,7 @@ mod tests {
         }
         assert_eq!(pool.idle_count(), 2, "the third was closed");
         // A body dropped before its end takes its connection with it.
-        let unread = exchange(&pool, get()).await.unwrap();
+        let unread = exchange(&pool, get(), None).await.unwrap();
         assert_eq!(pool.idle_count(), 1);
         drop(unread);
         assert_eq!(pool.idle_count(), 1);
