@@ -30,6 +30,8 @@
 //!   array and an 8-byte CAS), and `floor-one-slot`, a table of 16-byte `[key | TAT]`
 //!   slots the size of Weir's, one slot per key at its hash (one 16-byte load and CAS,
 //!   no bucket scan, no identity).
+//! - `strings_hot`, `strings_10000`, `strings_weighted_hot`: string keys, lock-free
+//!   against the general path (`support/string_keys.rs`).
 //! - `parts`: single-thread costs of the pieces of one Weir check (clock, key, step); the
 //!   clock beside governor's, `Instant` anchored to the epoch and `SystemTime`.
 //!
@@ -62,6 +64,9 @@ use portable_atomic::AtomicU128;
 use weir_core::{
     Clock, DirectLimiter, Key, KeyedLimiter, MemoryStore, Op, Outcome, Record, Rule, SystemClock,
 };
+
+#[path = "support/string_keys.rs"]
+mod string_keys;
 
 /// xorshift64*, as in the governor harness: about 1 ns per key.
 struct Rng(u64);
@@ -535,6 +540,6 @@ criterion_group! {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2))
         .sample_size(15);
-    targets = direct, keyed, parts
+    targets = direct, keyed, string_keys::strings, parts
 }
 criterion_main!(benches);

@@ -71,14 +71,15 @@ impl DirectLimiter {
 
 impl<C: Clock> DirectLimiter<C> {
     /// A limiter for `rule`, reading time from `clock`. `Err(RuleError::Inconsistent)` for
-    /// a rule whose state is more than one word: a sliding window or log, a leaky bucket,
+    /// a rule whose state is more than one word: a sliding window or log, a weighted window
+    /// whose limit and window do not fit one word, a leaky bucket,
     /// a queue, leases, a token bucket with fewer initial tokens than its capacity, a rule
     /// with a lockout (use a [`Limiter`](crate::Limiter) and one key for those).
     pub fn with_clock(rule: Rule, clock: C) -> Result<Self, RuleError> {
         let meter = WordMeter::of(&rule).ok_or(RuleError::Inconsistent {
             param: "algorithm",
-            reason: "a direct limiter takes GCRA, a token bucket that starts full or a fixed \
-                     window, without a lockout",
+            reason: "a direct limiter takes GCRA, a token bucket that starts full, a fixed \
+                     window or a weighted window, without a lockout",
         })?;
         Ok(Self {
             word: Word::default(),

@@ -389,8 +389,8 @@ mod tests {
         }
         assert_eq!(
             ips.store().lock_free_len(clock.now_ns()),
-            1,
-            "only v4 fits a word"
+            2,
+            "v4 in a word, v6 as a 16-byte string key: both lock-free"
         );
 
         let pairs: KeyedLimiter<(u32, u32), _> = KeyedLimiter::with_clock(rule, clock).unwrap();

@@ -58,7 +58,8 @@ impl MemoryStoreBuilder {
     /// the parameters (the server's limit overrides, named alike whatever limit a request
     /// names) could then take a whole rule's share once per set. Past its share, the
     /// scope's new keys evict its own unlimited records or are refused, and nothing else's.
-    /// Bounds the general path (the keys the lock-free tables hold are 8 bytes long).
+    /// Bounds the general path, and the scope's string keys stay on it (the lock-free
+    /// tables are sized for a rule's share; its 8-byte keys may take one).
     ///
     /// ```
     /// use std::time::Duration;
@@ -126,6 +127,7 @@ impl MemoryStoreBuilder {
                 },
                 hasher,
                 compact: Tables::new(rule_records),
+                strings: Tables::new(rule_records),
                 #[cfg(test)]
                 collide: false,
             }),

@@ -38,10 +38,11 @@
 //!   the record that frees up first.)
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use portable_atomic::AtomicU128;
 
+use super::chunks::{two_buckets, Chunks};
 use super::word::WordMeter;
 use crate::algorithm::{GcraState, Meter};
 use crate::decision::Decision;
@@ -52,9 +53,6 @@ const SLOTS: usize = 4;
 const STRIPES: usize = 256;
 /// The most scopes (rules) given a table; further ones take the general path.
 pub(super) const MAX_TABLES: usize = 8;
-/// Slots per record of capacity: room so that two-choice buckets rarely overflow.
-const SLOTS_PER_RECORD_NUM: usize = 5;
-const SLOTS_PER_RECORD_DEN: usize = 4;
 
 #[derive(Default)]
 #[repr(C, align(64))]
@@ -88,28 +86,27 @@ impl Bucket {
 /// (100 keys: 4.5 MB resident, against 0.8 MB with 4 KiB chunks).
 const CHUNK: usize = 1024;
 
-/// One chunk of a table's buckets (`CHUNK` of them).
-struct Chunk(Box<[Bucket]>);
+/// The insert-path locks of a table, `STRIPES` of them.
+pub(super) fn stripes() -> Box<[Mutex<()>]> {
+    std::iter::repeat_with(|| Mutex::new(()))
+        .take(STRIPES)
+        .collect()
+}
 
-impl Chunk {
-    /// Made on the heap directly (64 KiB is not for a thread's stack).
-    fn new() -> Self {
-        Self(
-            std::iter::repeat_with(Bucket::default)
-                .take(CHUNK)
-                .collect(),
-        )
-    }
+/// The insert-path lock of the key whose hash is `hash` (a key always takes the same one).
+pub(super) fn stripe(stripes: &[Mutex<()>], hash: u64) -> MutexGuard<'_, ()> {
+    let i = usize::try_from(hash % STRIPES as u64).unwrap_or(0);
+    stripes[i].lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A slot's value: the key in the low half, the state's word in the high half.
 #[inline]
-fn pack(key: u64, word: u64) -> u128 {
+pub(super) fn pack(key: u64, word: u64) -> u128 {
     (u128::from(word) << 64) | u128::from(key)
 }
 
 #[inline]
-fn unpack(v: u128) -> (u64, u64) {
+pub(super) fn unpack(v: u128) -> (u64, u64) {
     let [k0, k1, k2, k3, k4, k5, k6, k7, t0, t1, t2, t3, t4, t5, t6, t7] = v.to_le_bytes();
     (
         u64::from_le_bytes([k0, k1, k2, k3, k4, k5, k6, k7]),
@@ -122,9 +119,7 @@ pub(super) struct Table {
     /// How the words are read: the meter of the rule that made the table.
     pub(super) meter: WordMeter,
     /// The buckets, `CHUNK` to a chunk, each chunk made on first use.
-    chunks: Box<[OnceLock<Chunk>]>,
-    /// How many buckets the table has (made or not).
-    buckets: usize,
+    chunks: Chunks<Bucket, CHUNK>,
     stripes: Box<[Mutex<()>]>,
     pub(super) evictions: AtomicU64,
     /// Records moved to their key's second bucket to make room for a new key.
@@ -153,17 +148,10 @@ pub(super) enum Claimed {
 
 impl Table {
     pub(super) fn new(records: usize, meter: WordMeter) -> Self {
-        let slots = records.saturating_mul(SLOTS_PER_RECORD_NUM) / SLOTS_PER_RECORD_DEN;
-        let buckets = slots.div_ceil(SLOTS).max(2);
         Self {
             meter,
-            chunks: std::iter::repeat_with(OnceLock::new)
-                .take(buckets.div_ceil(CHUNK))
-                .collect(),
-            buckets,
-            stripes: std::iter::repeat_with(|| Mutex::new(()))
-                .take(STRIPES)
-                .collect(),
+            chunks: Chunks::for_records(records, SLOTS),
+            stripes: stripes(),
             evictions: AtomicU64::new(0),
             moves: AtomicU64::new(0),
             held: AtomicUsize::new(0),
@@ -175,7 +163,7 @@ impl Table {
     /// holds no key).
     #[inline(always)]
     fn bucket(&self, index: usize) -> Option<&Bucket> {
-        self.chunks.get(index / CHUNK)?.get()?.0.get(index % CHUNK)
+        self.chunks.get(index)
     }
 
     /// The key's two buckets, where their chunks have been made.
@@ -186,8 +174,7 @@ impl Table {
 
     /// The bucket at `index`, its chunk made if need be (the insert path).
     fn bucket_made(&self, index: usize) -> Option<&Bucket> {
-        let chunk = self.chunks.get(index / CHUNK)?.get_or_init(Chunk::new);
-        chunk.0.get(index % CHUNK)
+        self.chunks.made(index)
     }
 
     /// The key's two buckets, their chunks made if need be.
@@ -197,34 +184,18 @@ impl Table {
 
     /// Every bucket made so far.
     fn made(&self) -> impl Iterator<Item = &Bucket> + '_ {
-        self.chunks
-            .iter()
-            .filter_map(OnceLock::get)
-            .flat_map(|chunk| &chunk.0)
+        self.chunks.iter()
     }
 
     /// The indices of the key's two buckets (distinct when there are two or more).
     #[inline]
     fn indices(&self, hash: u64) -> [usize; 2] {
-        let n = self.buckets;
-        let reduce = |h: u64| {
-            let i = (u128::from(h) * (n as u128)) >> 64;
-            usize::try_from(i).unwrap_or(0)
-        };
-        let first = reduce(hash);
-        let mut second = reduce(hash.rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15);
-        if second == first {
-            second = (first + 1) % n;
-        }
-        [first, second]
+        two_buckets(hash, self.chunks.len())
     }
 
     /// The lock of the key's insert path.
     pub(super) fn stripe(&self, hash: u64) -> MutexGuard<'_, ()> {
-        let i = usize::try_from(hash % STRIPES as u64).unwrap_or(0);
-        self.stripes[i]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        stripe(&self.stripes, hash)
     }
 
     /// Decides a check of `cost` (0: a peek) on the key's record if it is here.
@@ -245,10 +216,12 @@ impl Table {
                 let decision = gcra.check(&mut state, now_ns, cost);
                 (state.tat_ns, decision)
             }),
-            WordMeter::FixedWindow { .. } => self.update(hash, key, |word| {
-                let (decision, next) = meter.check(word, now_ns, cost);
-                (next, decision)
-            }),
+            WordMeter::FixedWindow { .. } | WordMeter::Weighted { .. } => {
+                self.update(hash, key, |word| {
+                    let (decision, next) = meter.check(word, now_ns, cost);
+                    (next, decision)
+                })
+            }
         };
         decided.map_or(Found::Absent, Found::Decided)
     }
@@ -533,8 +506,7 @@ impl Table {
 
     /// Bytes the table takes: its chunks made so far, and the chunks' index.
     pub(super) fn bytes(&self) -> usize {
-        let made = self.chunks.iter().filter(|c| c.get().is_some()).count();
-        made * CHUNK * std::mem::size_of::<Bucket>() + std::mem::size_of_val(&*self.chunks)
+        self.chunks.bytes()
     }
 }
 

@@ -1,6 +1,7 @@
 //! The memory store's general path: one shard's table of full [`Record`]s, for every
-//! algorithm, key length and operation (the lock-free path in `compact.rs` holds only GCRA
-//! checks of 8-byte keys). A shard is a mutex over this table, held for one pure step.
+//! algorithm, key length and operation (the lock-free paths in `compact.rs` and
+//! `strings.rs` hold only checks under one-word rules of keys up to 48 bytes). A shard is a
+//! mutex over this table, held for one pure step.
 //!
 //! - **Identity.** A record is found by its (scope, key), compared in full: two keys whose
 //!   hashes collide never share a record.

@@ -1,6 +1,7 @@
-//! The insert path of a lock-free check: a key its scope's table does not hold yet is
-//! given a slot there (under the key's stripe lock, after asking the general table, which
-//! may hold it), or else decided by the general path. Out of the checks' own path
+//! The insert path of a lock-free check: a key its scope's table (`compact.rs` for 8-byte
+//! keys, `strings.rs` for others) does not hold yet is given a slot there (under the key's
+//! stripe lock, after asking the general table, which may hold it), or else decided by the
+//! general path. Out of the checks' own path
 //! (`routing.rs`): a key is new once and checked many times.
 
 use std::sync::TryLockError;
@@ -12,6 +13,7 @@ use crate::step::{Op, Outcome};
 
 use super::compact::{self, Claimed, Found};
 use super::routing::Inner;
+use super::strings::{self, Probe};
 use super::word::WordMeter;
 
 impl Inner {
@@ -56,6 +58,34 @@ impl Inner {
                 Some((other_hash, Some(guard)))
             };
             if let Claimed::Decided(d) = table.claim(hash, word, (meter, cost, now_ns), exclusive) {
+                return Ok(Outcome::Decision(d));
+            }
+        }
+        let op = Op::Check { cost };
+        self.apply_general(&mut shard, (hash, scope, key), rule, &op, now_ns)
+    }
+
+    /// [`insert`](Self::insert) for a string key (`probe` its bytes, `meter` the rule's):
+    /// the same order of locks and questions; no record of another key moves to make room
+    /// (`strings.rs`), so no other lock is taken.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn insert_string(
+        &self,
+        table: &strings::Table,
+        (hash, scope, key): (u64, u64, &Key),
+        (probe, meter): (&Probe, &WordMeter),
+        rule: &Rule,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Outcome, CheckError> {
+        let _stripe = table.stripe(hash);
+        if let Found::Decided(d) = table.check(hash, probe, meter, cost, now_ns) {
+            return Ok(Outcome::Decision(d));
+        }
+        let mut shard = self.lock(self.shard_index(hash));
+        if cost > 0 && shard.get(hash, scope, key).is_none() {
+            if let Claimed::Decided(d) = table.claim(hash, probe, (meter, cost, now_ns)) {
                 return Ok(Outcome::Decision(d));
             }
         }

@@ -1,11 +1,14 @@
 //! The embedded in-memory store: the default, and the fastest way to a decision. Two paths,
 //! one set of records (a (scope, key) is in exactly one of them):
 //!
-//! - **Lock-free** (`compact.rs`): a check of an 8-byte key (`Key::from(u64)`) under a rule
-//!   whose state is one word (`word.rs`: GCRA, a token bucket that starts full, a fixed
-//!   window; no lockout) is one 16-byte slot, `[key | word]`, decided by compare-and-swap
-//!   without a lock: a hot key does not serialise, a denial is a plain read. One table per
-//!   scope (rule), up to eight, each sized for the rule's share of the capacity.
+//! - **Lock-free**: a check under a rule whose state is one word (`word.rs`: GCRA, a token
+//!   bucket that starts full, a fixed window, the two-window weighted estimate; no lockout)
+//!   is decided by compare-and-swap without a lock: a hot key does not serialise, a denial
+//!   is a plain read. An 8-byte key (`Key::from(u64)`) is one 16-byte slot, `[key | word]`
+//!   (`compact.rs`); a key of 1 to 48 bytes of another length (an address as text, a user
+//!   id) is one 64-byte slot, `[tag | word | key bytes]`, verified against the full key
+//!   (`strings.rs`; not for a scope given a share of its own). One table per scope (rule)
+//!   and kind, up to eight each, each sized for the rule's share of the capacity.
 //! - **General** (`general.rs`): everything else, in shards, each a mutex over a table of
 //!   full records found by their full (scope, key), held for one pure step, never across an
 //!   await. An operation there on a key the lock-free table holds (a penalty, a block, an
@@ -16,9 +19,9 @@
 //! differential and the contention tests check it.
 //!
 //! Memory is bounded, whatever keys clients send: the general path holds at most
-//! `capacity` records, and each lock-free table a fixed number of slots (16 bytes × 1.25 per
-//! record of the rule's share, sized at the rule's first check and made a 64 KiB chunk at a
-//! time as keys need them). Records expire when
+//! `capacity` records, and each lock-free table a fixed number of slots (16 bytes, or 64 for
+//! string keys, × 1.25 per record of the rule's share, sized at the rule's first check and
+//! made a 64 KiB chunk at a time as keys need them). Records expire when
 //! equivalent to fresh and are swept when a shard fills up (or by [`MemoryStore::sweep`]).
 //! When there is no room, a new key **evicts** a record that is not limited, least recently
 //! used first, so a flood of one-off keys cannot lock new clients out. What eviction costs:
@@ -44,12 +47,14 @@
 mod blocked;
 mod builder;
 mod check_all;
+mod chunks;
 mod compact;
 mod general;
 mod insert;
 mod restore;
 mod routing;
 mod snapshot;
+mod strings;
 mod tables;
 mod word;
 

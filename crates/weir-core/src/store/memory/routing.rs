@@ -1,8 +1,9 @@
 //! The memory store itself and the routing of one operation: [`MemoryStore`] hashes
-//! (scope, key) once, sends a check of an 8-byte key under a one-word rule to its scope's
-//! lock-free table (`compact.rs`; a key it does not hold goes to the insert path,
-//! `insert.rs`), and everything else to the key's shard of the general table
-//! (`general.rs`), locked for one pure step. Here too: what the store holds and counts
+//! (scope, key) once, sends a check under a one-word rule to its scope's lock-free table
+//! (an 8-byte key to `compact.rs`'s, a key of other length up to 48 bytes to
+//! `strings.rs`'s; a key the table does not hold goes to the insert path, `insert.rs`),
+//! and everything else to the key's shard of the general table (`general.rs`), locked for
+//! one pure step. Here too: what the store holds and counts
 //! (`len`, `stats`, `sweep`). Built by `builder.rs`; all-or-nothing checks in `check_all.rs`.
 
 use std::hash::BuildHasher;
@@ -16,8 +17,9 @@ use crate::rule::Rule;
 use crate::state::Record;
 use crate::step::{apply, validate, Op, Outcome};
 
-use super::compact::Found;
+use super::compact::{self, Found};
 use super::general::{evictable, Entry, Limits, Table};
+use super::strings::{self, Probe};
 use super::tables::Tables;
 use super::word::WordMeter;
 
@@ -45,7 +47,9 @@ pub(super) struct Inner {
     pub(super) shard_mask: u64,
     pub(super) limits: Limits,
     pub(super) hasher: foldhash::quality::RandomState,
-    pub(super) compact: Tables,
+    pub(super) compact: Tables<compact::Table>,
+    /// The lock-free tables of string keys (other lengths than 8, up to 48 bytes).
+    pub(super) strings: Tables<strings::Table>,
     /// Every key hashes alike (a forced collision, for tests).
     #[cfg(test)]
     pub(super) collide: bool,
@@ -79,16 +83,22 @@ pub struct MemoryStats {
 #[repr(align(128))]
 pub(super) struct Shard(pub(super) Mutex<Table>);
 
-/// The 8 bytes of a key the lock-free path can hold and the rule's one-word meter, if
-/// `rule` and `op` are its kind: a check (or peek) under a rule whose state is one word.
+/// How a lock-free table holds a key.
+enum LockFree {
+    /// An 8-byte key, as a word (`compact.rs`).
+    Word(u64),
+    /// A key of another length, up to 48 bytes (`strings.rs`).
+    String(Probe),
+}
+
+/// How a lock-free table holds `key` (of hash `hash`), if it can.
 #[inline]
-fn lock_free(key: &Key, rule: &Rule, op: &Op<'_>) -> Option<(u64, WordMeter)> {
-    if !matches!(op, Op::Check { .. }) {
-        return None;
+fn lock_free_key(hash: u64, key: &Key) -> Option<LockFree> {
+    let bytes = key.as_bytes();
+    match <[u8; 8]>::try_from(bytes) {
+        Ok(word) => Some(LockFree::Word(u64::from_le_bytes(word))),
+        Err(_) => Probe::new(hash, bytes).map(LockFree::String),
     }
-    let meter = WordMeter::of(rule)?;
-    let bytes: [u8; 8] = key.as_bytes().try_into().ok()?;
-    Some((u64::from_le_bytes(bytes), meter))
 }
 
 impl Inner {
@@ -146,10 +156,73 @@ impl Inner {
         key: &Key,
         now_ns: u64,
     ) -> Option<Record> {
-        let bytes: [u8; 8] = key.as_bytes().try_into().ok()?;
-        let table = self.compact.find(scope)?;
-        let word = table.take(hash, u64::from_le_bytes(bytes))?;
-        Some(table.meter.record(word, now_ns))
+        match lock_free_key(hash, key)? {
+            LockFree::Word(word) => {
+                let table = self.compact.find(scope)?;
+                let word = table.take(hash, word)?;
+                Some(table.meter.record(word, now_ns))
+            }
+            LockFree::String(probe) => {
+                let table = self.strings.find(scope)?;
+                let word = table.take(hash, &probe)?;
+                Some(table.meter.record(word, now_ns))
+            }
+        }
+    }
+
+    /// Whether `scope` was given a share of its own: its string keys take the general path,
+    /// which bounds the share (a lock-free table is sized for a rule's share).
+    #[inline]
+    fn own_share(&self, scope: u64) -> bool {
+        !self.limits.scope_shares.is_empty()
+            && self.limits.scope_shares.iter().any(|s| s.scope == scope)
+    }
+
+    /// A check on the lock-free path, if `key` and `rule` take it: `None` sends it to the
+    /// general path.
+    #[inline(always)]
+    fn check_lock_free(
+        &self,
+        (hash, scope, key): (u64, u64, &Key),
+        rule: &Rule,
+        cost: u64,
+        now_ns: u64,
+    ) -> Option<Result<Outcome, CheckError>> {
+        let meter = WordMeter::of(rule)?;
+        let op = Op::Check { cost };
+        match lock_free_key(hash, key)? {
+            LockFree::Word(word) => {
+                let table = self.compact.table(scope, &meter)?;
+                if let Err(e) = validate(rule, &op) {
+                    return Some(Err(e));
+                }
+                if let Found::Decided(d) = table.check(hash, word, &meter, cost, now_ns) {
+                    return Some(Ok(Outcome::Decision(d)));
+                }
+                Some(self.insert(
+                    table,
+                    (hash, scope, key),
+                    (word, &meter),
+                    rule,
+                    cost,
+                    now_ns,
+                ))
+            }
+            LockFree::String(probe) => {
+                if self.own_share(scope) {
+                    return None;
+                }
+                let table = self.strings.table(scope, &meter)?;
+                if let Err(e) = validate(rule, &op) {
+                    return Some(Err(e));
+                }
+                if let Found::Decided(d) = table.check(hash, &probe, &meter, cost, now_ns) {
+                    return Some(Ok(Outcome::Decision(d)));
+                }
+                let at = (hash, scope, key);
+                Some(self.insert_string(table, at, (&probe, &meter), rule, cost, now_ns))
+            }
+        }
     }
 
     /// The general path, with the key's shard locked.
@@ -236,20 +309,9 @@ impl MemoryStore {
     ) -> Result<Outcome, CheckError> {
         let inner = &*self.inner;
         let hash = inner.hash(scope, key);
-        if let (Some((word, meter)), Op::Check { cost }) = (lock_free(key, rule, &op), op) {
-            if let Some(table) = inner.compact.table(scope, &meter) {
-                validate(rule, &op)?;
-                if let Found::Decided(d) = table.check(hash, word, &meter, cost, now_ns) {
-                    return Ok(Outcome::Decision(d));
-                }
-                return inner.insert(
-                    table,
-                    (hash, scope, key),
-                    (word, &meter),
-                    rule,
-                    cost,
-                    now_ns,
-                );
+        if let Op::Check { cost } = op {
+            if let Some(decided) = inner.check_lock_free((hash, scope, key), rule, cost, now_ns) {
+                return decided;
             }
         }
         let mut shard = inner.lock(inner.shard_index(hash));
@@ -291,7 +353,7 @@ impl MemoryStore {
         let general: usize = (0..self.inner.shards.len())
             .map(|i| self.inner.lock(i).sweep(now_ns))
             .sum();
-        general + self.inner.compact.sweep(now_ns)
+        general + self.inner.compact.sweep(now_ns) + self.inner.strings.sweep(now_ns)
     }
 
     /// Records held now (live or not yet swept).
@@ -299,7 +361,7 @@ impl MemoryStore {
         let general: usize = (0..self.inner.shards.len())
             .map(|i| self.inner.lock(i).len())
             .sum();
-        general + self.inner.compact.held()
+        general + self.inner.compact.held() + self.inner.strings.held()
     }
 
     /// Whether no record is held.
@@ -318,10 +380,11 @@ impl MemoryStore {
             len: self.len(),
             capacity: self.inner.limits.capacity,
             evictions: self.inner.limits.evictions.load(Ordering::Relaxed)
-                + self.inner.compact.evictions(),
+                + self.inner.compact.evictions()
+                + self.inner.strings.evictions(),
             refusals: self.inner.limits.refusals.load(Ordering::Relaxed),
-            lock_free_bytes: self.inner.compact.bytes(),
-            lock_free_records: self.inner.compact.sized_for(),
+            lock_free_bytes: self.inner.compact.bytes() + self.inner.strings.bytes(),
+            lock_free_records: self.inner.compact.sized_for() + self.inner.strings.sized_for(),
             lock_free_moves: self.inner.compact.moves(),
         }
     }
@@ -329,6 +392,6 @@ impl MemoryStore {
     /// Live records on the lock-free path (for tests and benches).
     #[doc(hidden)]
     pub fn lock_free_len(&self, now_ns: u64) -> usize {
-        self.inner.compact.live(now_ns)
+        self.inner.compact.live(now_ns) + self.inner.strings.live(now_ns)
     }
 }

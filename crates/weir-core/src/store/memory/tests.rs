@@ -95,8 +95,9 @@ fn never_evicts_a_limited_key_and_fails_closed_for_new_ones() {
         .rule_share(100)
         .build();
     let rule = Rule::fixed_window(1, Duration::from_secs(60)).unwrap();
-    // Text keys: the general path (8-byte keys would take the lock-free one).
-    let key = |i: u64| Key::new(format!("key-{i}")).unwrap();
+    // Keys longer than 48 bytes: the general path (shorter ones would take a lock-free
+    // table first: `strings_store_tests.rs`).
+    let key = |i: u64| Key::new(format!("{}-{i}", "k".repeat(48))).unwrap();
     for i in 0..4u64 {
         assert!(check(&store, &key(i), &rule, SEC).unwrap());
     }
@@ -188,8 +189,8 @@ fn one_rules_flood_of_limited_keys_leaves_the_other_rules_capacity() {
     let other = Rule::fixed_window(10, Duration::from_secs(3600)).unwrap();
     let mut refused = 0;
     for i in 0..1000u64 {
-        // Text keys: the general path, whose shares this is about.
-        let key = Key::new(format!("a-{i}")).unwrap();
+        // Keys longer than 48 bytes: the general path, whose shares this is about.
+        let key = Key::new(format!("{}-a-{i}", "k".repeat(48))).unwrap();
         match check(&store, &key, &strict, SEC) {
             Ok(allowed) => assert!(allowed),
             Err(CheckError::Store(StoreError::Full { capacity: 100 })) => refused += 1,
@@ -201,7 +202,7 @@ fn one_rules_flood_of_limited_keys_leaves_the_other_rules_capacity() {
         "the flooding rule holds its share (50 %), no more"
     );
     for i in 0..50u64 {
-        let key = Key::new(format!("b-{i}")).unwrap();
+        let key = Key::new(format!("{}-b-{i}", "k".repeat(48))).unwrap();
         assert!(check(&store, &key, &other, SEC).unwrap(), "rule B key {i}");
     }
     assert_eq!(store.stats().refusals, 950);

@@ -17,11 +17,19 @@
 //! - **Fixed window**: the word is `(window index + 1) << count_bits | count`, where
 //!   `count_bits` holds 0 ..= limit; rules whose window index could overflow the rest (a
 //!   tiny window with a huge limit) take the general path.
+//! - **Two-window weighted estimate** (the window counter with two counts): the word is
+//!   `(window index + 1) << 2·count_bits | previous << count_bits | current`, each count in
+//!   `count_bits` (0 ..= limit: a check never counts past the limit, so nothing is lost or
+//!   rounded: the encoding is exact); rules whose window index could overflow the rest (a
+//!   limit of about 2^14 or more with a 1 s window, 2^17 with a minute) take the general
+//!   path. A packed word, not a 16-byte state: the lock-free tables compare-and-swap the
+//!   key's tag with the word in one 16-byte CAS, which leaves one word for the state.
 //!
 //! Word 0 is "no state" (a fresh key); every state a check writes is non-zero.
 
 use crate::algorithm::{
     FixedWindow, FixedWindowState, Gcra, GcraState, Meter, TokenBucket, TokenBucketState,
+    WeightedWindow, WeightedWindowState,
 };
 use crate::decision::Decision;
 use crate::rule::{Algorithm, Rule};
@@ -40,6 +48,11 @@ pub(crate) enum WordMeter {
         window: FixedWindow,
         count_bits: u32,
     },
+    /// The two-window weighted estimate; each count takes `count_bits` bits of the word.
+    Weighted {
+        window: WeightedWindow,
+        count_bits: u32,
+    },
 }
 
 impl WordMeter {
@@ -55,6 +68,7 @@ impl WordMeter {
             Algorithm::Gcra(gcra) => Some(Self::Gcra { gcra, bucket: None }),
             Algorithm::TokenBucket(tb) => Self::token_bucket(tb),
             Algorithm::FixedWindow(window) => Self::fixed_window(window),
+            Algorithm::WeightedWindow(window) => Self::weighted(window),
             _ => None,
         }
     }
@@ -70,15 +84,13 @@ impl WordMeter {
 
     fn fixed_window(window: FixedWindow) -> Option<Self> {
         let count_bits = u64::BITS - window.limit.leading_zeros();
-        let index_bits = u64::BITS.checked_sub(count_bits)?;
-        // Index + 1 of any instant must fit in the bits above the count: the last index,
-        // u64::MAX / window, is below 2^index_bits - 1, i.e. (2^index_bits - 1) × window
-        // overflows (a multiplication, not a division, on every check).
-        let fits = index_bits > 0
-            && ((1u64 << index_bits) - 1)
-                .checked_mul(window.window_ns)
-                .is_none();
-        fits.then_some(Self::FixedWindow { window, count_bits })
+        index_fits(count_bits, window.window_ns).then_some(Self::FixedWindow { window, count_bits })
+    }
+
+    fn weighted(window: WeightedWindow) -> Option<Self> {
+        let count_bits = u64::BITS - window.limit.leading_zeros();
+        index_fits(count_bits.checked_mul(2)?, window.window_ns)
+            .then_some(Self::Weighted { window, count_bits })
     }
 
     /// Whether records written under `self` can be read by `other` on the lock-free path:
@@ -113,6 +125,17 @@ impl WordMeter {
                 };
                 (decision, next)
             }
+            Self::Weighted { window, count_bits } => {
+                let mut state = weighted_state(window, *count_bits, word);
+                let before = state;
+                let decision = window.check(&mut state, now_ns, cost);
+                let next = if state == before {
+                    word
+                } else {
+                    weighted_word(window, *count_bits, &state)
+                };
+                (decision, next)
+            }
         }
     }
 
@@ -125,6 +148,9 @@ impl WordMeter {
             Self::FixedWindow { window, count_bits } => {
                 window.fresh_at_ns(&self.fixed_state(window, *count_bits, word))
             }
+            Self::Weighted { window, count_bits } => {
+                window.fresh_at_ns(&weighted_state(window, *count_bits, word))
+            }
         }
     }
 
@@ -134,7 +160,9 @@ impl WordMeter {
     pub(crate) fn allows_one_more(&self, word: u64, now_ns: u64) -> bool {
         match self {
             Self::Gcra { gcra, .. } => gcra.allows_one_more(word, now_ns),
-            Self::FixedWindow { .. } => self.check(word, now_ns, 0).0.allowed,
+            Self::FixedWindow { .. } | Self::Weighted { .. } => {
+                self.check(word, now_ns, 0).0.allowed
+            }
         }
     }
 
@@ -148,6 +176,9 @@ impl WordMeter {
             } => State::TokenBucket(bucket_state(gcra, tb, word, now_ns)),
             Self::FixedWindow { window, count_bits } => {
                 State::FixedWindow(self.fixed_state(window, *count_bits, word))
+            }
+            Self::Weighted { window, count_bits } => {
+                State::Weighted(Box::new(weighted_state(window, *count_bits, word)))
             }
         };
         Record {
@@ -174,6 +205,41 @@ impl WordMeter {
         let index = state.window_start_ns / window.window_ns;
         ((index + 1) << count_bits) | state.count.min((1u64 << count_bits) - 1)
     }
+}
+
+/// Whether the index + 1 of any instant's window fits in the bits above `count_bits`: the
+/// last index, u64::MAX / window, is below 2^index_bits - 1, i.e. (2^index_bits - 1) ×
+/// window overflows (a multiplication, not a division, on every check).
+fn index_fits(count_bits: u32, window_ns: u64) -> bool {
+    let Some(index_bits) = u64::BITS.checked_sub(count_bits) else {
+        return false;
+    };
+    index_bits > 0 && ((1u64 << index_bits) - 1).checked_mul(window_ns).is_none()
+}
+
+/// The weighted window's state that `word` encodes (the default for word 0).
+#[inline]
+fn weighted_state(window: &WeightedWindow, count_bits: u32, word: u64) -> WeightedWindowState {
+    if word == 0 {
+        return WeightedWindowState::default();
+    }
+    let mask = (1u64 << count_bits) - 1;
+    WeightedWindowState {
+        window_start_ns: ((word >> (2 * count_bits)) - 1) * window.window_ns,
+        previous: (word >> count_bits) & mask,
+        current: word & mask,
+    }
+}
+
+/// The word of a weighted window's state (its counts never exceed the limit on the
+/// lock-free path: only checks run there).
+#[inline]
+fn weighted_word(window: &WeightedWindow, count_bits: u32, state: &WeightedWindowState) -> u64 {
+    let mask = (1u64 << count_bits) - 1;
+    let index = state.window_start_ns / window.window_ns;
+    ((index + 1) << (2 * count_bits))
+        | (state.previous.min(mask) << count_bits)
+        | state.current.min(mask)
 }
 
 /// The token bucket's state that decides as GCRA does on `tat_ns` (when the bucket is
@@ -251,6 +317,9 @@ mod tests {
             Rule::token_bucket(3, 1, ms).unwrap(),
             Rule::fixed_window(5, Duration::from_millis(20)).unwrap(),
             Rule::fixed_window(3, ms).unwrap(),
+            Rule::weighted_window(5, Duration::from_millis(20)).unwrap(),
+            Rule::weighted_window(3, ms).unwrap(),
+            Rule::weighted_window(1000, Duration::from_millis(7)).unwrap(),
         ];
         for (i, rule) in rules.iter().enumerate() {
             for seed in [1, 42, 0xDEAD_BEEF] {
@@ -274,5 +343,8 @@ mod tests {
         let tiny = Rule::fixed_window(1 << 40, Duration::from_nanos(1)).unwrap();
         assert!(WordMeter::of(&tiny).is_none());
         assert!(WordMeter::of(&Rule::fixed_window(u64::MAX, s).unwrap()).is_none());
+        // Two counts of 15 bits leave 34 for the index of a 1 s window: too few.
+        assert!(WordMeter::of(&Rule::weighted_window(1 << 14, s).unwrap()).is_none());
+        assert!(WordMeter::of(&Rule::weighted_window((1 << 14) - 1, s).unwrap()).is_some());
     }
 }

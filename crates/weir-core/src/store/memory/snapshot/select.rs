@@ -53,12 +53,13 @@ impl MemoryStore {
                 }
             }
         }
-        for (scope, meter, key, word) in inner.compact.records() {
+        let lock_free = inner.compact.records().chain(inner.strings.records());
+        for (scope, meter, key, word) in lock_free {
             let limited = meter.expires_ns(word) > now_ns && !meter.allows_one_more(word, now_ns);
             if !limited || rule_of(scope).is_none() {
                 continue;
             }
-            if let Ok(key) = Key::new(key.to_le_bytes()) {
+            if let Ok(key) = Key::new(key) {
                 let record = meter.record(word, now_ns);
                 records.push(SavedRecord { scope, key, record });
             }
