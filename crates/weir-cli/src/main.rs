@@ -26,6 +26,7 @@ mod simulate_backend;
 mod simulate_command;
 mod spec;
 mod svg;
+mod tls_files;
 mod traffic;
 
 use std::process::ExitCode;
