@@ -112,6 +112,12 @@
     return ms + ' ms';
   }
 
+  // A time left, in whole seconds rounded up (29.46 s is "30 s": never sooner than said).
+  function countdown(ms) {
+    if (ms === null || ms === undefined) return '';
+    return Math.ceil(ms / 1000) + ' s';
+  }
+
   function count(n, one, many) {
     return n + ' ' + (n === 1 ? one : many);
   }
@@ -207,7 +213,7 @@
       row.dataset.upstream = b.upstream;
       const state = el('span', 'badge breaker-' + b.state, b.state.replace('_', '-'));
       let now;
-      if (b.state === 'open') now = 'probes in ' + duration(b.open_remaining_ms);
+      if (b.state === 'open') now = 'probes in ' + countdown(b.open_remaining_ms);
       else if (b.state === 'half_open') now = 'probe calls decide';
       else now = b.window_calls + ' calls in the window, ' + b.window_failures + ' failed, ' +
         b.window_slow + ' slow';
