@@ -17,7 +17,7 @@ use std::time::Duration;
 use common::env_only::{request, Weir};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::transport::Channel;
 use weir_testkit::ports::free_port;
 
@@ -29,8 +29,8 @@ fn temp(name: &str) -> PathBuf {
     dir
 }
 
-/// The first status's `limit_remaining` of each of `requests`, asked in order.
-fn remaining(grpc_port: u16, requests: Vec<RateLimitRequest>) -> Vec<u32> {
+/// The answers to `requests`, asked in order over one gRPC connection.
+fn answers(grpc_port: u16, requests: Vec<RateLimitRequest>) -> Vec<RateLimitResponse> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -42,36 +42,32 @@ fn remaining(grpc_port: u16, requests: Vec<RateLimitRequest>) -> Vec<u32> {
                 .await
                 .unwrap();
             let mut rls = RateLimitServiceClient::new(channel);
-            let mut left = Vec::new();
+            let mut answers = Vec::new();
             for request in requests {
-                let answer = rls.should_rate_limit(request).await.unwrap().into_inner();
-                left.push(answer.statuses[0].limit_remaining);
+                answers.push(rls.should_rate_limit(request).await.unwrap().into_inner());
             }
-            left
+            answers
         })
 }
 
-/// The overall codes of `requests`, asked in order over one gRPC connection.
+/// The first status's `limit_remaining` of each of `requests`, asked in order.
+fn remaining(grpc_port: u16, requests: Vec<RateLimitRequest>) -> Vec<u32> {
+    answers(grpc_port, requests)
+        .iter()
+        .map(|answer| answer.statuses[0].limit_remaining)
+        .collect()
+}
+
+/// The overall codes of `requests`, asked in order over one gRPC connection, and whether
+/// a limit applied to any descriptor.
 fn ask(grpc_port: u16, requests: Vec<RateLimitRequest>) -> Vec<(i32, bool)> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let channel = Channel::from_shared(format!("http://127.0.0.1:{grpc_port}"))
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
-            let mut rls = RateLimitServiceClient::new(channel);
-            let mut codes = Vec::new();
-            for request in requests {
-                let answer = rls.should_rate_limit(request).await.unwrap().into_inner();
-                let limited = answer.statuses.iter().any(|s| s.current_limit.is_some());
-                codes.push((answer.overall_code, limited));
-            }
-            codes
+    answers(grpc_port, requests)
+        .iter()
+        .map(|answer| {
+            let limited = answer.statuses.iter().any(|s| s.current_limit.is_some());
+            (answer.overall_code, limited)
         })
+        .collect()
 }
 
 const OK: i32 = Code::Ok as i32;
