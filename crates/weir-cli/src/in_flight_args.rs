@@ -48,14 +48,15 @@ pub(crate) struct InFlightArgs {
     #[arg(long, value_name = "N|auto", env = "WEIR_MAX_IN_FLIGHT")]
     pub(crate) max_in_flight: Option<MaxInFlight>,
 
-    /// With --max-in-flight: how many requests may wait for a slot; past it the lowest
-    /// priority waiting is shed (503, or the fallback with --on-limit degrade)
+    /// With --max-in-flight: how many requests may wait for a slot (0: none waits); past it
+    /// the lowest priority waiting is shed (503 with Retry-After: 1, or the fallback with
+    /// --on-limit degrade)
     #[arg(long, value_name = "N", env = "WEIR_IN_FLIGHT_QUEUE", default_value_t = 256,
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub(crate) in_flight_queue: u64,
 
-    /// With --max-in-flight: the longest a request waits for a slot (then 503, or the
-    /// fallback with --on-limit degrade)
+    /// With --max-in-flight: the longest a request waits for a slot (then 503 with
+    /// Retry-After: 1, or the fallback with --on-limit degrade)
     #[arg(long, value_name = "DURATION", env = "WEIR_IN_FLIGHT_WAIT", default_value = "5s",
           value_parser = parse_duration)]
     pub(crate) in_flight_wait: Duration,
@@ -66,7 +67,8 @@ pub(crate) struct InFlightArgs {
     #[arg(long = "class-priority", value_name = "NAME=N")]
     pub(crate) class_priorities: Vec<String>,
 
-    /// With --max-in-flight auto: the limit once the upstream's unloaded latency is known
+    /// With --max-in-flight auto: the limit once the first measurement of the upstream's
+    /// unloaded latency is over; from then on each --adaptive-window moves it
     #[arg(long, value_name = "N", env = "WEIR_ADAPTIVE_INITIAL_LIMIT", default_value_t = AdaptiveSettings::default().initial_limit)]
     adaptive_initial_limit: usize,
 
@@ -85,7 +87,7 @@ pub(crate) struct InFlightArgs {
     adaptive_window: Duration,
 
     /// With --max-in-flight auto: the percentile of a window's latencies compared with the
-    /// unloaded latency (0.5 = the median, 0.9 = p90)
+    /// unloaded latency, above 0 and at most 1 (0.5 = the median, 0.9 = p90)
     #[arg(long, value_name = "P", env = "WEIR_ADAPTIVE_PERCENTILE", default_value_t = AdaptiveSettings::default().percentile)]
     adaptive_percentile: f64,
 
@@ -100,7 +102,8 @@ pub(crate) struct InFlightArgs {
     adaptive_smoothing: f64,
 
     /// With --max-in-flight auto: the long window; the unloaded latency is measured again
-    /// this often (plus up to --adaptive-jitter of it), at --adaptive-min-concurrency
+    /// this often (plus up to --adaptive-jitter of it). While it is measured the limit is
+    /// --adaptive-min-concurrency: requests over it wait or are shed as at any limit
     #[arg(long, value_name = "DURATION", env = "WEIR_ADAPTIVE_MIN_RTT_INTERVAL", default_value = "30s",
           value_parser = parse_duration)]
     adaptive_min_rtt_interval: Duration,

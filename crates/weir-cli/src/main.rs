@@ -26,6 +26,7 @@ mod simulate_backend;
 mod simulate_command;
 mod spec;
 mod svg;
+mod tls_files;
 mod traffic;
 
 use std::process::ExitCode;
@@ -80,11 +81,12 @@ enum Command {
     #[command(
         long_about = "Protect a backend: a reverse proxy that applies the rules before forwarding.\n\n\
             Per-client and global limits, request classes (known crawlers, or any header) with \
-            their own limits and upstream, a max in-flight limit towards the backend, and at the \
-            limit a 429, a wait in a bounded queue, or a fallback upstream. Streams bodies, keeps \
-            upstream connections alive, answers upstream failures with 502 / 504. Metrics and \
-            the admin API are weir serve's, on --api. Every option can also be set by its WEIR_* \
-            environment variable."
+            their own limits and upstream, an in-flight limit towards the backend (a number, or \
+            auto: found by measuring its latency), a circuit breaker per upstream (--breaker), \
+            and at the limit a 429, a wait in a bounded queue, or a fallback upstream. Streams \
+            bodies, keeps upstream connections alive, answers upstream failures with 502 / 504. \
+            Metrics, the admin API and the dashboard are weir serve's, on --api. Every option \
+            can also be set by its WEIR_* environment variable."
     )]
     Proxy(Box<proxy::ProxyArgs>),
     /// Check a rule file or directory and list its rules

@@ -14,28 +14,31 @@ use crate::duration::parse_duration;
 /// The circuit-breaker options of `weir proxy`.
 #[derive(Debug, Args)]
 pub(crate) struct BreakerArgs {
-    /// A circuit breaker per upstream (the default, --fallback-upstream, each
+    /// A circuit breaker for each upstream (--upstream, --fallback-upstream, each
     /// --class-upstream): once an upstream fails (a 5xx, unreachable, no answer in time) or
-    /// is slow too often, its calls go to --fallback-upstream, or get 503 with Retry-After,
-    /// without reaching it, until probe calls find it well again. Off by default (a
+    /// is slow too often, its calls go to --fallback-upstream, or get 503 with Retry-After
+    /// (the seconds until probes), without reaching it, until probe calls find it well again. Off by default (a
     /// request that makes the backend fail counts for everyone; see
     /// docs/circuit-breaking.md). Any --breaker-* option turns it on too
     #[arg(long, env = "WEIR_BREAKER", help_heading = "Circuit breaker")]
     breaker: bool,
 
     /// The share of the window's calls that failed (a 5xx other than 501 and 505,
-    /// unreachable, timed out; never a 4xx) at which the circuit opens, above 0, at most 1
-    /// [default: 0.5]
+    /// unreachable, timed out; never a 4xx) at or above which the circuit opens: a ratio
+    /// above 0 and at most 1 (0.5) or a percentage (50%) [default: 0.5]
     #[arg(long, value_name = "RATIO", env = "WEIR_BREAKER_ERROR_RATIO",
           value_parser = parse_ratio, help_heading = "Circuit breaker")]
     breaker_error_ratio: Option<f64>,
 
-    /// A call whose response head takes longer than this is slow [default: 5s]
+    /// A call whose response head takes longer than this is slow: its answer still reaches
+    /// the client; it counts towards --breaker-slow-ratio, and a slow probe opens the
+    /// circuit again [default: 5s]
     #[arg(long, value_name = "DURATION", env = "WEIR_BREAKER_SLOW_CALL",
           value_parser = parse_duration, help_heading = "Circuit breaker")]
     breaker_slow_call: Option<Duration>,
 
-    /// The share of the window's calls that were slow at which the circuit opens
+    /// The share of the window's calls that were slow (--breaker-slow-call) at or above which
+    /// the circuit opens: a ratio above 0 and at most 1 (0.8) or a percentage (80%)
     /// [default: 0.8]
     #[arg(long, value_name = "RATIO", env = "WEIR_BREAKER_SLOW_RATIO",
           value_parser = parse_ratio, help_heading = "Circuit breaker")]
@@ -162,5 +165,39 @@ mod tests {
         let cli = Cli::try_parse_from(["weir", "--breaker-window", "0s"]).unwrap();
         let e = format!("{:#}", cli.breaker.settings().unwrap_err());
         assert_eq!(e, "--breaker-*: breaker window must be above zero");
+    }
+
+    /// The `[default: …]` each `--breaker-*` option's help states is written by hand (the
+    /// option is unset until given, so that any of them turns the breaker on): given back
+    /// to the options, the stated defaults must be `BreakerSettings::default()`.
+    #[test]
+    fn the_help_states_the_real_defaults() {
+        use clap::CommandFactory as _;
+        let help = Cli::command().render_long_help().to_string();
+        let mut args = Vec::new();
+        for flag in [
+            "--breaker-error-ratio",
+            "--breaker-slow-call",
+            "--breaker-slow-ratio",
+            "--breaker-window",
+            "--breaker-min-calls",
+            "--breaker-open-for",
+            "--breaker-probes",
+        ] {
+            let at = help
+                .find(&format!("{flag} <"))
+                .unwrap_or_else(|| panic!("{flag} is in --help"));
+            let text = &help[at..];
+            let start = text.find("[default: ").expect("a stated default") + "[default: ".len();
+            let end = start + text[start..].find(']').unwrap();
+            args.push(flag.to_string());
+            args.push(text[start..end].to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(
+            settings(&args),
+            Some(BreakerSettings::default()),
+            "{args:?}"
+        );
     }
 }

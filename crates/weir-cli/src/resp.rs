@@ -14,9 +14,10 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use weir_server::{AdminToken, App, TlsFiles};
+use weir_server::{AdminToken, App};
 
 use crate::duration::parse_duration;
+use crate::tls_files::tls_files;
 
 /// The RESP front end's options of `weir serve`.
 #[derive(Debug, Args)]
@@ -113,10 +114,7 @@ impl RespArgs {
         };
         let tls = match (&self.resp_tls_cert, &self.resp_tls_key) {
             (Some(cert), Some(key)) => {
-                let mut files = TlsFiles::new(cert, key);
-                if let Some(ca) = &self.resp_tls_client_ca {
-                    files = files.require_client_cert(ca);
-                }
+                let files = tls_files(cert, key, self.resp_tls_client_ca.as_deref(), None);
                 Some(weir_listen::tls_acceptor(&files, &[]).context("RESP TLS")?)
             }
             _ => None,

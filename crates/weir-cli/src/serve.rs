@@ -13,14 +13,13 @@ use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
-use weir_server::{
-    HeaderStyle, LegacyHeaders, ResponseHeaders, RuleSource, Settings, TlsFiles, TlsVersion,
-};
+use weir_server::{HeaderStyle, LegacyHeaders, ResponseHeaders, RuleSource, Settings, TlsVersion};
 
 use crate::duration::parse_duration;
 use crate::engine_args::{bind, run, shutdown_signal, EngineArgs, Fallbacks};
 use crate::help;
 use crate::ratelimit_env::{self, RatelimitEnv};
+use crate::tls_files::tls_files;
 
 /// Weir's default listeners (envoyproxy/ratelimit's variables may say otherwise).
 const DEFAULT_HTTP: &str = "127.0.0.1:8080";
@@ -278,22 +277,27 @@ impl ServeArgs {
         settings.engine.ready_in_fallback = !(self.fallback_not_ready
             || (std::env::var_os("WEIR_FALLBACK_NOT_READY").is_none() && rl.fallback_not_ready));
         settings.grpc_tls = match (&self.grpc_tls_cert, &self.grpc_tls_key, &rl.grpc_tls) {
-            (Some(cert), Some(key), _) => Some(tls(
+            (Some(cert), Some(key), _) => Some(tls_files(
                 cert,
                 key,
-                self.grpc_tls_client_ca.as_ref(),
+                self.grpc_tls_client_ca.as_deref(),
                 self.grpc_tls_client_name.as_deref(),
             )),
-            (None, None, Some(files)) => Some(tls(
+            (None, None, Some(files)) => Some(tls_files(
                 &files.cert,
                 &files.key,
-                files.client_ca.as_ref(),
+                files.client_ca.as_deref(),
                 files.client_name.as_deref(),
             )),
             _ => None,
         };
         settings.http_tls = match (&self.http_tls_cert, &self.http_tls_key) {
-            (Some(cert), Some(key)) => Some(tls(cert, key, self.http_tls_client_ca.as_ref(), None)),
+            (Some(cert), Some(key)) => Some(tls_files(
+                cert,
+                key,
+                self.http_tls_client_ca.as_deref(),
+                None,
+            )),
             _ => None,
         };
         let min = match self.tls_min_version.as_deref() {
@@ -359,23 +363,6 @@ pub(crate) fn rule_source(rl: &RatelimitEnv) -> Option<RuleSource> {
         ignore_dotfiles: r.ignore_dotfiles,
         merge_domains: r.merge_domains,
     })
-}
-
-/// TLS with `cert` and `key`, mutual TLS with `client_ca`, for `client_name` only if given.
-fn tls(
-    cert: &PathBuf,
-    key: &PathBuf,
-    client_ca: Option<&PathBuf>,
-    client_name: Option<&str>,
-) -> TlsFiles {
-    let mut files = TlsFiles::new(cert, key);
-    if let Some(ca) = client_ca {
-        files = files.require_client_cert(ca);
-    }
-    if let Some(name) = client_name {
-        files = files.require_client_name(name);
-    }
-    files
 }
 
 /// Runs `weir serve` until a signal stops it.

@@ -7,39 +7,10 @@
 mod common;
 
 use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{spawn_logged, spawn_logged_with_env, terminate, weir};
-
-/// A backend answering `200 backend` to every request, on a thread, until the test ends.
-fn backend() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let mut seen = Vec::new();
-                while let Ok(n) = stream.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    seen.extend_from_slice(&buf[..n]);
-                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                        seen.drain(..end + 4);
-                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\n\r\nbackend";
-                        if stream.write_all(reply).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
+use common::{backend, spawn_logged, spawn_logged_with_env, terminate, weir};
 
 /// GET / through `addr` as `user_agent`: the status code and the body.
 fn get(addr: &str, user_agent: &str) -> (u16, String) {

@@ -10,103 +10,18 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use common::env_only::{request, Weir};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 use weir_testkit::ports::free_port;
 use weir_testkit::servers::RedisServer;
-
-/// A `weir` process, killed if the test fails before SIGTERM.
-struct Weir {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Drop for Weir {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Weir {
-    /// The first log line holding `text` (all lines read meanwhile are kept).
-    fn wait_for(&mut self, text: &str) -> String {
-        if let Some(line) = self.seen.iter().find(|l| l.contains(text)) {
-            return line.clone();
-        }
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(20))
-                .unwrap_or_else(|_| {
-                    panic!("weir logs {text:?} within 20 s; it logged {:#?}", self.seen)
-                });
-            self.seen.push(line.clone());
-            if line.contains(text) {
-                return line;
-            }
-        }
-    }
-}
-
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(key, value)| Entry {
-                key: key.to_string(),
-                value: value.to_string(),
-            })
-            .collect(),
-        ..RateLimitDescriptor::default()
-    }
-}
-
-fn request(domain: &str, entries: &[(&str, &str)]) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: domain.to_string(),
-        descriptors: vec![descriptor(entries)],
-        hits_addend: 0,
-    }
-}
-
-/// Starts `weir serve` with `env` only, reading its log lines.
-fn start(env: &[(&str, String)]) -> Weir {
-    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .arg("serve")
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, lines) = mpsc::channel();
-    let mut weir = Weir {
-        child,
-        lines,
-        seen: Vec::new(),
-    };
-    let stderr = weir.child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    weir
-}
 
 fn runtime_root() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -125,7 +40,7 @@ fn ratelimits_grpc_tls_variables_serve_mutual_tls() {
     common::tls_files(&dir, "localhost");
     let file = |name: &str| dir.join(name).display().to_string();
     let grpc_port = free_port();
-    let mut weir = start(&[
+    let mut weir = Weir::start(&[
         ("LOG_FORMAT", "json".into()),
         ("LOG_LEVEL", "info".into()),
         ("RUNTIME_ROOT", runtime_root()),
@@ -190,14 +105,7 @@ fn ratelimits_grpc_tls_variables_serve_mutual_tls() {
                 "a client without a certificate got in"
             );
         });
-    let pid = weir.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    weir.wait_for("\"message\":\"stopped\"");
-    assert!(weir.child.wait().unwrap().success());
+    assert!(weir.terminate().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -206,7 +114,7 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
     let redis = RedisServer::start();
     let (http_port, grpc_port, debug_port) = (free_port(), free_port(), free_port());
     // The environment of ratelimit's own docker-compose example, and nothing else.
-    let mut weir = start(&[
+    let mut weir = Weir::start(&[
         ("USE_STATSD", "false".into()),
         ("LOG_LEVEL", "debug".into()),
         ("LOG_FORMAT", "json".into()),
@@ -353,13 +261,6 @@ fn weir_serve_runs_on_ratelimits_environment_alone() {
     let keys = redis.raw("KEYS *").unwrap();
     assert!(keys.contains("rl_weir"), "{keys}");
 
-    let pid = weir.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    weir.wait_for("\"message\":\"stopped\"");
-    let status = weir.child.wait().unwrap();
+    let status = weir.terminate();
     assert!(status.success(), "a clean stop on SIGTERM: {status:?}");
 }

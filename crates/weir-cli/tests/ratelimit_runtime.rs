@@ -8,78 +8,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
-use std::io::{BufRead as _, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use common::env_only::{request, Weir};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::transport::Channel;
 use weir_testkit::ports::free_port;
-
-/// A `weir serve` process and its log lines, killed when dropped.
-struct Weir {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Drop for Weir {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Weir {
-    /// `weir serve` with `env` only (the process environment cleared).
-    fn start(env: &[(&str, String)]) -> Weir {
-        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-            .arg("serve")
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        let mut weir = Weir {
-            child,
-            lines,
-            seen: Vec::new(),
-        };
-        let stderr = weir.child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        weir
-    }
-
-    /// The first log line holding `text`, read within 20 s.
-    fn wait_for(&mut self, text: &str) -> String {
-        if let Some(line) = self.seen.iter().find(|l| l.contains(text)) {
-            return line.clone();
-        }
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(20))
-                .unwrap_or_else(|_| {
-                    panic!("weir logs {text:?} within 20 s; it logged {:#?}", self.seen)
-                });
-            self.seen.push(line.clone());
-            if line.contains(text) {
-                return line;
-            }
-        }
-    }
-}
 
 /// A fresh directory under the system's temporary one.
 fn temp(name: &str) -> PathBuf {
@@ -89,66 +29,45 @@ fn temp(name: &str) -> PathBuf {
     dir
 }
 
-fn request(domain: &str, entries: &[(&str, &str)]) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: domain.to_string(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: entries
-                .iter()
-                .map(|(key, value)| Entry {
-                    key: key.to_string(),
-                    value: value.to_string(),
-                })
-                .collect(),
-            ..RateLimitDescriptor::default()
-        }],
-        hits_addend: 0,
-    }
+/// The answers to `requests`, asked in order over one gRPC connection.
+fn answers(grpc_port: u16, requests: Vec<RateLimitRequest>) -> Vec<RateLimitResponse> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let channel = Channel::from_shared(format!("http://127.0.0.1:{grpc_port}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut rls = RateLimitServiceClient::new(channel);
+            let mut answers = Vec::new();
+            for request in requests {
+                answers.push(rls.should_rate_limit(request).await.unwrap().into_inner());
+            }
+            answers
+        })
 }
 
 /// The first status's `limit_remaining` of each of `requests`, asked in order.
 fn remaining(grpc_port: u16, requests: Vec<RateLimitRequest>) -> Vec<u32> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let channel = Channel::from_shared(format!("http://127.0.0.1:{grpc_port}"))
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
-            let mut rls = RateLimitServiceClient::new(channel);
-            let mut left = Vec::new();
-            for request in requests {
-                let answer = rls.should_rate_limit(request).await.unwrap().into_inner();
-                left.push(answer.statuses[0].limit_remaining);
-            }
-            left
-        })
+    answers(grpc_port, requests)
+        .iter()
+        .map(|answer| answer.statuses[0].limit_remaining)
+        .collect()
 }
 
-/// The overall codes of `requests`, asked in order over one gRPC connection.
+/// The overall codes of `requests`, asked in order over one gRPC connection, and whether
+/// a limit applied to any descriptor.
 fn ask(grpc_port: u16, requests: Vec<RateLimitRequest>) -> Vec<(i32, bool)> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let channel = Channel::from_shared(format!("http://127.0.0.1:{grpc_port}"))
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
-            let mut rls = RateLimitServiceClient::new(channel);
-            let mut codes = Vec::new();
-            for request in requests {
-                let answer = rls.should_rate_limit(request).await.unwrap().into_inner();
-                let limited = answer.statuses.iter().any(|s| s.current_limit.is_some());
-                codes.push((answer.overall_code, limited));
-            }
-            codes
+    answers(grpc_port, requests)
+        .iter()
+        .map(|answer| {
+            let limited = answer.statuses.iter().any(|s| s.current_limit.is_some());
+            (answer.overall_code, limited)
         })
+        .collect()
 }
 
 const OK: i32 = Code::Ok as i32;

@@ -15,50 +15,19 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{terminate, Served};
+use common::{spawn_logged_fields, terminate, Served};
 
 const PASSWORD: &str = "a-resp-password-of-some-length";
 
 /// `weir serve --resp 127.0.0.1:0 ARGS`, once it has logged both its HTTP and RESP
 /// addresses: (the process, HTTP address, RESP address).
 fn serve_resp(args: &[&str]) -> (Served, String, String) {
-    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
-        .args(["--resp", "127.0.0.1:0", "--log-format", "json"])
-        .args(args)
-        .env_remove("WEIR_ADMIN_TOKEN")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut served = Served {
-        child,
-        http: String::new(),
-        logs: Vec::new(),
-        later: None,
-    };
-    let stderr = served.child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let (mut http, mut resp) = (String::new(), String::new());
-    while http.is_empty() || resp.is_empty() {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("weir logs its addresses within 20 s");
-        let event: serde_json::Value = serde_json::from_str(&line).unwrap();
-        if let Some(addr) = event["fields"]["http"].as_str() {
-            http = addr.to_string();
-        }
-        if let Some(addr) = event["fields"]["resp"].as_str() {
-            resp = addr.to_string();
-        }
-        served.logs.push(line);
-    }
-    std::thread::spawn(move || while rx.recv().is_ok() {});
-    served.http.clone_from(&http);
+    let mut all = vec!["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    all.extend_from_slice(&["--resp", "127.0.0.1:0"]);
+    all.extend_from_slice(args);
+    let (served, mut addrs) = spawn_logged_fields(&all, &["http", "resp"], &[]);
+    let resp = addrs.pop().unwrap();
+    let http = addrs.pop().unwrap();
     (served, http, resp)
 }
 

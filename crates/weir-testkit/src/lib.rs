@@ -13,12 +13,15 @@
 //!   random sequences against the store and the model under a manual clock, compares every
 //!   outcome, and checks the invariants on the store's own answers.
 //! - [`faults`]: a memory store behind a fault switch, for the wrappers that guard stores.
+//! - [`browser`]: headless Chromium and the scripts that drive it, for the dashboard's
+//!   browser tests.
 //! - [`servers`]: throwaway `redis-server` (single and Cluster) and `memcached` processes
 //!   on free loopback ports, for the store crates' tests.
 
 // A test kit states expectations by panicking, like a test does.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod browser;
 pub mod conformance;
 pub mod contention;
 pub mod faults;

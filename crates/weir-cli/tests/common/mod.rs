@@ -1,10 +1,14 @@
 //! What the command-line tests share: running `weir`, starting a long-running command
 //! (`serve`, `proxy`) with JSON logs and reading the address it logged, and stopping it with
-//! SIGTERM. Every wait is bounded.
+//! SIGTERM; `env_only`: `weir serve` under envoyproxy/ratelimit's environment alone. Every
+//! wait is bounded.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers
 
-use std::io::{BufRead as _, BufReader};
+pub mod env_only;
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -24,6 +28,42 @@ pub fn repo(path: &str) -> String {
         .join(path)
         .display()
         .to_string()
+}
+
+/// A backend for `weir proxy` on a thread, until the test ends, on a loopback port of
+/// `weir_testkit::ports`: `200 backend` to every request, but `500 failed` to a path that
+/// starts with `/fail` (an upstream failing, as a circuit breaker counts it). Its address.
+pub fn backend() -> String {
+    let listener = TcpListener::bind(("127.0.0.1", weir_testkit::ports::free_port())).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let failing = seen.starts_with(b"GET /fail");
+                        seen.drain(..end + 4);
+                        let reply: &[u8] = if failing {
+                            b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 6\r\n\r\nfailed"
+                        } else {
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\n\r\nbackend"
+                        };
+                        if stream.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
 }
 
 /// A running `weir` command and the address it logged.
@@ -72,6 +112,17 @@ pub fn spawn_logged(args: &[&str], field: &str) -> Served {
 
 /// [`spawn_logged`] with environment variables set.
 pub fn spawn_logged_with_env(args: &[&str], field: &str, env: &[(&str, &str)]) -> Served {
+    spawn_logged_fields(args, &[field], env).0
+}
+
+/// `weir ARGS --log-format json` with `env`, once it has logged every one of `fields`
+/// (addresses, on one line or on several): the process (its `http`, the first field's
+/// address) and the addresses in the order of `fields`.
+pub fn spawn_logged_fields(
+    args: &[&str],
+    fields: &[&str],
+    env: &[(&str, &str)],
+) -> (Served, Vec<String>) {
     let child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(args)
         .args(["--log-format", "json"])
@@ -94,29 +145,38 @@ pub fn spawn_logged_with_env(args: &[&str], field: &str, env: &[(&str, &str)]) -
             let _ = tx.send(line);
         }
     });
-    while served.http.is_empty() {
+    let mut found = vec![String::new(); fields.len()];
+    while found.iter().any(String::is_empty) {
         let line = rx
             .recv_timeout(Duration::from_secs(20))
-            .expect("weir logs that it listens within 20 s");
+            .unwrap_or_else(|_| panic!("weir logs {fields:?} within 20 s"));
         let event: serde_json::Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"));
-        if let Some(http) = event["fields"][field].as_str() {
-            served.http = http.to_string();
+        for (slot, field) in found.iter_mut().zip(fields) {
+            if let Some(addr) = event["fields"][*field].as_str() {
+                *slot = addr.to_string();
+            }
         }
         served.logs.push(line);
     }
     served.later = Some(rx);
-    served
+    served.http.clone_from(&found[0]);
+    (served, found)
 }
 
-/// Sends SIGTERM and waits (at most 20 s) for the exit status.
-pub fn terminate(mut served: Served) -> std::process::ExitStatus {
-    let pid = served.child.id().to_string();
+/// Sends SIGTERM to `child`.
+pub fn sigterm(child: &Child) {
+    let pid = child.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap()
         .success());
+}
+
+/// Sends SIGTERM and waits (at most 20 s) for the exit status.
+pub fn terminate(mut served: Served) -> std::process::ExitStatus {
+    sigterm(&served.child);
     for _ in 0..2000 {
         if let Some(status) = served.child.try_wait().unwrap() {
             return status;

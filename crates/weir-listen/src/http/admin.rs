@@ -36,7 +36,7 @@ use weir_engine::ReloadOutcome;
 
 /// The admin routes (auth included).
 pub(crate) fn routes(app: App) -> Router<App> {
-    Router::new()
+    let routes = Router::new()
         .route("/rules", get(rules))
         .route("/config", get(config))
         .route("/reload", post(reload))
@@ -44,10 +44,26 @@ pub(crate) fn routes(app: App) -> Router<App> {
         .route("/keys/block", post(block))
         .route("/keys/unblock", post(unblock))
         .route("/keys/reset", post(reset))
-        .route("/top-denied", get(top_denied))
-        // Before the token check wraps the routes, so a wrong method is answered after it.
+        .route("/top-denied", get(top_denied));
+    behind_token(routes, app)
+}
+
+/// `routes` behind the token check (`authorize`), a wrong method answered after it (the
+/// fallback is set before the check wraps the routes): every admin router's last step.
+pub(super) fn behind_token(routes: Router<App>, app: App) -> Router<App> {
+    routes
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(app, authorize))
+}
+
+/// A query string's fields, or a `400` saying what is wrong with it.
+pub(super) fn read_query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    let Query(query) = query.map_err(|rejection| {
+        let reason = std::error::Error::source(&rejection)
+            .map_or_else(|| rejection.body_text(), ToString::to_string);
+        ApiError::bad_request(format!("invalid query string: {reason}"))
+    })?;
+    Ok(query)
 }
 
 /// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
@@ -317,36 +333,40 @@ async fn block(
     ))
 }
 
+/// What `unblock` and `reset` do to a key: one limiter verb that answers nothing but
+/// success, named in the log and in the answer.
+#[derive(Debug, Clone, Copy)]
+enum Clear {
+    Unblock,
+    Reset,
+}
+
+async fn clear(app: &App, body: &[u8], verb: Clear) -> Result<Json<serde_json::Value>, ApiError> {
+    let (key, rule, id, _) = resolve(app, parse(body)?)?;
+    let limiter = app.engine().limiter();
+    let (done, field) = match verb {
+        Clear::Unblock => (limiter.unblock(&key, &rule).await, "unblocked"),
+        Clear::Reset => (limiter.reset(&key, &rule).await, "reset"),
+    };
+    done.map_err(store_error)?;
+    tracing::info!(rule = %id, "admin: key {field}");
+    let mut answer = json!({ "rule": id, "key": key.to_string() });
+    answer[field] = json!(true);
+    Ok(Json(answer))
+}
+
 async fn unblock(
     State(app): State<App>,
     RawBody(body): RawBody,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let (key, rule, id, _) = resolve(&app, parse(&body)?)?;
-    app.engine()
-        .limiter()
-        .unblock(&key, &rule)
-        .await
-        .map_err(store_error)?;
-    tracing::info!(rule = %id, "admin: key unblocked");
-    Ok(Json(
-        json!({ "rule": id, "key": key.to_string(), "unblocked": true }),
-    ))
+    clear(&app, &body, Clear::Unblock).await
 }
 
 async fn reset(
     State(app): State<App>,
     RawBody(body): RawBody,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let (key, rule, id, _) = resolve(&app, parse(&body)?)?;
-    app.engine()
-        .limiter()
-        .reset(&key, &rule)
-        .await
-        .map_err(store_error)?;
-    tracing::info!(rule = %id, "admin: key reset");
-    Ok(Json(
-        json!({ "rule": id, "key": key.to_string(), "reset": true }),
-    ))
+    clear(&app, &body, Clear::Reset).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -358,11 +378,7 @@ async fn top_denied(
     State(app): State<App>,
     query: Result<Query<TopQuery>, QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let Query(query) = query.map_err(|rejection| {
-        let reason = std::error::Error::source(&rejection)
-            .map_or_else(|| rejection.body_text(), ToString::to_string);
-        ApiError::bad_request(format!("invalid query string: {reason}"))
-    })?;
+    let query = read_query(query)?;
     let sketch = app.engine().top_denied();
     let n = query.limit.unwrap_or(20).min(sketch.capacity());
     let (keys, total) = sketch.top(n);

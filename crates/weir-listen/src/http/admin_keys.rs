@@ -18,16 +18,15 @@
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::middleware;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 use weir_core::{CheckError, Decision};
 
-use super::admin::{authorize, millis, resolve, KeyBody};
+use super::admin::{behind_token, millis, read_query, resolve, KeyBody};
 use super::body::{parse, RawBody};
-use super::error::{method_not_allowed, ApiError};
+use super::error::ApiError;
 use crate::app::App;
 
 /// The most blocked keys one call lists.
@@ -37,14 +36,12 @@ const DEFAULT_BLOCKED_LISTED: usize = 100;
 
 /// These routes, relative to `/admin` (auth included).
 pub(crate) fn routes(app: App) -> Router<App> {
-    Router::new()
+    let routes = Router::new()
         .route("/keys/peek", post(peek))
         .route("/keys/penalty", post(penalty))
         .route("/keys/reward", post(reward))
-        .route("/keys/blocked", get(blocked))
-        // Before the token check wraps the routes, so a wrong method is answered after it.
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(app, authorize))
+        .route("/keys/blocked", get(blocked));
+    behind_token(routes, app)
 }
 
 /// A limiter error as an answer: the store failing is `503`; a verb the rule's algorithm
@@ -102,42 +99,51 @@ async fn peek(
     Ok(Json(decision_json(&id, &key.to_string(), &decision)))
 }
 
+/// The two verbs that move a key's usage by `units`, answered as a peek of the state after.
+#[derive(Debug, Clone, Copy)]
+enum Nudge {
+    /// Add usage (a request found expensive after the fact).
+    Penalty,
+    /// Give usage back (a request that turned out free).
+    Reward,
+}
+
+async fn nudge(app: &App, body: &[u8], verb: Nudge) -> Result<Json<serde_json::Value>, ApiError> {
+    let body: KeyBody<'_> = parse(body)?;
+    let n = units(body.units)?;
+    let (key, rule, id, _) = resolve(app, body)?;
+    let limiter = app.engine().limiter();
+    let (decision, field, done) = match verb {
+        Nudge::Penalty => (
+            limiter.penalty(&key, &rule, n).await,
+            "penalized",
+            "penalty applied",
+        ),
+        Nudge::Reward => (
+            limiter.reward(&key, &rule, n).await,
+            "rewarded",
+            "reward given",
+        ),
+    };
+    let decision = decision.map_err(verb_error)?;
+    tracing::info!(rule = %id, units = n, "admin: {done}");
+    let mut answer = decision_json(&id, &key.to_string(), &decision);
+    answer[field] = json!(n);
+    Ok(Json(answer))
+}
+
 async fn penalty(
     State(app): State<App>,
     RawBody(body): RawBody,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let body: KeyBody<'_> = parse(&body)?;
-    let n = units(body.units)?;
-    let (key, rule, id, _) = resolve(&app, body)?;
-    let decision = app
-        .engine()
-        .limiter()
-        .penalty(&key, &rule, n)
-        .await
-        .map_err(verb_error)?;
-    tracing::info!(rule = %id, units = n, "admin: penalty applied");
-    let mut answer = decision_json(&id, &key.to_string(), &decision);
-    answer["penalized"] = json!(n);
-    Ok(Json(answer))
+    nudge(&app, &body, Nudge::Penalty).await
 }
 
 async fn reward(
     State(app): State<App>,
     RawBody(body): RawBody,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let body: KeyBody<'_> = parse(&body)?;
-    let n = units(body.units)?;
-    let (key, rule, id, _) = resolve(&app, body)?;
-    let decision = app
-        .engine()
-        .limiter()
-        .reward(&key, &rule, n)
-        .await
-        .map_err(verb_error)?;
-    tracing::info!(rule = %id, units = n, "admin: reward given");
-    let mut answer = decision_json(&id, &key.to_string(), &decision);
-    answer["rewarded"] = json!(n);
-    Ok(Json(answer))
+    nudge(&app, &body, Nudge::Reward).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -150,11 +156,7 @@ async fn blocked(
     State(app): State<App>,
     query: Result<Query<BlockedQuery>, QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let Query(query) = query.map_err(|rejection| {
-        let reason = std::error::Error::source(&rejection)
-            .map_or_else(|| rejection.body_text(), ToString::to_string);
-        ApiError::bad_request(format!("invalid query string: {reason}"))
-    })?;
+    let query = read_query(query)?;
     let limit = query.limit.unwrap_or(DEFAULT_BLOCKED_LISTED);
     if limit > MAX_BLOCKED_LISTED {
         return Err(ApiError::bad_request(format!(

@@ -112,6 +112,12 @@
     return ms + ' ms';
   }
 
+  // A time left, in whole seconds rounded up (29.46 s is "30 s": never sooner than said).
+  function countdown(ms) {
+    if (ms === null || ms === undefined) return '';
+    return Math.ceil(ms / 1000) + ' s';
+  }
+
   function count(n, one, many) {
     return n + ' ' + (n === 1 ? one : many);
   }
@@ -174,18 +180,24 @@
   }
 
   function inFlightChart(points) {
-    const width = IN_FLIGHT_POINTS;
-    const height = 60;
+    // The rules' charts' proportions (a view box 1000 wide, the scale's top at the left),
+    // so that the page draws its label at their size, not four times it.
+    const width = 1000;
+    const height = 110;
+    const left = 40;
+    const plotW = width - left - 4;
+    const plotH = height - 14 - 6;
     const top = Math.max(1, ...points.map((p) => Math.max(...p)));
-    const root = svg('svg', { viewBox: '0 0 ' + width + ' ' + (height + 12) });
-    root.append(svg('line', { x1: 0, y1: height, x2: width, y2: height, class: 'axis' }));
-    const label = svg('text', { x: 2, y: 10, class: 'label' });
+    const offset = IN_FLIGHT_POINTS - points.length;
+    const x = (i) => left + ((offset + i) * plotW) / (IN_FLIGHT_POINTS - 1);
+    const y = (v) => 6 + plotH - (v * plotH) / top;
+    const root = svg('svg', { viewBox: '0 0 ' + width + ' ' + height });
+    root.append(svg('line', { x1: left, y1: y(0), x2: width - 4, y2: y(0), class: 'axis' }));
+    const label = svg('text', { x: left - 6, y: 16, class: 'label', 'text-anchor': 'end' });
     label.textContent = String(top);
     root.append(label);
-    const offset = width - points.length;
     ['line-allowed', 'line-denied', 'line-shadow'].forEach((cls, k) => {
-      const d = points.map((p, i) =>
-        (i === 0 ? 'M' : 'L') + (offset + i) + ' ' + (height - (p[k] / top) * (height - 12)).toFixed(1));
+      const d = points.map((p, i) => (i === 0 ? 'M' : 'L') + x(i).toFixed(1) + ' ' + y(p[k]).toFixed(1));
       root.append(svg('path', { d: d.join(' '), class: cls }));
     });
     return root;
@@ -207,7 +219,7 @@
       row.dataset.upstream = b.upstream;
       const state = el('span', 'badge breaker-' + b.state, b.state.replace('_', '-'));
       let now;
-      if (b.state === 'open') now = 'probes in ' + duration(b.open_remaining_ms);
+      if (b.state === 'open') now = 'probes in ' + countdown(b.open_remaining_ms);
       else if (b.state === 'half_open') now = 'probe calls decide';
       else now = b.window_calls + ' calls in the window, ' + b.window_failures + ' failed, ' +
         b.window_slow + ' slow';

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test file uses a different part
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers state expectations by panicking
 
+pub mod node_outage;
 pub mod scenarios;
 
 use std::future::Future;
