@@ -12,9 +12,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use bytes::BytesMut;
 use http::header::{HOST, USER_AGENT};
 use http::request::Parts;
-use bytes::BytesMut;
 use http::{HeaderMap, HeaderValue, Request};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use weir_engine::{Engine, EngineSettings, RuleSource};
