@@ -14,60 +14,16 @@
 //! A RESP front end decides hundreds of thousands of commands a second, pipelined: what a
 //! rule-file decision takes per request (the rule snapshot, counters found by rule id) a
 //! command does not need. The [`DIRECT_RULES`] keep their counters and their top-denied
-//! names here ([`DirectCounters`], built with the engine), so a decision takes no lock,
+//! names in the engine (`metrics/direct.rs`), so a decision takes no lock,
 //! clones no `Arc` and allocates nothing beyond the store's own work.
 
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use prometheus_client::metrics::counter::Counter;
 use weir_core::{CheckError, Clock, Decision, Key, Rule};
 
 use crate::decide::DecideError;
 use crate::engine::Engine;
-use crate::metrics::{DecisionOutcome, Metrics};
-
-/// The domain label of decisions made by [`Engine::check_rule`].
-pub const DIRECT_DOMAIN: &str = "resp";
-
-/// The names the RESP front end checks its own rules under (`CL.THROTTLE`, `THROTTLE`):
-/// the dashboard's history draws their decisions beside the rule files' (a name outside
-/// this list is counted in the metrics, not drawn).
-pub const DIRECT_RULES: [&str; 2] = ["cl.throttle", "throttle"];
-
-/// The decision counters and top-denied names of the [`DIRECT_RULES`], one row each: a
-/// counter is looked up in the decisions family at its (rule, outcome)'s first decision,
-/// then counted in place (a series still appears only once it has counted, and is the
-/// family's own: scrapes and the dashboard's history read it there).
-#[derive(Debug)]
-pub(crate) struct DirectCounters {
-    counters: [[OnceLock<Counter>; DecisionOutcome::RULE_OUTCOMES.len()]; DIRECT_RULES.len()],
-    names: [Arc<str>; DIRECT_RULES.len()],
-}
-
-impl DirectCounters {
-    pub(crate) fn new() -> Self {
-        Self {
-            counters: Default::default(),
-            names: DIRECT_RULES.map(Arc::from),
-        }
-    }
-
-    /// Counts one decision of `DIRECT_RULES[row]`; false when `outcome` has no counter
-    /// here (the caller counts it the general way).
-    fn count(&self, metrics: &Metrics, row: usize, outcome: DecisionOutcome) -> bool {
-        let slot = DecisionOutcome::RULE_OUTCOMES
-            .iter()
-            .position(|&o| o == outcome);
-        let cell = self.counters.get(row).zip(slot).and_then(|(r, i)| r.get(i));
-        let Some((cell, rule)) = cell.zip(DIRECT_RULES.get(row)) else {
-            return false;
-        };
-        cell.get_or_init(|| metrics.decision_counter(DIRECT_DOMAIN, rule, outcome))
-            .inc();
-        true
-    }
-}
+use crate::metrics::{DecisionOutcome, DIRECT_DOMAIN, DIRECT_RULES};
 
 /// The answer of [`Engine::check_rule`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

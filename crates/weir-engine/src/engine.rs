@@ -12,10 +12,9 @@ use tokio::task::JoinHandle;
 use weir_core::{Clock, Limiter, Store};
 
 use crate::capacity::CapacityWatch;
-use crate::direct::DirectCounters;
 use crate::error::EngineError;
 use crate::heavy_hitters::TopDenied;
-use crate::metrics::{History, HistoryView, Metrics, NearLimit};
+use crate::metrics::{DirectCounters, History, HistoryView, Metrics, NearLimit};
 use crate::rules::{ConfigStatus, ReloadOutcome, RuleBook};
 use crate::settings::EngineSettings;
 use crate::shared_clock::SharedClock;

@@ -62,14 +62,14 @@ impl Totals {
     }
 
     /// A rule the RESP front end builds per command (`Engine::check_rule`): its counts are
-    /// in the decisions family under [`DIRECT_DOMAIN`](crate::DIRECT_DOMAIN), not in the
+    /// in the decisions family under [`DIRECT_DOMAIN`](super::DIRECT_DOMAIN), not in the
     /// rule files' counters. `None` before its first decision.
     fn of_direct(counters: &RuleCounters, rule: &str) -> Option<Totals> {
         let count = |outcome| {
             counters
                 .family
                 .get(&DecisionLabels {
-                    domain: crate::DIRECT_DOMAIN.to_string(),
+                    domain: super::DIRECT_DOMAIN.to_string(),
                     rule: rule.to_string(),
                     outcome,
                 })
@@ -224,7 +224,7 @@ impl State {
 
 /// The domain the RESP front end's own rules are shown under.
 fn direct_domain() -> Arc<str> {
-    Arc::from(crate::DIRECT_DOMAIN)
+    Arc::from(super::DIRECT_DOMAIN)
 }
 
 /// Per-second decision counts per rule over the last [`HISTORY_SECONDS`]. Cheap to share
@@ -279,7 +279,7 @@ impl History {
                 state.add(&info.domain, &info.id, now, second);
             }
         }
-        for rule in crate::DIRECT_RULES {
+        for rule in super::DIRECT_RULES {
             if let Some(now) = Totals::of_direct(counters, rule) {
                 state.add(&direct_domain(), &Arc::from(rule), now, second);
             }
@@ -298,7 +298,7 @@ impl History {
                 .rules()
                 .iter()
                 .map(|r| &*r.id)
-                .chain(crate::DIRECT_RULES)
+                .chain(super::DIRECT_RULES)
                 .collect();
             state.last.retain(|id, _| in_force.contains(&**id));
         }

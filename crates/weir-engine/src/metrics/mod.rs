@@ -20,6 +20,7 @@
 //! read when the dashboard asks.
 
 mod decisions;
+mod direct;
 mod exposition;
 mod histogram;
 mod history;
@@ -32,6 +33,8 @@ mod statsd;
 mod upstreams;
 
 pub use decisions::{DecisionOutcome, NearLimit, RuleCounters};
+pub(crate) use direct::DirectCounters;
+pub use direct::{DIRECT_DOMAIN, DIRECT_RULES};
 pub use exposition::Exposition;
 pub use history::{History, HistoryView, SeriesView, HISTORY_SECONDS, MAX_SERIES, OTHER_RULES};
 pub use panels::Panel;
