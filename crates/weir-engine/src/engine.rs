@@ -196,7 +196,7 @@ impl Engine {
         self.inner.metrics.render(self.store())
     }
 
-    /// The metrics in `format` (what `/metrics` serves: [`Exposition::negotiate`]).
+    /// The metrics in `format` (what `/metrics` serves: [`Exposition::negotiate`](crate::Exposition::negotiate)).
     pub fn render_metrics_as(&self, format: crate::Exposition) -> String {
         self.inner.metrics.render_as(self.store(), format)
     }

@@ -120,9 +120,14 @@ async fn auto_finds_a_collapsing_backends_knee_and_keeps_it_there() {
         codes.iter().all(|&c| c == 200),
         "all wait their turn: {codes:?}"
     );
+    // Far below the 32 offered. Not "at most 3x the knee": on a loaded host one stalled
+    // request in a minimum-RTT measurement makes the minimum long, and the gradient then
+    // lets the limit climb for a window or two before the next measurement (15 seen at a
+    // load of 12). The controller's exact moves are pinned under the manual clock
+    // (weir-core's adaptive tests); this test pins what real sockets must show.
     let peak = b.peak.load(Ordering::SeqCst);
     assert!(
-        peak <= 12,
+        peak <= 20,
         "the backend never had 32 inside, at most {peak}"
     );
     let limit = metric(p.api, "weir_proxy_in_flight_limit").await.unwrap();
