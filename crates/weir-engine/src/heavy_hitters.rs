@@ -2,13 +2,26 @@
 //! Abbadi, 2005) of fixed capacity. Fed on the denial path only, never read by a decision.
 //! The engine keeps two: enforced denials (`Engine::top_denied`) and denials not enforced
 //! (shadow mode, roll-out: `Engine::top_shadow_denied`), so a shadow key never ranks among
-//! the most denied and the totals match the `denied` / `shadow_denied` outcomes. Memory is bounded whatever the traffic: at most `capacity`
-//! keys are held, and a new key evicts the one with the smallest count.
+//! the most denied and the totals match the `denied` / `shadow_denied` outcomes. Memory is
+//! bounded whatever the traffic: at most `capacity` keys a shard are held, and a new key
+//! evicts the one with the smallest count (found at the root of a min-heap: O(log capacity)
+//! a denial of a new key, what a flood of distinct keys pays on every denial).
 //!
-//! Guarantee: any key denied more than `total / capacity` times is in the sketch, and each
-//! reported count overestimates the true count by at most its `error`.
+//! Each sketch is sharded: a thread records into a shard of its own (the first threads to
+//! record each get a distinct one), so the two workers of a pipelined flood of denials never
+//! move the sketch's cache lines between their cores; reading the sketch (the admin API, the
+//! dashboard) merges the shards. A key absent from a full shard may have been evicted there
+//! after up to that shard's smallest count, so the merge adds that count to the key's count
+//! and to its error (Space-Saving summaries merge so: Agarwal et al., "Mergeable Summaries",
+//! 2012). Memory: at most `capacity` keys a shard, [`SHARDS_MAX`] shards.
+//!
+//! Guarantee: any key denied more than `total / capacity` times is held in some shard, each
+//! reported count overestimates the true count by at most its `error`, and `error` is at
+//! most `total / capacity`.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
@@ -108,60 +121,41 @@ impl Table {
             }
         }
     }
-}
 
-/// A Space-Saving sketch of the most denied keys. Cheap to share (`&self` methods).
-#[derive(Debug)]
-pub struct TopDenied {
-    capacity: usize,
-    table: Mutex<Table>,
-}
-
-impl TopDenied {
-    /// A sketch holding at most `capacity` keys (at least 1).
-    pub fn new(capacity: usize) -> Self {
-        Self {
-            capacity: capacity.max(1),
-            table: Mutex::new(Table::default()),
-        }
-    }
-
-    /// Counts one denial of `key` under `rule`.
-    pub fn record(&self, key: &Key, rule: &Arc<str>) {
-        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-        let table = &mut *table;
-        table.total = table.total.saturating_add(1);
-        if let Some(&id) = table.index.get(key) {
-            if let Some(slot) = table.slots.get_mut(id) {
+    /// Counts one denial of `key` under `rule` in a table of at most `capacity` keys.
+    fn record(&mut self, capacity: usize, key: &Key, rule: &Arc<str>) {
+        self.total = self.total.saturating_add(1);
+        if let Some(&id) = self.index.get(key) {
+            if let Some(slot) = self.slots.get_mut(id) {
                 slot.count = slot.count.saturating_add(1);
                 if !Arc::ptr_eq(&slot.rule, rule) {
                     slot.rule = Arc::clone(rule);
                 }
             }
-            if let Some(&at) = table.place.get(id) {
-                table.sift_down(at);
+            if let Some(&at) = self.place.get(id) {
+                self.sift_down(at);
             }
             return;
         }
-        if table.slots.len() < self.capacity {
-            let id = table.slots.len();
-            table.index.insert(key.clone(), id);
-            table.slots.push(Slot {
+        if self.slots.len() < capacity {
+            let id = self.slots.len();
+            self.index.insert(key.clone(), id);
+            self.slots.push(Slot {
                 key: key.clone(),
                 rule: Arc::clone(rule),
                 count: 1,
                 error: 0,
             });
-            table.place.push(table.heap.len());
-            table.heap.push(id);
-            table.sift_up(table.heap.len() - 1);
+            self.place.push(self.heap.len());
+            self.heap.push(id);
+            self.sift_up(self.heap.len() - 1);
             return;
         }
         // Replace the smallest counter: the newcomer inherits its count as error.
-        let Some(&id) = table.heap.first() else {
+        let Some(&id) = self.heap.first() else {
             return;
         };
-        let Some(slot) = table.slots.get_mut(id) else {
+        let Some(slot) = self.slots.get_mut(id) else {
             return;
         };
         let min = slot.count;
@@ -174,30 +168,109 @@ impl TopDenied {
                 error: min,
             },
         );
-        table.index.remove(&old.key);
-        table.index.insert(key.clone(), id);
-        table.sift_down(0);
+        self.index.remove(&old.key);
+        self.index.insert(key.clone(), id);
+        self.sift_down(0);
+    }
+}
+
+/// The most shards a sketch has (twice the cores, at least 4, at most this).
+pub const SHARDS_MAX: usize = 32;
+
+/// The next shard index a thread that records for the first time takes.
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's shard index (modulo a sketch's shard count).
+    static THREAD_SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One shard on cache lines of its own, so two shards' locks never share one.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard(Mutex<Table>);
+
+/// A Space-Saving sketch of the most denied keys. Cheap to share (`&self` methods).
+#[derive(Debug)]
+pub struct TopDenied {
+    capacity: usize,
+    shards: Box<[Shard]>,
+}
+
+impl TopDenied {
+    /// A sketch holding at most `capacity` keys (at least 1) in each of its shards.
+    pub fn new(capacity: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        let shards = cores.saturating_mul(2).clamp(4, SHARDS_MAX);
+        Self {
+            capacity: capacity.max(1),
+            shards: (0..shards).map(|_| Shard::default()).collect(),
+        }
     }
 
-    /// The `n` most denied keys, most first, and the total denials counted.
+    /// Counts one denial of `key` under `rule`, in this thread's shard.
+    pub fn record(&self, key: &Key, rule: &Arc<str>) {
+        let at = THREAD_SHARD.with(|at| *at) % self.shards.len().max(1);
+        let Some(shard) = self.shards.get(at) else {
+            return;
+        };
+        let mut table = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
+        table.record(self.capacity, key, rule);
+    }
+
+    /// The `n` most denied keys, most first, and the total denials counted: the shards
+    /// merged (a key's count and error summed over the shards that hold it, plus each full
+    /// shard's smallest count for the shards that do not; its rule the one of the shard
+    /// that counted it most).
     pub fn top(&self, n: usize) -> (Vec<HeavyHitter>, u64) {
-        let table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut top: Vec<HeavyHitter> = table
-            .slots
-            .iter()
-            .map(|s| HeavyHitter {
-                key: s.key.to_string(),
-                rule: s.rule.to_string(),
-                count: s.count,
-                error: s.error,
-            })
-            .collect();
+        // Per key: the merged figures, the largest count one shard holds, and the sum of the
+        // smallest counts of the full shards that hold it.
+        let mut merged: HashMap<Key, (HeavyHitter, u64, u64)> = HashMap::new();
+        let mut total = 0u64;
+        // The sum of every full shard's smallest count.
+        let mut floors = 0u64;
+        for shard in self.shards.iter() {
+            let table = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
+            total = total.saturating_add(table.total);
+            let full = table.slots.len() >= self.capacity;
+            let floor = if full {
+                table.count_at(0).unwrap_or(0)
+            } else {
+                0
+            };
+            floors = floors.saturating_add(floor);
+            for slot in &table.slots {
+                let entry = merged.entry(slot.key.clone()).or_insert_with(|| {
+                    let hitter = HeavyHitter {
+                        key: slot.key.to_string(),
+                        rule: slot.rule.to_string(),
+                        count: 0,
+                        error: 0,
+                    };
+                    (hitter, 0, 0)
+                });
+                entry.0.count = entry.0.count.saturating_add(slot.count);
+                entry.0.error = entry.0.error.saturating_add(slot.error);
+                if slot.count > entry.1 {
+                    entry.0.rule = slot.rule.to_string();
+                    entry.1 = slot.count;
+                }
+                entry.2 = entry.2.saturating_add(floor);
+            }
+        }
+        // A key absent from a full shard may have been counted there up to its floor.
+        for (hitter, _, held) in merged.values_mut() {
+            let absent = floors.saturating_sub(*held);
+            hitter.count = hitter.count.saturating_add(absent);
+            hitter.error = hitter.error.saturating_add(absent);
+        }
+        let mut top: Vec<HeavyHitter> = merged.into_values().map(|(hitter, ..)| hitter).collect();
         top.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
         top.truncate(n);
-        (top, table.total)
+        (top, total)
     }
 
-    /// The most keys held.
+    /// The most keys held in one shard.
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -273,7 +346,8 @@ mod tests {
         }
         let heavy: Vec<_> = top.iter().take(4).map(|h| h.key.as_str()).collect();
         assert!(heavy.iter().all(|k| k.starts_with("heavy-")), "{heavy:?}");
-        let table = sketch.table.lock().unwrap();
+        let at = THREAD_SHARD.with(|at| *at) % sketch.shards.len();
+        let table = sketch.shards[at].0.lock().unwrap();
         let smallest = table.slots.iter().map(|s| s.count).min();
         assert_eq!(table.count_at(0), smallest);
         for (at, &id) in table.heap.iter().enumerate() {
@@ -284,5 +358,60 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Two shards merged: a key held by both sums its counts; a key one full shard does not
+    /// hold gets that shard's smallest count added to its count and its error (it may have
+    /// been evicted there); a shard that is not full adds nothing.
+    #[test]
+    fn shards_merge_with_each_full_shards_floor() {
+        let sketch = TopDenied::new(2);
+        let rule: Arc<str> = Arc::from("r");
+        {
+            let mut a = sketch.shards[0].0.lock().unwrap();
+            for name in ["x", "x", "x", "y", "y"] {
+                a.record(2, &key(name), &rule);
+            }
+            let mut b = sketch.shards[1].0.lock().unwrap();
+            for name in ["x", "z"] {
+                b.record(2, &key(name), &rule);
+            }
+        }
+        let (top, total) = sketch.top(10);
+        assert_eq!(total, 7);
+        let find = |k: &str| top.iter().find(|h| h.key == k).cloned().unwrap();
+        // Both shards are full (2 keys each): shard 0's floor is 2 (y), shard 1's is 1.
+        assert_eq!((find("x").count, find("x").error), (4, 0));
+        assert_eq!((find("y").count, find("y").error), (3, 1));
+        assert_eq!((find("z").count, find("z").error), (3, 2));
+        assert_eq!(top[0].key, "x");
+    }
+
+    /// Two threads recording at once (each in its own shard, or in one if their indices
+    /// meet): the merged answer keeps the guarantees against the true counts.
+    #[test]
+    fn denials_recorded_by_two_threads_merge_within_the_bound() {
+        let capacity = 8;
+        let sketch = TopDenied::new(capacity);
+        let rule: Arc<str> = Arc::from("r");
+        std::thread::scope(|scope| {
+            for t in 0..2u32 {
+                let (sketch, rule) = (&sketch, &rule);
+                scope.spawn(move || {
+                    for i in 0..5_000u32 {
+                        sketch.record(&key(&format!("noise-{t}-{i}")), rule);
+                        if i % 5 == 0 {
+                            sketch.record(&key("attacker"), rule);
+                        }
+                    }
+                });
+            }
+        });
+        let (top, total) = sketch.top(capacity);
+        assert_eq!(total, 12_000);
+        let attacker = top.iter().find(|h| h.key == "attacker").unwrap();
+        assert!(attacker.count >= 2_000 && attacker.count - attacker.error <= 2_000);
+        assert!(attacker.error <= total / capacity as u64, "{attacker:?}");
+        assert_eq!(top[0].key, "attacker");
     }
 }

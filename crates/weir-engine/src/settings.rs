@@ -83,7 +83,8 @@ pub struct EngineSettings {
     pub ready_needs_rules: bool,
     /// How often the memory store is swept of expired keys (default 10 s).
     pub sweep_interval: Duration,
-    /// How many keys the top-denied sketch tracks (default 256).
+    /// How many keys each shard of the top-denied sketch tracks (default 256; a shard per
+    /// recording thread, up to twice the cores).
     pub top_denied_capacity: usize,
     /// A further check of the rules, at start-up and on every reload, for a front end that
     /// cannot run every valid rule set (`weir proxy`); a rule set it refuses is a bad file
