@@ -13,19 +13,19 @@
 //! dashboard) merges the shards. A key absent from a full shard may have been evicted there
 //! after up to that shard's smallest count, so the merge adds that count to the key's count
 //! and to its error (Space-Saving summaries merge so: Agarwal et al., "Mergeable Summaries",
-//! 2012). Memory: at most `capacity` keys a shard, [`SHARDS_MAX`] shards.
+//! 2012). Memory: at most `capacity` keys a shard, twice the cores' shards (`thread_shard.rs`).
 //!
 //! Guarantee: any key denied more than `total / capacity` times is held in some shard, each
 //! reported count overestimates the true count by at most its `error`, and `error` is at
 //! most `total / capacity`.
 
 use std::collections::HashMap;
-use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 use weir_core::Key;
+
+use crate::thread_shard;
 
 /// One tracked key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -174,17 +174,6 @@ impl Table {
     }
 }
 
-/// The most shards a sketch has (twice the cores, at least 4, at most this).
-pub const SHARDS_MAX: usize = 32;
-
-/// The next shard index a thread that records for the first time takes.
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    /// This thread's shard index (modulo a sketch's shard count).
-    static THREAD_SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
-}
-
 /// One shard on cache lines of its own, so two shards' locks never share one.
 #[derive(Debug, Default)]
 #[repr(align(128))]
@@ -200,18 +189,20 @@ pub struct TopDenied {
 impl TopDenied {
     /// A sketch holding at most `capacity` keys (at least 1) in each of its shards.
     pub fn new(capacity: usize) -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-        let shards = cores.saturating_mul(2).clamp(4, SHARDS_MAX);
         Self {
             capacity: capacity.max(1),
-            shards: (0..shards).map(|_| Shard::default()).collect(),
+            shards: (0..thread_shard::shard_count())
+                .map(|_| Shard::default())
+                .collect(),
         }
     }
 
     /// Counts one denial of `key` under `rule`, in this thread's shard.
     pub fn record(&self, key: &Key, rule: &Arc<str>) {
-        let at = THREAD_SHARD.with(|at| *at) % self.shards.len().max(1);
-        let Some(shard) = self.shards.get(at) else {
+        let Some(shard) = self
+            .shards
+            .get(thread_shard::this_thread(self.shards.len()))
+        else {
             return;
         };
         let mut table = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -346,7 +337,7 @@ mod tests {
         }
         let heavy: Vec<_> = top.iter().take(4).map(|h| h.key.as_str()).collect();
         assert!(heavy.iter().all(|k| k.starts_with("heavy-")), "{heavy:?}");
-        let at = THREAD_SHARD.with(|at| *at) % sketch.shards.len();
+        let at = thread_shard::this_thread(sketch.shards.len());
         let table = sketch.shards[at].0.lock().unwrap();
         let smallest = table.slots.iter().map(|s| s.count).min();
         assert_eq!(table.count_at(0), smallest);
