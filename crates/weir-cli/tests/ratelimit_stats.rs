@@ -15,11 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use common::env_only::request;
 use common::{spawn_logged_with_env, Served};
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -56,20 +54,6 @@ fn serve(args: &[&str], env: &[(&str, &str)]) -> (Served, u16) {
     (served, port)
 }
 
-fn request(domain: &str, user: &str) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: domain.to_string(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "user".to_string(),
-                value: user.to_string(),
-            }],
-            ..RateLimitDescriptor::default()
-        }],
-        hits_addend: 0,
-    }
-}
-
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -93,10 +77,14 @@ fn traffic(grpc_port: u16) {
     runtime().block_on(async {
         let mut rls = RateLimitServiceClient::new(channel(grpc_port).await);
         for _ in 0..2 {
-            let answer = rls.should_rate_limit(request("stats", "alice")).await;
+            let answer = rls
+                .should_rate_limit(request("stats", &[("user", "alice")]))
+                .await;
             assert_eq!(answer.unwrap().into_inner().overall_code, 1, "OK");
         }
-        let refused = rls.should_rate_limit(request("", "alice")).await;
+        let refused = rls
+            .should_rate_limit(request("", &[("user", "alice")]))
+            .await;
         assert_eq!(refused.unwrap_err().code(), tonic::Code::InvalidArgument);
     });
 }

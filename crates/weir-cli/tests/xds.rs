@@ -14,8 +14,6 @@ use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
 };
@@ -24,7 +22,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::google::protobuf::Any;
 use envoy_types::pb::ratelimit::config::ratelimit::v3 as rls_conf;
 use prost::Message as _;
@@ -145,17 +143,7 @@ fn config(version_limit: u32) -> rls_conf::RateLimitConfig {
 }
 
 async fn ask(grpc: &Channel, user: &str) -> RateLimitResponse {
-    let request = RateLimitRequest {
-        domain: "xds".to_string(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "user".to_string(),
-                value: user.to_string(),
-            }],
-            ..RateLimitDescriptor::default()
-        }],
-        hits_addend: 0,
-    };
+    let request = common::env_only::request("xds", &[("user", user)]);
     RateLimitServiceClient::new(grpc.clone())
         .should_rate_limit(request)
         .await
