@@ -52,6 +52,16 @@ pub fn ceil_secs(d: Duration) -> u64 {
 /// appended to `out` (no string of its own: this runs on every response).
 fn push_sf_string(out: &mut String, name: &str) {
     out.push('"');
+    // The common name (printable ASCII, no quote or backslash) is copied whole. The test
+    // folds without an early exit, so that it runs over many bytes at once.
+    let plain = name.bytes().fold(true, |plain, b| {
+        plain & (b' '..=b'~').contains(&b) & (b != b'"') & (b != b'\\')
+    });
+    if plain {
+        out.push_str(name);
+        out.push('"');
+        return;
+    }
     for c in name.chars() {
         match c {
             '"' | '\\' => {

@@ -501,7 +501,8 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forwarded::append_forwarded;
+    use crate::forwarded::rewrite;
+    use weir_tower::ClientIp;
 
     #[test]
     fn hop_by_hop_headers_are_removed_and_forwarding_appended() {
@@ -517,7 +518,7 @@ mod tests {
         h.insert("x-forwarded-for", HeaderValue::from_static("198.51.100.1"));
         h.insert("x-keep", HeaderValue::from_static("yes"));
         strip_hop_by_hop(&mut h);
-        append_forwarded(&mut h, Some("127.0.0.1".parse().unwrap()));
+        rewrite(&mut h, Some("127.0.0.1".parse().unwrap()), &ClientIp::new());
         assert!(h.get(CONNECTION).is_none() && h.get("keep-alive").is_none());
         assert!(h.get("x-secret-hop").is_none() && h.get("upgrade").is_none());
         assert!(h.get("http2-settings").is_none());
@@ -526,7 +527,7 @@ mod tests {
         assert_eq!(h["forwarded"], "for=127.0.0.1;proto=http");
         assert_eq!(h["x-forwarded-proto"], "http");
         let mut v6 = HeaderMap::new();
-        append_forwarded(&mut v6, Some("2001:db8::1".parse().unwrap()));
+        rewrite(&mut v6, Some("2001:db8::1".parse().unwrap()), &ClientIp::new());
         assert_eq!(v6["forwarded"], "for=\"[2001:db8::1]\";proto=http");
         assert_eq!(v6["x-forwarded-for"], "2001:db8::1");
     }

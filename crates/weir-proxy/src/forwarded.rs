@@ -16,7 +16,6 @@
 //! (existing values kept, so the upstream sees the whole chain; which of them to believe
 //! is its own trust setting, as it is the proxy's).
 
-use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use http::header::{Entry, HeaderName, HeaderValue, FORWARDED, HOST};
@@ -62,10 +61,18 @@ pub(crate) fn rewrite(headers: &mut HeaderMap, peer: Option<IpAddr>, trust: &Cli
             headers.remove(claim);
         }
     }
+    // The peer's address as text, written once: X-Real-IP (when the client is the peer),
+    // `Forwarded` and `X-Forwarded-For` copy it.
+    let peer_text = peer.map(|peer| (peer, StackText::<IP_LEN>::ip(peer)));
     // An untrusted peer's X-Real-IP and X-Forwarded-Host are gone: no look-up for them.
-    if let Some(peer) = peer {
+    if let Some((peer, text)) = &peer_text {
         if !trusted || !headers.contains_key(&X_REAL_IP) {
-            let client = StackText::<IP_LEN>::ip(trust.resolve(peer, headers));
+            let client = trust.resolve(*peer, headers);
+            let client = if client == *peer {
+                *text
+            } else {
+                StackText::ip(client)
+            };
             if let Ok(v) = HeaderValue::from_bytes(client.as_bytes()) {
                 headers.insert(X_REAL_IP, v);
             }
@@ -78,21 +85,20 @@ pub(crate) fn rewrite(headers: &mut HeaderMap, peer: Option<IpAddr>, trust: &Cli
             headers.insert(X_FORWARDED_HOST, host);
         }
     }
-    append_forwarded(headers, peer);
+    append_forwarded(headers, peer_text.as_ref());
 }
 
 /// Appends this hop: `Forwarded: for=…;proto=http`, `X-Forwarded-For` and
 /// `X-Forwarded-Proto` (existing values are kept: the upstream sees the whole chain; a
-/// `X-Forwarded-Proto` reaches here only from a trusted proxy).
-pub(crate) fn append_forwarded(headers: &mut HeaderMap, peer: Option<IpAddr>) {
-    let Some(peer) = peer else { return };
-    // The address is written once, on the stack: `for=` and `X-Forwarded-For` copy it.
-    let address = StackText::<IP_LEN>::ip(peer);
-    let mut forwarded = StackText::<FORWARDED_LEN>::new();
-    let _ = match peer {
-        IpAddr::V4(_) => write!(forwarded, "for={};proto=http", address.as_str()),
-        IpAddr::V6(_) => write!(forwarded, "for=\"[{}]\";proto=http", address.as_str()),
-    };
+/// `X-Forwarded-Proto` reaches here only from a trusted proxy), with the peer's address
+/// already written (`for=` and `X-Forwarded-For` copy it).
+fn append_forwarded(headers: &mut HeaderMap, peer: Option<&(IpAddr, StackText<IP_LEN>)>) {
+    let Some((peer, address)) = peer else { return };
+    let address_text = address.as_str();
+    let forwarded = StackText::<FORWARDED_LEN>::concat(&match peer {
+        IpAddr::V4(_) => ["for=", address_text, ";proto=http"],
+        IpAddr::V6(_) => ["for=\"[", address_text, "]\";proto=http"],
+    });
     if let Ok(v) = HeaderValue::from_bytes(forwarded.as_bytes()) {
         headers.append(FORWARDED, v);
     }

@@ -3,7 +3,6 @@
 //! `exposition.rs`). Store and cache counters kept by `weir-resilience` are copied in at
 //! scrape time.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -16,7 +15,7 @@ use prometheus_client::registry::{Registry, Unit};
 use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
 
-use super::decisions::{DecisionLabels, DecisionOutcome, RuleCounters, UNKNOWN_DOMAIN};
+use super::decisions::{DecisionLabels, DecisionOutcome, FastMap, RuleCounters, UNKNOWN_DOMAIN};
 use super::exposition::{to_prometheus, Exposition};
 use super::histogram::Latency;
 use super::hits::HitFamilies;
@@ -311,9 +310,9 @@ impl Metrics {
 
     /// Pre-built decision counters for every rule of `rules`.
     pub fn rule_counters(&self, rules: &RuleSet) -> RuleCounters {
-        let mut by_rule = HashMap::new();
-        let mut no_rule = HashMap::new();
-        let mut hits = HashMap::new();
+        let mut by_rule = FastMap::default();
+        let mut no_rule = FastMap::default();
+        let mut hits = FastMap::default();
         for info in rules.rules() {
             if !info.is_unlimited() {
                 hits.insert(
