@@ -68,12 +68,8 @@ fn build_escaped<S: AsRef<str>>(mut full: String, entries: &[(S, S)]) -> Key {
 }
 
 fn escape_into(out: &mut String, text: &str) {
-    // Most keys and values (IPs, user ids) need no escape: copied whole. The test folds
-    // without an early exit, so that it runs over many bytes at once.
-    let plain = text
-        .bytes()
-        .fold(true, |plain, b| plain & (b != b'%') & (b != b'/') & (b != b'='));
-    if plain {
+    // Most keys and values (IPs, user ids) need no escape: copied whole.
+    if !text.bytes().any(|b| matches!(b, b'%' | b'/' | b'=')) {
         out.push_str(text);
         return;
     }

@@ -93,19 +93,41 @@ impl Evaluation {
     pub fn headers(&self, style: HeaderStyle) -> HeaderMap {
         headers_of(&self.applied, style, !self.allowed)
     }
+
+    /// [`Evaluation::headers`] inserted straight into `headers` (a response's own),
+    /// replacing values of the same name: no map of their own to build, hash and move
+    /// (on every proxied response).
+    pub(crate) fn insert_headers(&self, style: HeaderStyle, headers: &mut HeaderMap) {
+        put_headers(&self.applied, style, !self.allowed, |name, value| {
+            headers.insert(name, value);
+        });
+    }
 }
 
 /// The rate-limit headers of `applied`, and when `denied` the longest denial's
 /// `Retry-After`.
 fn headers_of(applied: &[Applied], style: HeaderStyle, denied: bool) -> HeaderMap {
     let mut headers = HeaderMap::new();
+    put_headers(applied, style, denied, |name, value| {
+        headers.insert(name, value);
+    });
+    headers
+}
+
+/// Gives `put` each header of [`headers_of`], in order.
+fn put_headers(
+    applied: &[Applied],
+    style: HeaderStyle,
+    denied: bool,
+    mut put: impl FnMut(HeaderName, HeaderValue),
+) {
     for (name, value) in rate_limit_headers(applied, style) {
         if let (Some(name), Ok(value)) = (header_name(name), HeaderValue::try_from(value)) {
-            headers.insert(name, value);
+            put(name, value);
         }
     }
     if !denied {
-        return headers;
+        return;
     }
     let retry_after = applied
         .iter()
@@ -113,12 +135,11 @@ fn headers_of(applied: &[Applied], style: HeaderStyle, denied: bool) -> HeaderMa
         .map(|a| a.decision.retry_after)
         .max();
     if let Some(retry_after) = retry_after {
-        headers.insert(
+        put(
             RETRY_AFTER,
             HeaderValue::from(ceil_secs(retry_after).max(1)),
         );
     }
-    headers
 }
 
 /// The name of a rate-limit header, without parsing it again on every response.

@@ -100,11 +100,10 @@ pub(crate) fn add_rate_limit_headers<B>(
     evaluation: &Evaluation,
     style: HeaderStyle,
 ) {
-    let headers = evaluation.headers(style);
     if response.status() == StatusCode::TOO_MANY_REQUESTS {
-        add_missing(response.headers_mut(), headers);
+        add_missing(response.headers_mut(), evaluation.headers(style));
     } else {
-        extend(response.headers_mut(), headers);
+        evaluation.insert_headers(style, response.headers_mut());
     }
 }
 
