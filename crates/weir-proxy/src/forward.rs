@@ -527,7 +527,11 @@ mod tests {
         assert_eq!(h["forwarded"], "for=127.0.0.1;proto=http");
         assert_eq!(h["x-forwarded-proto"], "http");
         let mut v6 = HeaderMap::new();
-        rewrite(&mut v6, Some("2001:db8::1".parse().unwrap()), &ClientIp::new());
+        rewrite(
+            &mut v6,
+            Some("2001:db8::1".parse().unwrap()),
+            &ClientIp::new(),
+        );
         assert_eq!(v6["forwarded"], "for=\"[2001:db8::1]\";proto=http");
         assert_eq!(v6["x-forwarded-for"], "2001:db8::1");
     }
