@@ -31,14 +31,14 @@ mod traffic;
 
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+
 /// The program's allocator: mimalloc (per-thread free lists), not glibc's malloc, whose
 /// malloc and free took about 7k of the 58k instructions of a request through `weir
 /// proxy` (callgrind; BENCHMARKS.md, "Instructions a request"). The libraries leave the
 /// choice to the program that embeds them.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-use clap::{Parser, Subcommand};
 
 /// Rate limiting you can see before you ship it, and serve.
 #[derive(Debug, Parser)]

@@ -10,7 +10,7 @@
 //! with `share_threshold` reports its pattern for that entry, so every value it matches
 //! counts against one key (`matcher.rs`).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// How a node matches an entry's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,18 +55,16 @@ pub(crate) fn wildcard_match(parts: &[String], value: &str) -> bool {
     true
 }
 
-/// The tree's maps: built from the rule files, then only looked up, with the entries of
-/// every request (up to three hashes a level). A request chooses the key looked up, never
-/// what a map holds, so no flooding of a chain is possible and foldhash (seeded per
-/// process) serves; SipHash cost 1.7k instructions a request in `weir proxy`'s walk.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
-/// One level of the tree: the nodes under one parent.
+/// One level of the tree: the nodes under one parent. Its maps are built from the rule
+/// files, then only looked up, with the entries of every request (up to three hashes a
+/// level). A request chooses the key looked up, never what a map holds, so no chain can be
+/// flooded and foldhash (seeded) serves; SipHash cost 1.7k instructions a request in `weir
+/// proxy`'s walk.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Level {
-    exact: FastMap<String, FastMap<String, Node>>,
+    exact: HashMap<String, HashMap<String, Node>>,
     wildcards: Vec<(String, Vec<String>, Node)>,
-    defaults: FastMap<String, Node>,
+    defaults: HashMap<String, Node>,
 }
 
 /// A node: maybe a rule (index into the domain's rules) and the level below.

@@ -15,7 +15,7 @@ use prometheus_client::registry::{Registry, Unit};
 use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
 
-use super::decisions::{DecisionLabels, DecisionOutcome, FastMap, RuleCounters, UNKNOWN_DOMAIN};
+use super::decisions::{DecisionLabels, DecisionOutcome, RuleCounters, UNKNOWN_DOMAIN};
 use super::exposition::{to_prometheus, Exposition};
 use super::histogram::Latency;
 use super::hits::HitFamilies;
@@ -327,9 +327,9 @@ impl Metrics {
 
     /// Pre-built decision counters for every rule of `rules`.
     pub fn rule_counters(&self, rules: &RuleSet) -> RuleCounters {
-        let mut by_rule = FastMap::default();
-        let mut no_rule = FastMap::default();
-        let mut hits = FastMap::default();
+        let mut by_rule = foldhash::HashMap::default();
+        let mut no_rule = foldhash::HashMap::default();
+        let mut hits = foldhash::HashMap::default();
         for info in rules.rules() {
             if !info.is_unlimited() {
                 hits.insert(
