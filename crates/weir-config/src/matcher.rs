@@ -8,6 +8,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::bounds::{
     MAX_DESCRIPTORS, MAX_DOMAIN_LEN, MAX_ENTRIES, MAX_HITS_ADDEND, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
@@ -72,7 +74,9 @@ impl RuleSet {
             .domain(domain)
             .map(|(d, rules)| (&d.tree, rules))
             .ok_or_else(|| MatchError::UnknownDomain(domain.to_string()))?;
-        let mut infos: Vec<Option<&RuleInfo>> = Vec::with_capacity(descriptors.len());
+        // Inline for a request's few descriptors: no allocation of its own.
+        let mut infos: SmallVec<[Option<&RuleInfo>; 8]> =
+            SmallVec::with_capacity(descriptors.len());
         let mut matched = Vec::with_capacity(descriptors.len());
         for descriptor in descriptors {
             let found = tree.lookup(&descriptor.entries);

@@ -18,6 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use smallvec::SmallVec;
 use weir_config::{Descriptor, Limit, Matched};
 use weir_core::{
     CheckError, Clock, Decision, Decisions, FailurePolicy, Key, Rule, ScopedLimits, Store,
@@ -27,6 +28,10 @@ use crate::decide::{deny_all, DecideError};
 use crate::engine::Engine;
 use crate::metrics::DecisionOutcome;
 use crate::rollout::enforced;
+use crate::rules::Snapshot;
+
+/// A request's few limits, inline (the proxy's two or three): no allocation of their own.
+type Inline<T> = SmallVec<[T; 4]>;
 
 /// One limit of an all-or-nothing verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +70,20 @@ impl AllVerdict {
     }
 }
 
+/// A request's matched limits before the store's check: a verdict already, or the
+/// limits to check.
+enum Matching {
+    /// Nothing to check: no limit applies, or a block list denies.
+    Done(AllVerdict),
+    /// Every match (at least one with a rule), and the rules they were matched in.
+    Check(Arc<Snapshot>, Vec<Matched>),
+}
+
+/// What the store answered a check: its decisions and whether a denial among them was
+/// made because the store is down and a rule fails closed; `None` when a failed store
+/// lets the request through.
+type Checked = Option<(Decisions, bool)>;
+
 impl Engine {
     /// Decides a request of `domain` with `descriptors` all-or-nothing, charging `cost`
     /// to each limit that applies (see the module docs).
@@ -74,6 +93,62 @@ impl Engine {
         descriptors: &[Descriptor<S>],
         cost: u64,
     ) -> Result<AllVerdict, DecideError> {
+        let (snapshot, matched) = match self.match_all(domain, descriptors, cost)? {
+            Matching::Done(verdict) => return Ok(verdict),
+            Matching::Check(snapshot, matched) => (snapshot, matched),
+        };
+        let checked = checked_of(&matched);
+        let limits = limits_of(&checked);
+        let first = self.check_all(&limits, &checked, cost).await?;
+        let again = match self.shadow_only(&limits, &checked, first.as_ref()) {
+            Some(allowing) => self.check_all(&allowing, &checked, cost).await?,
+            None => None,
+        };
+        self.conclude_all(&snapshot, domain, &checked, first, again, cost)
+    }
+
+    /// [`Engine::decide_all`] decided now, without a future, when the store decides in
+    /// place (the embedded memory store); `None` for a network store, whose check is
+    /// awaited. The same matching, check and verdict: only the waiting differs.
+    pub fn decide_all_now<S: AsRef<str>>(
+        &self,
+        domain: &str,
+        descriptors: &[Descriptor<S>],
+        cost: u64,
+    ) -> Option<Result<AllVerdict, DecideError>> {
+        let store = self.store().memory()?;
+        let decided = (|| {
+            let (snapshot, matched) = match self.match_all(domain, descriptors, cost)? {
+                Matching::Done(verdict) => return Ok(verdict),
+                Matching::Check(snapshot, matched) => (snapshot, matched),
+            };
+            let checked = checked_of(&matched);
+            let limits = limits_of(&checked);
+            let check = |limits: &[(Key, Rule)]| {
+                let clock = self.limiter().clock();
+                let start_ns = clock.now_ns();
+                let result = store.check_all_scoped_now(limits, cost, start_ns);
+                self.checked_all(result, start_ns, &checked)
+            };
+            let first = check(&limits)?;
+            let again = match self.shadow_only(&limits, &checked, first.as_ref()) {
+                Some(allowing) => check(&allowing)?,
+                None => None,
+            };
+            self.conclude_all(&snapshot, domain, &checked, first, again, cost)
+        })();
+        Some(decided)
+    }
+
+    /// Matches the descriptors: refused when one carries a limit override or a rule
+    /// charges another cost than `cost`; a block list's denial or "no limit" when that is
+    /// the answer; else the matches to check.
+    fn match_all<S: AsRef<str>>(
+        &self,
+        domain: &str,
+        descriptors: &[Descriptor<S>],
+        cost: u64,
+    ) -> Result<Matching, DecideError> {
         // An override names its own limit per descriptor; this mode charges the limits the
         // rule files set, together (weir proxy builds no override): refused, never
         // silently dropped or honoured without its configured rule's guard.
@@ -82,9 +157,9 @@ impl Engine {
                 "descriptors[{i}].limit: an all-or-nothing decision takes no limit override"
             )));
         }
-        let snapshot = self.rules().snapshot();
         // Descriptors are bounded and domains checked when rules load; should matching
         // still fail, the request is refused: an error here must never mean "no limit".
+        let snapshot = self.rules().snapshot();
         let matched: Vec<Matched> = snapshot
             .rules
             .matches(domain, descriptors)
@@ -96,22 +171,19 @@ impl Engine {
             .iter()
             .find(|m| matches!(m.limit, Limit::Deny { .. }))
         {
-            return Ok(self.blocked(m));
+            return Ok(Matching::Done(self.blocked(m)));
         }
-        let checked: Vec<(&Matched, Rule)> = matched
+        let mut checked = matched
             .iter()
-            .filter_map(|m| match m.limit {
-                Limit::Rule(rule) => Some((m, rule)),
-                _ => None,
-            })
-            .collect();
-        if checked.is_empty() {
-            return Ok(AllVerdict::unlimited());
+            .filter(|m| matches!(m.limit, Limit::Rule(_)))
+            .peekable();
+        if checked.peek().is_none() {
+            return Ok(Matching::Done(AllVerdict::unlimited()));
         }
         // One check charges every limit the same cost: a rule that multiplies it (or a
         // descriptor with its own hits) cannot be honoured here, so it is refused, never
         // charged less than it says.
-        if let Some((m, _)) = checked.iter().find(|(m, _)| m.hits(cost) != cost) {
+        if let Some(m) = checked.find(|m| m.hits(cost) != cost) {
             return Err(DecideError::Rule {
                 rule: m.rule_id.to_string(),
                 reason: "an all-or-nothing check charges every limit the same cost; this \
@@ -119,40 +191,70 @@ impl Engine {
                     .into(),
             });
         }
-        let limits: Vec<(Key, Rule)> = checked.iter().map(|(m, r)| (m.key.clone(), *r)).collect();
-        let Some((mut decisions, failed_closed)) = self.check_all(&limits, &checked, cost).await?
-        else {
+        Ok(Matching::Check(snapshot, matched))
+    }
+
+    /// Whether the `i`th checked limit's denial is enforced (not a shadow rule's, rolled
+    /// out to the key, and the engine not in shadow mode).
+    fn enforced_denial(&self, checked: &[(&Matched, Rule)], i: usize) -> bool {
+        checked.get(i).is_some_and(|(m, _)| {
+            !m.shadow && enforced(&m.key, m.enforce_percent) && !self.global_shadow()
+        })
+    }
+
+    /// When only shadow (or rolled-out) rules denied: the limits that allowed, to charge
+    /// as if those rules were not there. `None` otherwise.
+    fn shadow_only(
+        &self,
+        limits: &[(Key, Rule)],
+        checked: &[(&Matched, Rule)],
+        first: Option<&(Decisions, bool)>,
+    ) -> Option<Inline<(Key, Rule)>> {
+        let (decisions, _) = first?;
+        let denied = |i: usize| decisions.each.get(i).is_some_and(|d| !d.allowed);
+        let mut denials = (0..decisions.each.len()).filter(|&i| denied(i)).peekable();
+        denials.peek()?;
+        if denials.any(|i| self.enforced_denial(checked, i)) {
+            return None;
+        }
+        let allowing: Inline<(Key, Rule)> = limits
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !denied(*i))
+            .map(|(_, l)| l.clone())
+            .collect();
+        (!allowing.is_empty()).then_some(allowing)
+    }
+
+    /// The verdict from the store's answers: `first` for every limit, `again` (the limits
+    /// that allowed, charged after only shadow rules denied) in their place. Counts every
+    /// limit in the metrics and notes denials.
+    fn conclude_all(
+        &self,
+        snapshot: &Snapshot,
+        domain: &str,
+        checked: &[(&Matched, Rule)],
+        first: Checked,
+        again: Checked,
+        cost: u64,
+    ) -> Result<AllVerdict, DecideError> {
+        let Some((mut decisions, failed_closed)) = first else {
             // The store failed and every rule fails open.
             return Ok(AllVerdict::unlimited());
         };
-        let global_shadow = self.global_shadow();
-        let enforced_denial = |i: usize| {
-            checked.get(i).is_some_and(|(m, _)| {
-                !m.shadow && enforced(&m.key, m.enforce_percent) && !global_shadow
-            })
-        };
-        let denied: Vec<usize> = (0..decisions.each.len())
-            .filter(|&i| decisions.each.get(i).is_some_and(|d| !d.allowed))
-            .collect();
-        let denied_by = denied.iter().copied().find(|&i| enforced_denial(i));
-        if !denied.is_empty() && denied_by.is_none() {
-            // Only shadow denials: charge the limits that allowed, as if the shadow rules
-            // were not there.
-            let allowing: Vec<(Key, Rule)> = limits
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !denied.contains(i))
-                .map(|(_, l)| l.clone())
+        let denied =
+            |i: usize, decisions: &Decisions| decisions.each.get(i).is_some_and(|d| !d.allowed);
+        let denied_by = (0..decisions.each.len())
+            .find(|&i| denied(i, &decisions) && self.enforced_denial(checked, i));
+        if let Some((charged, _)) = again {
+            let was_denied: Inline<bool> = (0..decisions.each.len())
+                .map(|i| denied(i, &decisions))
                 .collect();
-            if !allowing.is_empty() {
-                if let Some((charged, _)) = self.check_all(&allowing, &checked, cost).await? {
-                    let mut fresh = charged.each.into_iter();
-                    for (i, d) in decisions.each.iter_mut().enumerate() {
-                        if !denied.contains(&i) {
-                            if let Some(f) = fresh.next() {
-                                *d = f;
-                            }
-                        }
+            let mut fresh = charged.each.into_iter();
+            for (d, was_denied) in decisions.each.iter_mut().zip(was_denied) {
+                if !was_denied {
+                    if let Some(f) = fresh.next() {
+                        *d = f;
                     }
                 }
             }
@@ -164,7 +266,7 @@ impl Engine {
             // as such (503), counted as `failed_closed`, nothing charged.
             let mut rules = Vec::new();
             for (i, ((m, _), d)) in checked.iter().zip(&decisions.each).enumerate() {
-                if !d.allowed && enforced_denial(i) {
+                if !d.allowed && self.enforced_denial(checked, i) {
                     counters.matched(domain, &m.rule_id, DecisionOutcome::FailedClosed);
                     rules.push(&*m.rule_id);
                 }
@@ -175,7 +277,7 @@ impl Engine {
             )));
         }
         for (i, ((m, _), d)) in checked.iter().zip(&decisions.each).enumerate() {
-            let shadow_denied = !d.allowed && !enforced_denial(i);
+            let shadow_denied = !d.allowed && !self.enforced_denial(checked, i);
             let outcome = DecisionOutcome::with_near_limit(Some(d), shadow_denied, self.near());
             counters.matched(domain, &m.rule_id, outcome);
             counters.hits(domain, &m.rule_id, d, cost, shadow_denied, self.near());
@@ -210,10 +312,9 @@ impl Engine {
         limits: &[(Key, Rule)],
         checked: &[(&Matched, Rule)],
         cost: u64,
-    ) -> Result<Option<(Decisions, bool)>, DecideError> {
+    ) -> Result<Checked, DecideError> {
         let limiter = self.limiter();
-        let clock = limiter.clock();
-        let start_ns = clock.now_ns();
+        let start_ns = limiter.clock().now_ns();
         // What `Limiter::check_all` does, at the instant already read for the timing; the
         // store decides in place when it is the memory store (`AnyStore`).
         let check = limiter
@@ -224,11 +325,23 @@ impl Engine {
         } else {
             (check.await, false)
         };
-        self.metrics().store_call(Duration::from_nanos(
-            clock.now_ns().saturating_sub(start_ns),
-        ));
+        self.checked_all(result, start_ns, checked)
+            .map(|answer| answer.map(|(decisions, _)| (decisions, failed_closed)))
+    }
+
+    /// The store's answer to a check begun at `start_ns`, timed in the metrics; a failure
+    /// judged by the rules' strictest policy ([`Engine::store_failed`]).
+    fn checked_all(
+        &self,
+        result: Result<Decisions, CheckError>,
+        start_ns: u64,
+        checked: &[(&Matched, Rule)],
+    ) -> Result<Checked, DecideError> {
+        let now_ns = self.limiter().clock().now_ns();
+        self.metrics()
+            .store_call(Duration::from_nanos(now_ns.saturating_sub(start_ns)));
         let error = match result {
-            Ok(decisions) => return Ok(Some((decisions, failed_closed))),
+            Ok(decisions) => return Ok(Some((decisions, false))),
             Err(CheckError::Store(error)) => error,
             Err(other) => return Err(DecideError::Invalid(other.to_string())),
         };
@@ -257,4 +370,20 @@ impl Engine {
             blocked: true,
         }
     }
+}
+
+/// The matches with a rule, each with its rule: the limits a check charges.
+fn checked_of(matched: &[Matched]) -> Inline<(&Matched, Rule)> {
+    matched
+        .iter()
+        .filter_map(|m| match m.limit {
+            Limit::Rule(rule) => Some((m, rule)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The keys and rules a check charges.
+fn limits_of(checked: &[(&Matched, Rule)]) -> Inline<(Key, Rule)> {
+    checked.iter().map(|(m, r)| (m.key.clone(), *r)).collect()
 }

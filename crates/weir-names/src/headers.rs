@@ -9,9 +9,11 @@
 //!   `t` being the retry-after when denied and the reset otherwise, rounded up);
 //! - `X-RateLimit-Limit` / `-Remaining` / `-Reset`, as envoyproxy/ratelimit sends them.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use weir_core::Decision;
 
 /// One limit that applied to a request, and its decision.
@@ -80,10 +82,6 @@ fn push_u64(out: &mut String, n: u64) {
     out.push_str(itoa::Buffer::new().format(n));
 }
 
-fn u64_string(n: u64) -> String {
-    itoa::Buffer::new().format(n).to_owned()
-}
-
 /// The tightest limit: a denial before an allowance, then the fewest remaining.
 pub fn tightest(applied: &[Applied]) -> Option<&Applied> {
     applied
@@ -118,7 +116,8 @@ pub fn rate_limit_headers(applied: &[Applied], style: HeaderStyle) -> Vec<(&'sta
 
 /// The headers for `applied`, with `tight` as the limit `RateLimit` and `X-RateLimit-*`
 /// describe (for callers with their own notion of the tightest, e.g. the decision server,
-/// which prefers an enforced denial over a shadow one).
+/// which prefers an enforced denial over a shadow one). The text of
+/// [`put_header_values`], as strings.
 pub fn render_headers(
     applied: &[Applied],
     tight: &Applied,
@@ -126,6 +125,23 @@ pub fn render_headers(
 ) -> Vec<(&'static str, String)> {
     let mut headers =
         Vec::with_capacity(usize::from(style.ietf) * 2 + usize::from(style.x_ratelimit) * 3);
+    put_header_values(applied, tight, style, |name, value| {
+        headers.push((name, String::from_utf8_lossy(&value).into_owned()));
+    });
+    headers
+}
+
+/// Gives `put` each rate-limit header of `applied` (with `tight` the tightest, as for
+/// [`render_headers`]), in order, as the bytes of a header value: what the proxy, the
+/// layer and `/v1/check` put on every response. The `RateLimit-Policy` value changes only
+/// with the rules, so it is kept per thread and shared ([`policy_value`]); the others are
+/// written once, into the value's own buffer.
+pub fn put_header_values(
+    applied: &[Applied],
+    tight: &Applied,
+    style: HeaderStyle,
+    mut put: impl FnMut(&'static str, Bytes),
+) {
     let d: &Decision = &tight.decision;
     let reset = ceil_secs(if d.allowed {
         d.reset_after
@@ -133,28 +149,14 @@ pub fn render_headers(
         d.retry_after
     });
     if style.ietf {
-        let mut policy =
-            String::with_capacity(applied.iter().map(|a| a.name.len() + 32).sum::<usize>());
-        for a in applied {
-            if !policy.is_empty() {
-                policy.push_str(", ");
-            }
-            push_sf_string(&mut policy, &a.name);
-            policy.push_str(";q=");
-            push_u64(&mut policy, a.decision.limit);
-            if !a.window.is_zero() {
-                policy.push_str(";w=");
-                push_u64(&mut policy, ceil_secs(a.window));
-            }
-        }
-        headers.push(("ratelimit-policy", policy));
+        put("ratelimit-policy", policy_value(applied));
         let mut live = String::with_capacity(tight.name.len() + 48);
         push_sf_string(&mut live, &tight.name);
         live.push_str(";r=");
         push_u64(&mut live, d.remaining);
         live.push_str(";t=");
         push_u64(&mut live, reset);
-        headers.push(("ratelimit", live));
+        put("ratelimit", owned_bytes(live));
     }
     if style.x_ratelimit {
         let mut limit = String::with_capacity(48);
@@ -165,11 +167,96 @@ pub fn render_headers(
             limit.push_str(";w=");
             push_u64(&mut limit, ceil_secs(tight.window));
         }
-        headers.push(("x-ratelimit-limit", limit));
-        headers.push(("x-ratelimit-remaining", u64_string(d.remaining)));
-        headers.push(("x-ratelimit-reset", u64_string(reset)));
+        put("x-ratelimit-limit", owned_bytes(limit));
+        put("x-ratelimit-remaining", u64_bytes(d.remaining));
+        put("x-ratelimit-reset", u64_bytes(reset));
     }
-    headers
+}
+
+/// The `RateLimit-Policy` value of `applied`: every limit's `"name";q=LIMIT;w=SECONDS`.
+fn policy_text(applied: &[Applied]) -> String {
+    let mut policy = String::with_capacity(applied.iter().map(|a| a.name.len() + 32).sum());
+    for a in applied {
+        if !policy.is_empty() {
+            policy.push_str(", ");
+        }
+        push_sf_string(&mut policy, &a.name);
+        policy.push_str(";q=");
+        push_u64(&mut policy, a.decision.limit);
+        if !a.window.is_zero() {
+            policy.push_str(";w=");
+            push_u64(&mut policy, ceil_secs(a.window));
+        }
+    }
+    policy
+}
+
+/// How many `RateLimit-Policy` values each thread keeps (the requests of a few rule
+/// combinations take turns without rendering again).
+const KEPT_POLICIES: usize = 4;
+
+/// A kept `RateLimit-Policy` value and what it was rendered from: each limit's name (held,
+/// so the pointer compared is never another name's), limit and window.
+struct KeptPolicy {
+    of: Vec<(Arc<str>, u64, Duration)>,
+    value: Bytes,
+}
+
+impl KeptPolicy {
+    fn renders(&self, applied: &[Applied]) -> bool {
+        self.of.len() == applied.len()
+            && self
+                .of
+                .iter()
+                .zip(applied)
+                .all(|((name, limit, window), a)| {
+                    Arc::ptr_eq(name, &a.name) && *limit == a.decision.limit && *window == a.window
+                })
+    }
+}
+
+/// [`policy_text`] as a header value's bytes, kept per thread: a request of the same rules
+/// as one of the last few shares their value (a reference count) instead of rendering it
+/// again. The same text either way: the kept value is compared on everything it was
+/// rendered from.
+pub fn policy_value(applied: &[Applied]) -> Bytes {
+    thread_local! {
+        static KEPT: RefCell<(Vec<KeptPolicy>, usize)> = const { RefCell::new((Vec::new(), 0)) };
+    }
+    KEPT.with(|kept| {
+        let Ok(mut kept) = kept.try_borrow_mut() else {
+            return owned_bytes(policy_text(applied));
+        };
+        let (policies, next) = &mut *kept;
+        if let Some(found) = policies.iter().find(|p| p.renders(applied)) {
+            return found.value.clone();
+        }
+        let value = owned_bytes(policy_text(applied));
+        let policy = KeptPolicy {
+            of: applied
+                .iter()
+                .map(|a| (Arc::clone(&a.name), a.decision.limit, a.window))
+                .collect(),
+            value: value.clone(),
+        };
+        if policies.len() < KEPT_POLICIES {
+            policies.push(policy);
+        } else if let Some(slot) = policies.get_mut(*next) {
+            *slot = policy;
+            *next = (*next + 1) % KEPT_POLICIES;
+        }
+        value
+    })
+}
+
+/// A rendered value as bytes, without copying it (its buffer trimmed to its length).
+fn owned_bytes(text: String) -> Bytes {
+    Bytes::from(text.into_bytes().into_boxed_slice())
+}
+
+/// `n` in decimal, as bytes.
+fn u64_bytes(n: u64) -> Bytes {
+    Bytes::copy_from_slice(itoa::Buffer::new().format(n).as_bytes())
 }
 
 #[cfg(test)]
@@ -222,5 +309,37 @@ mod tests {
             ]
         );
         assert!(rate_limit_headers(&[], HeaderStyle::default()).is_empty());
+    }
+
+    /// The kept `RateLimit-Policy` values are always the text rendered now: requests of
+    /// more rule combinations than are kept take turns, and a limit that changes under the
+    /// same name (a reload) renders its new value.
+    #[test]
+    fn kept_policy_values_always_equal_the_rendered_text() {
+        let sets: Vec<Vec<Applied>> = (0..KEPT_POLICIES + 2)
+            .map(|i| {
+                (0..=i % 3)
+                    .map(|j| applied(&format!("rule{i}.{j}"), 60, 10 + j as u64, 1, true))
+                    .collect()
+            })
+            .collect();
+        for round in 0..3 {
+            for set in sets.iter().chain(sets.iter().rev()) {
+                let kept = policy_value(set);
+                assert_eq!(&kept[..], policy_text(set).as_bytes(), "round {round}");
+            }
+        }
+        let mut changed = sets[0].clone();
+        policy_value(&changed);
+        changed[0].decision.limit = 99;
+        assert_eq!(
+            &policy_value(&changed)[..],
+            policy_text(&changed).as_bytes()
+        );
+        assert!(policy_text(&changed).contains("q=99"));
+        changed[0].window = Duration::from_secs(1);
+        assert!(std::str::from_utf8(&policy_value(&changed))
+            .unwrap()
+            .ends_with("q=99;w=1"));
     }
 }

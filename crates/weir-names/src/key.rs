@@ -27,6 +27,9 @@ const DIGEST_HEX: usize = 32;
 /// ```
 /// The entries' strings may be owned or borrowed (`String`, `&str`, `Cow<str>`).
 pub fn descriptor_key<S: AsRef<str>>(domain: &str, entries: &[(S, S)]) -> Key {
+    if let Some(key) = plain_key(domain, entries) {
+        return key;
+    }
     let mut escaped = String::with_capacity(
         domain.len()
             + entries
@@ -36,6 +39,40 @@ pub fn descriptor_key<S: AsRef<str>>(domain: &str, entries: &[(S, S)]) -> Key {
     );
     escape_into(&mut escaped, domain);
     build_escaped(escaped, entries)
+}
+
+/// Bytes of a key built on the stack ([`plain_key`]): an IP or a user id under a domain
+/// and a key or two.
+const STACK_KEY: usize = 128;
+
+/// The common key, built on the stack and copied once, into the [`Key`]: every part
+/// plain (nothing to escape) and the whole at most [`STACK_KEY`] bytes. `None` otherwise
+/// (the general build then escapes and shortens). The same bytes as the general build.
+fn plain_key<S: AsRef<str>>(domain: &str, entries: &[(S, S)]) -> Option<Key> {
+    let mut bytes = [0u8; STACK_KEY];
+    let mut len = 0;
+    let mut put = |piece: &[u8]| {
+        let room = bytes.get_mut(len..len + piece.len())?;
+        room.copy_from_slice(piece);
+        len += piece.len();
+        Some(())
+    };
+    let plain = |text: &str| !text.bytes().any(|b| matches!(b, b'%' | b'/' | b'='));
+    if !plain(domain) {
+        return None;
+    }
+    put(domain.as_bytes())?;
+    for (key, value) in entries {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        if !plain(key) || !plain(value) {
+            return None;
+        }
+        put(b"/")?;
+        put(key.as_bytes())?;
+        put(b"=")?;
+        put(value.as_bytes())?;
+    }
+    Key::new(bytes.get(..len)?).ok()
 }
 
 /// The key of a caller's limit override on `entries` under `domain`: the configured key
@@ -169,5 +206,24 @@ mod tests {
         assert_eq!(digest.len(), DIGEST_HEX);
         // Stable: the same input always gives the same key.
         assert_eq!(one, descriptor_key("d", &entries(&[("k", &long)])));
+    }
+
+    /// The key as the general build makes it (escaped into one `String`), which the
+    /// stack build must equal at every length around its buffer's edge; past it and past
+    /// the key bound, the general build is the one used.
+    fn reference(domain: &str, entries: &[(String, String)]) -> Key {
+        let mut full = String::new();
+        escape_into(&mut full, domain);
+        build_escaped(full, entries)
+    }
+
+    #[test]
+    fn keys_built_on_the_stack_equal_the_general_build_at_every_length() {
+        for len in (0..140).chain([500, 512, 600, 2_000]) {
+            for value in ["a".repeat(len), "a/%=é".repeat(len / 5 + 1)] {
+                let e = entries(&[("remote_address", "10.0.0.1"), ("path", &value)]);
+                assert_eq!(descriptor_key("proxy", &e), reference("proxy", &e), "{len}");
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@
 //!   fields and `X-RateLimit-*`, rendered from the limits that applied ([`Applied`]) by the
 //!   tower layer, `weir proxy` and `weir serve`'s HTTP API alike.
 //!
-//! A leaf: it depends on `weir-core` and `sha2` only.
+//! A leaf: it depends on `weir-core`, `sha2`, `itoa` and `bytes` only.
 //!
 //! ```
 //! let key = weir_names::descriptor_key("api", &[("user", "alice")]);
@@ -22,7 +22,10 @@
 mod headers;
 mod key;
 
-pub use headers::{ceil_secs, rate_limit_headers, render_headers, tightest, Applied, HeaderStyle};
+pub use headers::{
+    ceil_secs, policy_value, put_header_values, rate_limit_headers, render_headers, tightest,
+    Applied, HeaderStyle,
+};
 pub use key::{descriptor_key, override_key, shorten_to};
 
 // The README's examples are compiled and run as doctests.

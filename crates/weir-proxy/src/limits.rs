@@ -34,7 +34,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use weir_config::{Descriptor, RuleSet};
 use weir_core::{Algorithm, Clock, FailurePolicy};
-use weir_engine::Engine;
+use weir_engine::{AllVerdict, DecideError, Engine};
 use weir_tower::{
     Applied, BoxFuture, ClientIp, Evaluation, LimitError, Limits, OnLimit, PathMatch, PathRefusal,
 };
@@ -174,24 +174,51 @@ impl ProxyLimits {
     /// request: it never means "no limit".
     async fn decide(&self, parts: &Parts) -> Result<Evaluation, LimitError> {
         let ip = self.client_ip.of(parts).map(StackText::ip);
-        let descriptors = self.descriptors(parts, ip.as_ref()).map_err(|refusal| {
+        let descriptors = self.request_descriptors(parts, ip.as_ref())?;
+        let verdict = self.engine.decide_all(DOMAIN, &descriptors, 1).await;
+        self.evaluation(verdict)
+    }
+
+    /// [`ProxyLimits::decide`] now, when the engine's store decides in place (the memory
+    /// store: [`weir_engine::Engine::decide_all_now`]); `None` otherwise.
+    fn decide_now(&self, parts: &Parts) -> Option<Result<Evaluation, LimitError>> {
+        self.engine.store().memory()?;
+        let ip = self.client_ip.of(parts).map(StackText::ip);
+        let descriptors = match self.request_descriptors(parts, ip.as_ref()) {
+            Ok(descriptors) => descriptors,
+            Err(error) => return Some(Err(error)),
+        };
+        let verdict = self.engine.decide_all_now(DOMAIN, &descriptors, 1)?;
+        Some(self.evaluation(verdict))
+    }
+
+    /// [`ProxyLimits::descriptors`], a refused path said as the limits' error.
+    fn request_descriptors<'a>(
+        &'a self,
+        parts: &'a Parts,
+        ip: Option<&'a StackText<IP_LEN>>,
+    ) -> Result<[Descriptor<Cow<'a, str>>; 4], LimitError> {
+        self.descriptors(parts, ip).map_err(|refusal| {
             tracing::warn!(%refusal, "proxy limits not decided (a path the screen let by): request refused");
             LimitError {
                 reason: refusal.to_string(),
                 on_failure: FailurePolicy::FailClosed,
             }
+        })
+    }
+
+    /// The layer's evaluation of the engine's verdict; an error refuses the request.
+    fn evaluation(
+        &self,
+        verdict: Result<AllVerdict, DecideError>,
+    ) -> Result<Evaluation, LimitError> {
+        let verdict = verdict.map_err(|error| {
+            tracing::warn!(%error, "proxy limits not decided: request refused");
+            LimitError {
+                reason: error.to_string(),
+                on_failure: FailurePolicy::FailClosed,
+            }
         })?;
-        let verdict = self
-            .engine
-            .decide_all(DOMAIN, &descriptors, 1)
-            .await
-            .map_err(|error| {
-                tracing::warn!(%error, "proxy limits not decided: request refused");
-                LimitError {
-                    reason: error.to_string(),
-                    on_failure: FailurePolicy::FailClosed,
-                }
-            })?;
         let queue_key = verdict
             .denied_by
             .and_then(|i| verdict.limits.get(i))
@@ -245,6 +272,10 @@ fn path_value_error(rule: &str, value: &str, path_match: PathMatch) -> ProxyRule
 impl Limits for ProxyLimits {
     fn evaluate<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Result<Evaluation, LimitError>> {
         Box::pin(self.decide(request))
+    }
+
+    fn evaluate_now(&self, request: &Parts) -> Option<Result<Evaluation, LimitError>> {
+        self.decide_now(request)
     }
 
     fn clock(&self) -> &dyn Clock {

@@ -47,13 +47,29 @@ impl<const N: usize> StackText<N> {
 
     /// `parts` one after the other (those past `N` are left out whole, as `write_str`
     /// refuses them): a header value made of fixed text and an address, without the
-    /// formatter.
-    pub(crate) fn concat(parts: &[&str]) -> Self {
+    /// formatter. The parts are texts' bytes, whole (`str::as_bytes`, [`Self::as_bytes`]),
+    /// so the result is text too.
+    pub(crate) fn concat(parts: &[&[u8]]) -> Self {
         let mut text = Self::new();
         for part in parts {
-            let _ = fmt::Write::write_str(&mut text, part);
+            let _ = text.push_bytes(part);
         }
         text
+    }
+
+    /// Appends a text's bytes whole, or nothing when they do not fit.
+    fn push_bytes(&mut self, part: &[u8]) -> fmt::Result {
+        let end = self
+            .len
+            .checked_add(part.len())
+            .filter(|&end| end <= N)
+            .ok_or(fmt::Error)?;
+        self.bytes
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(part);
+        self.len = end;
+        Ok(())
     }
 
     /// Appends `ip` in dotted decimal (at most 15 bytes; the caller checked the room).
@@ -88,25 +104,16 @@ impl<const N: usize> StackText<N> {
             .unwrap_or_default()
     }
 
-    /// The text's bytes.
+    /// The text's bytes, as written (only whole texts and ASCII digits are: no check
+    /// needed for a header value, which takes bytes).
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        self.as_str().as_bytes()
+        self.bytes.get(..self.len).unwrap_or_default()
     }
 }
 
 impl<const N: usize> fmt::Write for StackText<N> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self
-            .len
-            .checked_add(s.len())
-            .filter(|&end| end <= N)
-            .ok_or(fmt::Error)?;
-        self.bytes
-            .get_mut(self.len..end)
-            .ok_or(fmt::Error)?
-            .copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
+        self.push_bytes(s.as_bytes())
     }
 }
 
@@ -148,9 +155,19 @@ mod tests {
             forwarded.as_str(),
             format!("for=\"[{longest}]\";proto=http")
         );
+        let v6 = StackText::<IP_LEN>::ip(longest);
+        let parts: [&[u8]; 3] = [b"for=\"[", v6.as_bytes(), b"]\";proto=http"];
+        assert_eq!(
+            StackText::<FORWARDED_LEN>::concat(&parts).as_bytes(),
+            format!("for=\"[{longest}]\";proto=http").as_bytes()
+        );
         let mut small = StackText::<4>::new();
         small.write_str("abc").unwrap();
         assert!(small.write_str("de").is_err());
         assert_eq!(small.as_str(), "abc");
+        assert_eq!(
+            StackText::<4>::concat(&[b"ab", b"cde", b"d"]).as_bytes(),
+            b"abd"
+        );
     }
 }

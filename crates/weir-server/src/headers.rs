@@ -23,8 +23,9 @@
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 pub use weir_names::{ceil_secs, HeaderStyle};
-use weir_names::{render_headers, Applied};
+use weir_names::{put_header_values, Applied};
 
 use weir_engine::Verdict;
 
@@ -153,8 +154,23 @@ impl ResponseHeaders {
 /// A verdict with one limit (the common request: one descriptor) renders it as both the
 /// policy and the tightest, without a list of one: no vector, one name shared.
 pub fn verdict_headers(verdict: &Verdict, style: HeaderStyle) -> Vec<(&'static str, String)> {
+    let mut headers = Vec::new();
+    put_verdict_headers(verdict, style, |name, value| {
+        headers.push((name, String::from_utf8_lossy(&value).into_owned()));
+    });
+    headers
+}
+
+/// [`verdict_headers`] given to `put` one by one, as a header value's bytes
+/// ([`weir_names::put_header_values`]: the `RateLimit-Policy` value kept per thread), for
+/// `/v1/check`'s every answer.
+pub(crate) fn put_verdict_headers(
+    verdict: &Verdict,
+    style: HeaderStyle,
+    put: impl FnMut(&'static str, Bytes),
+) {
     let Some((tight, decision)) = verdict.tightest() else {
-        return Vec::new();
+        return;
     };
     let limited = |s: &weir_engine::Status| s.matched.is_some() && s.decision.is_some();
     let tight = Applied {
@@ -164,7 +180,7 @@ pub fn verdict_headers(verdict: &Verdict, style: HeaderStyle) -> Vec<(&'static s
     };
     if verdict.statuses.iter().filter(|s| limited(s)).count() == 1 {
         // The one limit is the tightest.
-        return render_headers(std::slice::from_ref(&tight), &tight, style);
+        return put_header_values(std::slice::from_ref(&tight), &tight, style, put);
     }
     let applied: Vec<Applied> = verdict
         .statuses
@@ -178,7 +194,7 @@ pub fn verdict_headers(verdict: &Verdict, style: HeaderStyle) -> Vec<(&'static s
             })
         })
         .collect();
-    render_headers(&applied, &tight, style)
+    put_header_values(&applied, &tight, style, put);
 }
 
 #[cfg(test)]

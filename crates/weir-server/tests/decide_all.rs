@@ -50,3 +50,84 @@ async fn limits_are_charged_all_or_nothing() {
     assert_eq!(third.denied_by, Some(0));
     assert_eq!(&*third.limits[0].rule_id, "d.user");
 }
+
+/// `decide_all_now` (the memory store decides in place, what the proxy asks first) and
+/// `decide_all` (awaited) give the same verdicts, step by step, on twin engines: within
+/// the limit, over it, a shadow rule's denial (the others still charged), a block list.
+#[tokio::test]
+async fn decided_now_or_awaited_the_verdicts_are_the_same() {
+    const TWIN_RULES: &str = "
+domain: d
+descriptors:
+  - key: user
+    rule: {algorithm: fixed_window, limit: 3, window: 1h}
+  - key: team
+    rule: {algorithm: sliding_window, limit: 2, window: 1h, precision: 1m, shadow: true}
+  - key: banned
+    rate_limit: {unit: hour, requests_per_unit: 0}
+";
+    let twin = || async {
+        let mut s = Settings::default();
+        s.engine.rules = RuleSource::Inline {
+            name: "twin.yaml",
+            yaml: TWIN_RULES,
+        };
+        App::new(s).await.unwrap()
+    };
+    let (now, awaited) = (twin().await, twin().await);
+    let requests = [
+        vec![
+            Descriptor::new([("user", "ann")]),
+            Descriptor::new([("team", "t")]),
+        ],
+        vec![
+            Descriptor::new([("user", "ann")]),
+            Descriptor::new([("team", "t")]),
+        ],
+        vec![
+            Descriptor::new([("user", "ann")]),
+            Descriptor::new([("team", "t")]),
+        ],
+        vec![Descriptor::new([("user", "ann")])],
+        vec![
+            Descriptor::new([("user", "bob")]),
+            Descriptor::new([("banned", "x")]),
+        ],
+        vec![Descriptor::new([("nothing", "here")])],
+    ];
+    // What a verdict says, without the times (the two engines read their clocks apart).
+    let said = |v: &weir_engine::AllVerdict| {
+        let limits: Vec<_> = v
+            .limits
+            .iter()
+            .map(|l| {
+                let d = l.decision;
+                (
+                    l.rule_id.to_string(),
+                    l.key.to_string(),
+                    d.allowed,
+                    d.limit,
+                    d.remaining,
+                )
+            })
+            .collect();
+        (v.allowed, v.denied_by, v.blocked, limits)
+    };
+    for (i, descriptors) in requests.iter().enumerate() {
+        let decided = now.engine().decide_all_now("d", descriptors, 1);
+        let decided = decided.expect("the memory store decides in place").unwrap();
+        let waited = awaited
+            .engine()
+            .decide_all("d", descriptors, 1)
+            .await
+            .unwrap();
+        assert_eq!(said(&decided), said(&waited), "request {i}");
+    }
+    // The third request's shadow denial did not spare ann's limit: her three are spent.
+    let fourth = now
+        .engine()
+        .decide_all_now("d", &requests[3], 1)
+        .unwrap()
+        .unwrap();
+    assert!(!fourth.allowed, "ann's three are spent: {fourth:?}");
+}

@@ -13,7 +13,7 @@ use weir_core::{Decision, Rule, Usage};
 
 use crate::limits::Evaluation;
 use weir_names::Applied;
-use weir_names::{ceil_secs, rate_limit_headers, HeaderStyle};
+use weir_names::{ceil_secs, put_header_values, tightest, HeaderStyle};
 
 /// An answer of the limiter that response headers describe: a [`Decision`], or a
 /// [`Usage`] from `inspect`.
@@ -121,10 +121,14 @@ fn put_headers(
     denied: bool,
     mut put: impl FnMut(HeaderName, HeaderValue),
 ) {
-    for (name, value) in rate_limit_headers(applied, style) {
-        if let (Some(name), Ok(value)) = (header_name(name), HeaderValue::try_from(value)) {
-            put(name, value);
-        }
+    if let Some(tight) = tightest(applied) {
+        put_header_values(applied, tight, style, |name, value| {
+            if let (Some(name), Ok(value)) =
+                (header_name(name), HeaderValue::from_maybe_shared(value))
+            {
+                put(name, value);
+            }
+        });
     }
     if !denied {
         return;

@@ -97,6 +97,14 @@ pub trait Limits: Send + Sync + 'static {
     /// Decides `request` (consuming from every limit only if all allow).
     fn evaluate<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Result<Evaluation, LimitError>>;
 
+    /// [`Limits::evaluate`] decided now, without a future, when these limits can (their
+    /// store decides in place); `None` (the default) when the answer must be awaited. The
+    /// layer asks this first: a request is decided once, by one or the other.
+    fn evaluate_now(&self, request: &Parts) -> Option<Result<Evaluation, LimitError>> {
+        let _ = request;
+        None
+    }
+
     /// The clock queued requests wait on (the limiter's, so tests drive it by hand).
     fn clock(&self) -> &dyn Clock;
 }

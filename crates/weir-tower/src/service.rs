@@ -161,7 +161,12 @@ async fn admit(shared: &Arc<Shared>, parts: &http::request::Parts) -> Next {
     let mut wait: Option<Wait> = None;
     let mut _place: Option<Place> = None;
     loop {
-        let evaluation = match shared.limits.evaluate(parts).await {
+        // Decided in place when the limits can (the memory store), else awaited.
+        let evaluated = match shared.limits.evaluate_now(parts) {
+            Some(evaluated) => evaluated,
+            None => shared.limits.evaluate(parts).await,
+        };
+        let evaluation = match evaluated {
             Ok(e) => e,
             Err(error) => {
                 tracing::warn!(reason = %error.reason, "rate limiter failed; applying the failure policy");

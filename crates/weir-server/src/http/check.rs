@@ -28,7 +28,7 @@ use weir_config::{Descriptor, LimitOverride, Unit};
 
 use super::json_out::{write_array, JsonObject};
 use crate::app::App;
-use crate::headers::{ceil_secs, verdict_headers, REASON_HEADER, STORE_UNAVAILABLE};
+use crate::headers::{ceil_secs, put_verdict_headers, REASON_HEADER, STORE_UNAVAILABLE};
 use weir_engine::CheckRequest;
 use weir_engine::{Code, Status, Verdict};
 use weir_listen::http::ApiError;
@@ -187,15 +187,14 @@ fn written_body(verdict: &Verdict) -> Bytes {
 pub(crate) fn render(app: &App, verdict: &Verdict) -> Response<Full<Bytes>> {
     let over = verdict.overall == Code::OverLimit;
     let body = written_body(verdict);
-    let rate_limit_headers = verdict_headers(verdict, app.settings().headers);
-    let mut headers = HeaderMap::with_capacity(2 + rate_limit_headers.len() + usize::from(over));
+    let mut headers = HeaderMap::with_capacity(4 + usize::from(over));
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    for (name, value) in rate_limit_headers {
+    put_verdict_headers(verdict, app.settings().headers, |name, value| {
         // The header's own bytes, not a copy (values are printable ASCII by construction).
-        if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) {
+        if let Ok(value) = HeaderValue::from_maybe_shared(value) {
             headers.insert(HeaderName::from_static(name), value);
         }
-    }
+    });
     // A request one enforced descriptor can never allow gets no Retry-After: a client
     // honouring it would only be refused again, in a loop.
     let never = verdict

@@ -15,7 +15,7 @@ use crate::state::Record;
 use crate::step::{check_now, Outcome};
 use crate::store::Decisions;
 
-use super::general::{evictable, Entry, Table};
+use super::general::{evictable, Entry, Limits, Table};
 use super::routing::{MemoryStore, UNSCOPED};
 
 /// A few of something, one per limit of a check: inline up to four (a request's limits,
@@ -71,30 +71,6 @@ impl MemoryStore {
             tables.iter().position(|(i, _)| *i == id)
         };
 
-        // Records the lock-free path held move to the general one first (whatever the
-        // outcome, they stay there: a move must not lose them).
-        for ((key, rule), &(hash, scope)) in limits.iter().zip(&ids) {
-            let Some(t) = table_of(&mut tables, hash) else {
-                continue;
-            };
-            if tables[t].1.get(hash, scope, key).is_none() {
-                if let Some(record) = inner.take_lock_free(hash, scope, key, now_ns) {
-                    let entry = Entry {
-                        hash,
-                        scope,
-                        key: key.clone(),
-                        evictable: false,
-                        record,
-                        rule: inner.rule_hash(rule),
-                        referenced: true,
-                        queued: false,
-                        ticket: 0,
-                    };
-                    tables[t].1.put(entry, now_ns, &inner.limits, true)?;
-                }
-            }
-        }
-
         // (hash, scope, key, working copy, rule hash), one per distinct record.
         let mut work: Inline<(u64, u64, &Key, Record, u64)> = Inline::new();
         // For each limit, the index of its record's working copy (a record may repeat).
@@ -107,11 +83,26 @@ impl MemoryStore {
             let slot = match found {
                 Some(slot) => slot,
                 None => {
-                    let copy = table_of(&mut tables, hash)
-                        .and_then(|t| tables[t].1.get(hash, scope, key).map(|e| e.record.clone()))
+                    let rule_hash = inner.rule_hash(rule);
+                    let held = match table_of(&mut tables, hash) {
+                        Some(t) => held_record(
+                            &inner.limits,
+                            &mut tables[t].1,
+                            Moving {
+                                hash,
+                                scope,
+                                key,
+                                rule_hash,
+                                now_ns,
+                                lock_free: || inner.take_lock_free(hash, scope, key, now_ns),
+                            },
+                        )?,
+                        None => None,
+                    };
+                    let copy = held
                         .filter(|r| r.is_live(now_ns))
                         .unwrap_or_else(|| Record::fresh(rule, now_ns));
-                    work.push((hash, scope, key, copy, inner.rule_hash(rule)));
+                    work.push((hash, scope, key, copy, rule_hash));
                     work.len() - 1
                 }
             };
@@ -143,4 +134,43 @@ impl MemoryStore {
         }
         Ok(Decisions { allowed, each })
     }
+}
+
+/// Where to find a record for [`held_record`], and the lock-free path's record to move.
+struct Moving<'k, F> {
+    hash: u64,
+    scope: u64,
+    key: &'k Key,
+    rule_hash: u64,
+    now_ns: u64,
+    lock_free: F,
+}
+
+/// A copy of the record `at` names in `table`. A record the lock-free path held moves to
+/// the general one first (whatever the outcome it stays there: a move must not lose it).
+/// One look-up when the general table holds it.
+fn held_record(
+    limits: &Limits,
+    table: &mut Table,
+    at: Moving<'_, impl FnOnce() -> Option<Record>>,
+) -> Result<Option<Record>, CheckError> {
+    if let Some(entry) = table.get(at.hash, at.scope, at.key) {
+        return Ok(Some(entry.record.clone()));
+    }
+    let Some(record) = (at.lock_free)() else {
+        return Ok(None);
+    };
+    let entry = Entry {
+        hash: at.hash,
+        scope: at.scope,
+        key: at.key.clone(),
+        evictable: false,
+        record: record.clone(),
+        rule: at.rule_hash,
+        referenced: true,
+        queued: false,
+        ticket: 0,
+    };
+    table.put(entry, at.now_ns, limits, true)?;
+    Ok(Some(record))
 }

@@ -283,15 +283,9 @@ impl Table {
             self.remove(hash, scope, &entry.key);
             return Ok(());
         }
-        if let Some(held) = self.get_mut(hash, scope, &entry.key) {
-            // check_all writes back a key it read: keep its place and counts.
-            let expires_ns = entry.record.expires_ns;
-            held.record = entry.record;
-            held.evictable = entry.evictable;
-            self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
-            self.refresh(hash, scope, &entry.key, entry.rule);
+        let Some(entry) = self.write_back(entry) else {
             return Ok(());
-        }
+        };
         let rule = entry.rule;
         if !moved {
             // No room is made for a moved record: it was already held (lock-free).
@@ -313,6 +307,27 @@ impl Table {
             self.push_slot(hash, ticket, rule);
         }
         Ok(())
+    }
+
+    /// Writes `entry`'s record over the held one of its key, keeping its place and counts
+    /// (check_all writes back a key it read), and gives `entry` back when none is held.
+    /// One look-up when the record stays in its rule's share and queue, as it nearly
+    /// always does; [`Table::refresh`] otherwise.
+    fn write_back(&mut self, entry: Entry) -> Option<Entry> {
+        let (hash, scope) = (entry.hash, entry.scope);
+        let Some(held) = self.get_mut(hash, scope, &entry.key) else {
+            return Some(entry);
+        };
+        let expires_ns = entry.record.expires_ns;
+        held.record = entry.record;
+        held.evictable = entry.evictable;
+        held.referenced = true;
+        let settled = held.rule == entry.rule && (held.queued || !held.evictable);
+        self.next_expiry_ns = self.next_expiry_ns.min(expires_ns);
+        if !settled {
+            self.refresh(hash, scope, &entry.key, entry.rule);
+        }
+        None
     }
 
     /// Room for one more record of `rule`: sweeps, then evicts (within the rule's share
