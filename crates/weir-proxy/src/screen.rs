@@ -83,10 +83,33 @@ fn check_host(version: Version, headers: &HeaderMap) -> Result<(), Refusal> {
     if hosts.next().is_some() {
         return Err(Refusal::HostTwice);
     }
+    if plain_host_and_port(host.as_bytes()) {
+        return Ok(());
+    }
     match Authority::try_from(host.as_bytes()) {
         Ok(authority) if is_host_and_port(&authority) => Ok(()),
         _ => Err(Refusal::BadHost),
     }
+}
+
+/// The common `Host`, checked without parsing it as an authority (nor copying it, as that
+/// parse does): a name or IPv4 address of letters, digits, `.` and `-`, and an optional
+/// port of one to five digits. Every value this accepts, the full check accepts too (a
+/// test says so); anything else (an IPv6 literal, an odd byte) goes to the full check.
+fn plain_host_and_port(host: &[u8]) -> bool {
+    let (name, port) = match host.iter().position(|&b| b == b':') {
+        Some(at) => (host.get(..at), host.get(at + 1..)),
+        None => (Some(host), None),
+    };
+    let name_ok = name.is_some_and(|name| {
+        !name.is_empty()
+            && name
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+    });
+    let port_ok = port
+        .is_none_or(|port| (1..=5).contains(&port.len()) && port.iter().all(u8::is_ascii_digit));
+    name_ok && port_ok
 }
 
 /// `uri-host [":" port]`: `Authority` also takes `user@host` and any text after the colon.
@@ -179,5 +202,41 @@ mod tests {
             Refusal::Path(PathRefusal::ControlByte).status(),
             StatusCode::BAD_REQUEST
         );
+    }
+
+    /// The fast check never accepts what the full one refuses: every short value over
+    /// the bytes that matter (name bytes, `:`, digits, `[`, `]`, `@`, and a few others).
+    #[test]
+    fn the_plain_host_check_accepts_only_what_the_full_check_accepts() {
+        let alphabet = b"a9.-:[]@_%/ 0";
+        let full = |host: &[u8]| {
+            Authority::try_from(host).is_ok_and(|authority| is_host_and_port(&authority))
+        };
+        let mut checked = 0;
+        for len in 1..=5usize {
+            let mut digits = vec![0usize; len];
+            loop {
+                let host: Vec<u8> = digits.iter().map(|&d| alphabet[d]).collect();
+                if plain_host_and_port(&host) {
+                    assert!(full(&host), "{:?}", String::from_utf8_lossy(&host));
+                    checked += 1;
+                }
+                // The next value, like an odometer.
+                let Some(i) = digits.iter().rposition(|&d| d + 1 < alphabet.len()) else {
+                    break;
+                };
+                digits[i] += 1;
+                for d in &mut digits[i + 1..] {
+                    *d = 0;
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked}");
+        for host in ["a.example:8080", "192.0.2.1", "localhost:1"] {
+            assert!(plain_host_and_port(host.as_bytes()), "{host}");
+        }
+        for host in ["", ":80", "a:", "a:123456", "[::1]:80", "a@b", "a b"] {
+            assert!(!plain_host_and_port(host.as_bytes()), "{host}");
+        }
     }
 }
