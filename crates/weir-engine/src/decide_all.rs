@@ -6,6 +6,11 @@
 //! lets the request through; anything else is a [`DecideError::Unavailable`], 503, saying
 //! why, never a made-up denial).
 //!
+//! Two ways in, one path: [`Engine::decide_all`] awaits the store's check;
+//! [`Engine::decide_all_now`] decides in place on the memory store, without a future (the
+//! proxy's every request on the default store). Both run `match_all`, the check, then
+//! `conclude_all`.
+//!
 //! A denial made without the store (it is down and a rule fails closed) is no limit the
 //! client reached: it is a [`DecideError::Unavailable`] saying so (the proxy's 503), counted
 //! as `failed_closed`, as `Engine::decide` marks it in its answer.

@@ -25,7 +25,8 @@
 //! The path of one decision: a front end parses its request → `decide.rs` / `decide_all.rs`
 //! match it against the snapshot in force (`rules.rs`, swapped by `reload.rs`) → one
 //! limiter check per matched descriptor, or one all-or-nothing check, on the store
-//! (`store.rs`: the memory store decides in place, a network store's future is boxed) →
+//! (`store.rs`: the memory store decides in place, and [`Engine::decide_all_now`] answers
+//! without a future there; a network store's future is boxed) →
 //! shadow / roll-out (`rollout.rs`) → metrics (`metrics/`) → a [`Verdict`] or an
 //! [`AllVerdict`]. Front ends add only parsing and rendering.
 //!
