@@ -215,10 +215,10 @@ impl KeptPolicy {
     }
 }
 
-/// [`policy_text`] as a header value's bytes, kept per thread: a request of the same rules
-/// as one of the last few shares their value (a reference count) instead of rendering it
-/// again. The same text either way: the kept value is compared on everything it was
-/// rendered from.
+/// The `RateLimit-Policy` value of `applied` as a header value's bytes, kept per thread:
+/// a request of the same rules as one of the last few shares their value (a reference
+/// count) instead of rendering it again. The same text either way: the kept value is
+/// compared on everything it was rendered from.
 pub fn policy_value(applied: &[Applied]) -> Bytes {
     thread_local! {
         static KEPT: RefCell<(Vec<KeptPolicy>, usize)> = const { RefCell::new((Vec::new(), 0)) };
