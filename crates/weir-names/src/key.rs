@@ -57,7 +57,7 @@ fn plain_key<S: AsRef<str>>(domain: &str, entries: &[(S, S)]) -> Option<Key> {
         len += piece.len();
         Some(())
     };
-    let plain = |text: &str| !text.bytes().any(|b| matches!(b, b'%' | b'/' | b'='));
+    let plain = |text: &str| !needs_escape(text);
     if !plain(domain) {
         return None;
     }
@@ -104,9 +104,14 @@ fn build_escaped<S: AsRef<str>>(mut full: String, entries: &[(S, S)]) -> Key {
     Key::new(text.as_bytes()).unwrap_or_else(|_| Key::from(0))
 }
 
+/// Whether `text` holds a byte the key escapes (`%`, `/`, `=`).
+fn needs_escape(text: &str) -> bool {
+    text.bytes().any(|b| matches!(b, b'%' | b'/' | b'='))
+}
+
 fn escape_into(out: &mut String, text: &str) {
     // Most keys and values (IPs, user ids) need no escape: copied whole.
-    if !text.bytes().any(|b| matches!(b, b'%' | b'/' | b'=')) {
+    if !needs_escape(text) {
         out.push_str(text);
         return;
     }

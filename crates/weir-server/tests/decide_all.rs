@@ -17,10 +17,15 @@ descriptors:
 ";
 
 async fn app() -> App {
+    app_with(RULES).await
+}
+
+/// A server whose engine runs `rules` (domain `d`) on the memory store.
+async fn app_with(rules: &'static str) -> App {
     let mut s = Settings::default();
     s.engine.rules = RuleSource::Inline {
         name: "d.yaml",
-        yaml: RULES,
+        yaml: rules,
     };
     App::new(s).await.unwrap()
 }
@@ -66,15 +71,7 @@ descriptors:
   - key: banned
     rate_limit: {unit: hour, requests_per_unit: 0}
 ";
-    let twin = || async {
-        let mut s = Settings::default();
-        s.engine.rules = RuleSource::Inline {
-            name: "twin.yaml",
-            yaml: TWIN_RULES,
-        };
-        App::new(s).await.unwrap()
-    };
-    let (now, awaited) = (twin().await, twin().await);
+    let (now, awaited) = (app_with(TWIN_RULES).await, app_with(TWIN_RULES).await);
     let requests = [
         vec![
             Descriptor::new([("user", "ann")]),
