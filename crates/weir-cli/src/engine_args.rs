@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use tokio::net::TcpListener;
 use weir_config::file::{read_regular, Links};
+use weir_listen::ConnectionThreads;
 use weir_server::{
     AdminToken, HeaderStyle, LeaseConfig, LimitOverrides, RuleSource, Settings, StoreClock,
     StoreSpec,
@@ -201,6 +203,16 @@ pub(crate) struct EngineArgs {
           value_parser = parse_duration)]
     header_read_timeout: Duration,
 
+    /// How many threads serve the listeners' connections, each a single-threaded runtime
+    /// of its own that keeps a connection (its requests, decisions and, for weir proxy, its
+    /// upstream exchange) on one core from accept to close: auto (one per CPU this process
+    /// may use), a number, or 0 for none (connections on the shared work-stealing
+    /// runtime, which can move a busy connection to an idle core but costs about a tenth
+    /// more CPU a request; BENCHMARKS.md)
+    #[arg(long, value_name = "N|auto", env = "WEIR_CONNECTION_THREADS", default_value = "auto",
+          value_parser = parse_thread_count)]
+    connection_threads: ThreadCount,
+
     /// What to log: a level (error, warn, info, debug, trace) or targets
     /// (e.g. weir_server=debug,info) [default: info]
     #[arg(long, value_name = "FILTER", env = "WEIR_LOG")]
@@ -209,6 +221,45 @@ pub(crate) struct EngineArgs {
     /// How logs are written to stderr [default: text]
     #[arg(long, value_enum, value_name = "FORMAT", env = "WEIR_LOG_FORMAT")]
     log_format: Option<LogFormat>,
+}
+
+/// `--connection-threads`: one thread per CPU, or a count (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ThreadCount {
+    /// One per CPU this process may use (its affinity and cgroup quota).
+    Auto,
+    /// This many; 0 runs connections on the shared runtime.
+    Count(usize),
+}
+
+/// The most connection threads asked for: more than any host's cores is a typo.
+const MAX_CONNECTION_THREADS: usize = 1024;
+
+fn parse_thread_count(text: &str) -> Result<ThreadCount, String> {
+    if text == "auto" {
+        return Ok(ThreadCount::Auto);
+    }
+    match text.parse::<usize>() {
+        Ok(n) if n <= MAX_CONNECTION_THREADS => Ok(ThreadCount::Count(n)),
+        Ok(_) => Err(format!("at most {MAX_CONNECTION_THREADS}")),
+        Err(_) => Err("a number of threads, or auto".to_string()),
+    }
+}
+
+impl ThreadCount {
+    /// Starts the threads asked for (`None`: none).
+    fn start(self) -> anyhow::Result<Option<ConnectionThreads>> {
+        let count = match self {
+            ThreadCount::Auto => std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
+            ThreadCount::Count(n) => n,
+        };
+        let Some(count) = NonZeroUsize::new(count) else {
+            return Ok(None);
+        };
+        ConnectionThreads::start(count, "weir-conn")
+            .map(Some)
+            .context("starting the connection threads")
+    }
 }
 
 /// Values for the options neither a flag nor its `WEIR_*` variable gave, before Weir's
@@ -230,6 +281,12 @@ pub(crate) struct Fallbacks {
 }
 
 impl EngineArgs {
+    /// Starts the `--connection-threads` (`None`: none asked for). Called once the
+    /// command is about to serve, not while its settings are read.
+    pub(crate) fn connection_threads(&self) -> anyhow::Result<Option<ConnectionThreads>> {
+        self.connection_threads.start()
+    }
+
     /// The engine's settings (the rest at their defaults); reads the admin token.
     pub(crate) fn settings(&self) -> anyhow::Result<Settings> {
         self.settings_or(&Fallbacks::default())
@@ -419,4 +476,21 @@ fn parse_state_interval(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(interval)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_threads_are_auto_a_count_or_none() {
+        assert_eq!(parse_thread_count("auto"), Ok(ThreadCount::Auto));
+        assert_eq!(parse_thread_count("3"), Ok(ThreadCount::Count(3)));
+        assert!(matches!(ThreadCount::Count(0).start(), Ok(None)));
+        assert!(parse_thread_count("1025").is_err());
+        assert!(parse_thread_count("-1").is_err());
+        assert!(parse_thread_count("two").is_err());
+        let started = ThreadCount::Count(2).start().ok().flatten();
+        assert_eq!(started.map(|t| t.count()), Some(2));
+    }
 }

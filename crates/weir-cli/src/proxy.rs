@@ -270,7 +270,8 @@ impl ProxyArgs {
 /// Runs `weir proxy` until a signal stops it.
 pub(crate) fn proxy(args: &ProxyArgs) -> anyhow::Result<()> {
     args.engine.init_logs()?;
-    let settings = args.settings()?;
+    let mut settings = args.settings()?;
+    settings.server.connection_threads = args.engine.connection_threads()?;
     run(async {
         let listener = bind(args.listen, "proxy").await?;
         let api = bind(args.api, "API").await?;

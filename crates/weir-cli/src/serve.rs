@@ -380,6 +380,7 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     }
     let resp_front = args.resp.load()?;
     settings.other_listeners = usize::from(resp_front.is_some()) + usize::from(rl.debug.is_some());
+    settings.connection_threads = args.engine.connection_threads()?;
     let admin_addr = args.admin_listen;
     let debug_addr = rl.debug;
     if let Some(addr) = debug_addr.filter(|a| !a.ip().is_loopback()) {

@@ -73,7 +73,7 @@ mod state_file;
 mod state_io;
 mod store;
 mod store_url;
-mod thread_shard;
+pub mod thread_shard;
 mod verdict;
 
 pub use block::MAX_BLOCK;

@@ -9,6 +9,9 @@
 //!   not one per refusal), so file descriptors stay available for the open connections,
 //!   `/healthz` and the store. Closing at once, rather than leaving clients in the kernel's
 //!   backlog, tells a client straight away to go elsewhere.
+//! - **Where a connection runs.** On the caller's runtime, or, when the program starts
+//!   [`ConnectionThreads`] (`weir serve` and `weir proxy` do), its whole life on one of
+//!   them: the socket is handed over unregistered ([`Accepted`]) and opened there.
 //! - **Graceful close** ([`drive`]): on shutdown, or once a connection has been idle long
 //!   enough ([`Activity::idle_for`]), it is asked to close (HTTP/2: GOAWAY, the requests in
 //!   flight finish; HTTP/1: after the request in flight). An idle connection that does not
@@ -31,6 +34,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use weir_core::{Clock as _, SystemClock};
 
+use crate::threads::ConnectionThreads;
+
 /// Tells a connection's task that the server is stopping.
 #[derive(Debug)]
 pub struct Stop(watch::Receiver<bool>);
@@ -42,18 +47,45 @@ impl Stop {
     }
 }
 
+/// An accepted connection's socket, to be opened ([`Accepted::open`]) in the connection's
+/// own future: on the runtime that serves it, whose reactor then watches it.
+#[derive(Debug)]
+pub struct Accepted(Inner);
+
+#[derive(Debug)]
+enum Inner {
+    /// Served on the runtime that accepted it.
+    Registered(TcpStream),
+    /// Handed to a connection thread: registered with its runtime when opened there.
+    Moving(std::net::TcpStream),
+}
+
+impl Accepted {
+    /// The socket, registered with the current runtime (the one the connection runs on).
+    /// Fails only if the runtime cannot watch one more socket.
+    pub fn open(self) -> io::Result<TcpStream> {
+        match self.0 {
+            Inner::Registered(stream) => Ok(stream),
+            Inner::Moving(stream) => TcpStream::from_std(stream),
+        }
+    }
+}
+
 /// Accepts connections on `listener` (the `name` is for logs) until `shutdown` completes,
-/// runs `serve`'s future for each on a task of its own, then waits until every one has
-/// finished (each gets a [`Stop`] that fires at shutdown).
+/// runs `serve`'s future for each on a task of its own (on one of `threads` when given,
+/// else on the caller's runtime), then waits until every one has finished (each gets a
+/// [`Stop`] that fires at shutdown). The future must open its socket
+/// ([`Accepted::open`]) on the runtime it runs on.
 pub async fn accept_loop<F, C>(
     listener: TcpListener,
     name: &'static str,
     max_connections: Option<NonZeroUsize>,
+    threads: Option<ConnectionThreads>,
     shutdown: impl Future<Output = ()>,
     mut serve: F,
 ) -> io::Result<()>
 where
-    F: FnMut(TcpStream, SocketAddr, Stop) -> C,
+    F: FnMut(Accepted, SocketAddr, Stop) -> C,
     C: Future<Output = ()> + Send + 'static,
 {
     let permits =
@@ -89,11 +121,29 @@ where
         };
         // Small answers go out at once (as axum::serve's callers usually ask).
         let _ = stream.set_nodelay(true);
+        // A connection served on another thread is watched by that thread's runtime: the
+        // socket leaves this runtime's reactor here and joins the other's in `open`.
+        let stream = match &threads {
+            Some(_) => match stream.into_std() {
+                Ok(stream) => Accepted(Inner::Moving(stream)),
+                Err(error) => {
+                    tracing::debug!(%peer, %error, "connection dropped: it could not be handed over");
+                    continue;
+                }
+            },
+            None => Accepted(Inner::Registered(stream)),
+        };
         let connection = serve(stream, peer, Stop(stop.subscribe()));
-        tokio::spawn(async move {
+        let job = async move {
             connection.await;
             drop(permit);
-        });
+        };
+        match &threads {
+            Some(threads) => threads.spawn(job),
+            None => {
+                tokio::spawn(job);
+            }
+        }
     }
     drop(listener);
     let _ = stop.send(true);

@@ -43,11 +43,12 @@ mod admin_token;
 mod app;
 pub mod http;
 mod settings;
+mod threads;
 mod tls;
 mod tls_validity;
 
 pub use accept::{
-    accept_loop, drive, warn_if_files_run_short, Activity, InFlight, Stop, Stoppable,
+    accept_loop, drive, warn_if_files_run_short, Accepted, Activity, InFlight, Stop, Stoppable,
 };
 pub use admin_token::{AdminToken, TokenError};
 pub use app::App;
@@ -56,6 +57,7 @@ pub use http::{
     Direct, HttpLimits, NoDirect, Part, Peer,
 };
 pub use settings::Settings;
+pub use threads::ConnectionThreads;
 pub use tls::{
     acceptor as tls_acceptor, handshake as tls_handshake, warn_if_expiring, Tls, TlsError,
     TlsFiles, TlsVersion, HANDSHAKE_TIMEOUT,

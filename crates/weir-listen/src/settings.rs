@@ -14,6 +14,7 @@ use weir_engine::EngineSettings;
 use weir_names::HeaderStyle;
 
 use crate::admin_token::AdminToken;
+use crate::threads::ConnectionThreads;
 use crate::tls::TlsFiles;
 
 /// Settings of one program's listeners and the engine behind them.
@@ -61,6 +62,10 @@ pub struct Settings {
     /// `max_connections` (`weir serve --resp`: 1; default 0): counted in the start-up
     /// warning about the open-files limit.
     pub other_listeners: usize,
+    /// Threads that run the listeners' connections, each a runtime of its own (default:
+    /// none, connections run on the caller's runtime). `weir serve` and `weir proxy` start
+    /// one per CPU (`--connection-threads`): see [`ConnectionThreads`].
+    pub connection_threads: Option<ConnectionThreads>,
 }
 
 impl Default for Settings {
@@ -77,6 +82,7 @@ impl Default for Settings {
             http_tls: None,
             shutdown_grace: Duration::from_secs(30),
             other_listeners: 0,
+            connection_threads: None,
         }
     }
 }

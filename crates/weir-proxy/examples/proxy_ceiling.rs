@@ -7,8 +7,13 @@
 //! tokio; what `weir proxy` costs above it is Weir's own work (the limits, the screen, the
 //! forwarding rules, the protections).
 //!
+//! With a third argument `per-core`, the same proxy runs one single-threaded runtime on
+//! each of two threads instead, each accepting on its own `SO_REUSEPORT` socket: the
+//! ceiling of the layout `weir proxy` serves connections on (`--connection-threads`).
+//!
 //! ```text
 //! cargo run --release -p weir-proxy --example proxy_ceiling -- 127.0.0.1:18240 127.0.0.1:18220
+//! cargo run --release -p weir-proxy --example proxy_ceiling -- 127.0.0.1:18240 127.0.0.1:18220 per-core
 //! ```
 
 use std::convert::Infallible;
@@ -70,30 +75,68 @@ async fn forward(
     }
 }
 
+/// Accepts on `listener` and serves each connection on a task of the current runtime.
+async fn serve(listener: tokio::net::TcpListener, to: Arc<str>) -> std::io::Result<()> {
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        let to = Arc::clone(&to);
+        tokio::spawn(async move {
+            let upstream: Upstream = Arc::default();
+            let service =
+                service_fn(move |request| forward(Arc::clone(&upstream), Arc::clone(&to), request));
+            let _ = server::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// One single-threaded runtime on each of two threads, each accepting on its own socket
+/// bound to `listen` (`SO_REUSEPORT`: the kernel spreads connections over them).
+fn per_core(listen: std::net::SocketAddr, to: Arc<str>) -> std::io::Result<()> {
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let to = Arc::clone(&to);
+            std::thread::spawn(move || -> std::io::Result<()> {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(async move {
+                    let socket = match listen {
+                        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+                        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+                    };
+                    socket.set_reuseport(true)?;
+                    socket.set_reuseaddr(true)?;
+                    socket.bind(listen)?;
+                    serve(socket.listen(1024)?, to).await
+                })
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread
+            .join()
+            .map_err(|_| std::io::Error::other("a serving thread panicked"))??;
+    }
+    Ok(())
+}
+
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let listen = args.next().unwrap_or_else(|| "127.0.0.1:18240".to_string());
     let to: Arc<str> = Arc::from(args.next().unwrap_or_else(|| "127.0.0.1:18220".to_string()));
+    eprintln!("proxy_ceiling listening on {listen}, forwarding to {to}");
+    if args.next().as_deref() == Some("per-core") {
+        let listen = listen
+            .parse()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        return per_core(listen, to);
+    }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?
-        .block_on(async move {
-            let listener = tokio::net::TcpListener::bind(&listen).await?;
-            eprintln!("proxy_ceiling listening on {listen}, forwarding to {to}");
-            loop {
-                let (stream, _) = listener.accept().await?;
-                let _ = stream.set_nodelay(true);
-                let to = Arc::clone(&to);
-                tokio::spawn(async move {
-                    let upstream: Upstream = Arc::default();
-                    let service = service_fn(move |request| {
-                        forward(Arc::clone(&upstream), Arc::clone(&to), request)
-                    });
-                    let _ = server::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        })
+        .block_on(async move { serve(tokio::net::TcpListener::bind(&listen).await?, to).await })
 }

@@ -21,8 +21,15 @@
 //! more may have been closed by the upstream's idle timer just as the request went, so an
 //! idempotent request without a body (`GET`, `HEAD`, `OPTIONS`, `PUT`, `DELETE`, `TRACE`)
 //! sent on one is kept and sent once more on a new connection, as nginx does with its
-//! cached connections. The pool keeps at most [`MAX_IDLE`] idle connections per upstream,
-//! each for at most [`IDLE_TIMEOUT`].
+//! cached connections. The pool keeps at most [`MAX_IDLE`] idle connections per upstream
+//! and thread, each for at most [`IDLE_TIMEOUT`].
+//!
+//! Each thread takes and returns connections on an idle list of its own (sharded by
+//! thread, as the engine's histograms are: `weir_engine::thread_shard`). On connection
+//! threads (`--connection-threads`) a connection's socket is watched by the reactor of the
+//! thread that dialled it: taken by another thread, each of its readiness events would
+//! have to wake that thread first. So a thread never takes another's idle connections, and
+//! no lock or cache line of the pool is shared between the threads on a request's path.
 //!
 //! This file is the pool: checking connections out and in, dialling new ones.
 //! `pool/conn.rs` is one connection and its waker; `pool/exchange.rs` one request on one.
@@ -44,13 +51,14 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use weir_core::{Clock, SystemClock};
+use weir_engine::thread_shard;
 
 use crate::body::Outbound;
 use crate::upstream::Upstream;
 
 use conn::Conn;
 
-/// The most idle connections kept per upstream; one more is closed.
+/// The most idle connections kept per upstream and thread; one more is closed.
 pub(crate) const MAX_IDLE: usize = 256;
 
 /// The longest a connection is kept idle.
@@ -86,11 +94,17 @@ impl ExchangeError {
     }
 }
 
+/// One thread's idle connections, on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Idle(Mutex<Vec<Conn>>);
+
 /// The idle connections to one upstream.
 #[derive(Debug)]
 pub(crate) struct Pool {
     upstream: Upstream,
-    idle: Mutex<Vec<Conn>>,
+    /// One list per thread shard ([`Pool::idle`]).
+    idle: Box<[Idle]>,
     max_idle: usize,
     connect_timeout: Duration,
     /// [`STALE_AFTER`], but for tests.
@@ -108,7 +122,9 @@ impl Pool {
     pub(crate) fn bounded(upstream: Upstream, connect_timeout: Duration, max_idle: usize) -> Self {
         Self {
             upstream,
-            idle: Mutex::new(Vec::new()),
+            idle: (0..thread_shard::shard_count())
+                .map(|_| Idle::default())
+                .collect(),
             max_idle,
             connect_timeout,
             stale_after: STALE_AFTER,
@@ -141,10 +157,20 @@ impl Pool {
         &self.upstream
     }
 
-    /// How many connections are idle.
+    /// This thread's idle connections (`None` only for a pool without lists, which
+    /// [`Pool::bounded`] never builds).
+    fn idle(&self) -> Option<&Mutex<Vec<Conn>>> {
+        let shard = thread_shard::this_thread(self.idle.len());
+        self.idle.get(shard).map(|idle| &idle.0)
+    }
+
+    /// How many connections are idle, on every thread.
     #[cfg(test)]
     pub(crate) fn idle_count(&self) -> usize {
-        self.idle.lock().map_or(0, |idle| idle.len())
+        self.idle
+            .iter()
+            .map(|idle| idle.0.lock().map_or(0, |idle| idle.len()))
+            .sum()
     }
 
     /// Whether `conn` has been idle too long.
@@ -158,7 +184,7 @@ impl Pool {
     fn take(&self, cx: &mut Context<'_>) -> Option<Conn> {
         loop {
             let mut conn = {
-                let mut idle = self.idle.lock().ok()?;
+                let mut idle = self.idle()?.lock().ok()?;
                 let conn = idle.pop()?;
                 if self.expired(&conn) {
                     // The rest are older still.
@@ -183,7 +209,7 @@ impl Pool {
         // Idle: no task waits on it.
         conn.relay.set_task(None);
         conn.idle_since_ns = self.clock.now_ns();
-        let Ok(mut idle) = self.idle.lock() else {
+        let Some(Ok(mut idle)) = self.idle().map(Mutex::lock) else {
             return;
         };
         if idle.first().is_some_and(|oldest| self.expired(oldest)) {

@@ -260,7 +260,7 @@ pub async fn run(
     let proxy_task = tokio::spawn(serve_service_with(
         listener,
         proxy,
-        limits,
+        limits.clone(),
         Peer::Recorded,
         lifecycle.stopped(),
     ));

@@ -67,6 +67,7 @@ pub(crate) async fn serve_grpc(
         listener,
         "gRPC",
         Some(settings.max_connections),
+        settings.connection_threads.clone(),
         shutdown,
         move |stream, peer, stop| {
             let activity = Arc::new(Activity::default());
@@ -99,6 +100,13 @@ pub(crate) async fn serve_grpc(
             let idle = settings.grpc_idle_timeout;
             let grace = settings.grpc_keepalive_timeout;
             async move {
+                let stream = match stream.open() {
+                    Ok(stream) => stream,
+                    Err(error) => {
+                        tracing::debug!(%peer, %error, "connection dropped: its socket could not be watched");
+                        return;
+                    }
+                };
                 let idle = activity.idle_for(idle);
                 match tls {
                     None => {

@@ -176,7 +176,7 @@ pub async fn serve_on(
             Some(decision_routes(app.clone())),
         ),
         Decisions(app.clone()),
-        limits,
+        limits.clone(),
         Peer::Unrecorded,
         http_tls,
         lifecycle.stopped(),

@@ -44,6 +44,7 @@ use super::router::head_too_large;
 use crate::accept::{accept_loop, drive};
 use crate::app::App;
 use crate::settings::Settings;
+use crate::threads::ConnectionThreads;
 use crate::tls::Tls;
 
 /// Routes a listener answers itself, before its router (`weir serve`'s decision hot
@@ -103,7 +104,7 @@ pub enum Peer {
 /// let bare = HttpLimits::new(Duration::from_secs(10)); // what `serve_http` applies
 /// assert_eq!(bare.max_connections, None);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HttpLimits {
     /// How long a client may take to send a request's headers, and how long an idle
@@ -115,6 +116,8 @@ pub struct HttpLimits {
     /// The longest request head (request line and headers) hyper reads before answering
     /// `431` (at least 8 KiB). `None`: hyper's default (about 400 KiB).
     pub max_head_bytes: Option<usize>,
+    /// Where connections run: on these threads, or (`None`) on the caller's runtime.
+    pub threads: Option<ConnectionThreads>,
 }
 
 impl HttpLimits {
@@ -124,6 +127,7 @@ impl HttpLimits {
             header_read_timeout,
             max_connections: None,
             max_head_bytes: None,
+            threads: None,
         }
     }
 
@@ -135,6 +139,7 @@ impl HttpLimits {
             header_read_timeout: settings.header_read_timeout,
             max_connections: Some(settings.max_connections),
             max_head_bytes: Some(settings.max_header_bytes.saturating_mul(2)),
+            threads: settings.connection_threads.clone(),
         }
     }
 }
@@ -313,6 +318,7 @@ where
         listener,
         "HTTP",
         limits.max_connections,
+        limits.threads.clone(),
         shutdown,
         move |stream, peer, stop| {
             let service = service_for(peer);
@@ -325,6 +331,13 @@ where
             // never completes (no idle close of its own).
             let idle = head_timer.watch(limits.header_read_timeout);
             async move {
+                let stream = match stream.open() {
+                    Ok(stream) => stream,
+                    Err(error) => {
+                        tracing::debug!(%peer, %error, "connection dropped: its socket could not be watched");
+                        return;
+                    }
+                };
                 match tls {
                     None => {
                         let connection = builder

@@ -246,6 +246,7 @@ mod tests {
     use super::*;
     use crate::pool::IDLE_TIMEOUT;
     use crate::upstream::Upstream;
+    use weir_engine::thread_shard;
 
     /// What the raw upstream does on each connection.
     #[derive(Clone, Copy, PartialEq)]
@@ -434,7 +435,7 @@ mod tests {
             assert_eq!(body, "ok");
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
-        let idle = pool.idle.lock().unwrap();
+        let idle = pool.idle().unwrap().lock().unwrap();
         let arms: Vec<u64> = idle.iter().map(|conn| conn.io.deadline.arms()).collect();
         assert!(arms.iter().all(|&n| n <= 1), "timers armed: {arms:?}");
     }
@@ -496,5 +497,70 @@ mod tests {
         assert_eq!(pool.idle_count(), 1);
         drop(unread);
         assert_eq!(pool.idle_count(), 1);
+    }
+
+    /// Each thread takes only the idle connections it dialled (their sockets are watched
+    /// by its reactor when it is a connection thread): a second thread dials its own, and
+    /// the first still finds its connection.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_thread_reuses_only_the_connections_it_dialled() {
+        let (up, accepted) = upstream(Upstreaming::KeepAlive).await;
+        let pool = Arc::new(Pool::new(up, Duration::from_secs(1)));
+        // One round on `runtime` (this thread's own), unless this thread's shard is `not`;
+        // the shard. A connection lives as long as the runtime whose reactor watches it.
+        let round_here =
+            |pool: &Arc<Pool>, runtime: &tokio::runtime::Runtime, not: Option<usize>| {
+                let shard = thread_shard::this_thread(pool.idle.len());
+                if not != Some(shard) {
+                    assert_eq!(runtime.block_on(round(pool)).unwrap(), "ok");
+                }
+                shard
+            };
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        };
+        let (first_done, first_shard) = std::sync::mpsc::channel();
+        let (go_on, again) = std::sync::mpsc::channel::<()>();
+        let first = std::thread::spawn({
+            let pool = Arc::clone(&pool);
+            move || {
+                let own = runtime();
+                first_done.send(round_here(&pool, &own, None)).unwrap();
+                again.recv().unwrap();
+                round_here(&pool, &own, None);
+            }
+        });
+        let pool_b = Arc::clone(&pool);
+        tokio::task::spawn_blocking(move || {
+            let shard_a = first_shard.recv().unwrap();
+            assert_eq!(accepted.load(Ordering::SeqCst), 1);
+            // A second thread on another shard (threads of other tests take indexes too).
+            while std::thread::spawn({
+                let pool = Arc::clone(&pool_b);
+                move || round_here(&pool, &runtime(), Some(shard_a))
+            })
+            .join()
+            .unwrap()
+                == shard_a
+            {}
+            assert_eq!(
+                accepted.load(Ordering::SeqCst),
+                2,
+                "the second thread dialled"
+            );
+            go_on.send(()).unwrap();
+            first.join().unwrap();
+            assert_eq!(
+                accepted.load(Ordering::SeqCst),
+                2,
+                "the first reused its own"
+            );
+        })
+        .await
+        .unwrap();
+        assert_eq!(pool.idle_count(), 2);
     }
 }

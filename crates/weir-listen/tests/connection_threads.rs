@@ -1,0 +1,180 @@
+//! Connections served on [`ConnectionThreads`]: each stays on one thread from accept to
+//! close, new ones go to the thread holding the fewest, shutdown still lets a request in
+//! flight finish, and a connection that panics leaves its thread serving the next.
+//! Real sockets on loopback; every wait is for an answer or a signal, none for time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
+
+use std::convert::Infallible;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, Notify};
+use weir_listen::{serve_service_with, ConnectionThreads, HttpLimits, Peer};
+
+type Answer = axum::http::Response<Full<Bytes>>;
+
+/// The name of the thread that answers: the body of every answer but `/panic`'s and
+/// `/hold`'s (which waits for `release` first).
+fn thread_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("unnamed")
+        .to_string()
+}
+
+/// Sends one keep-alive request for `path` and reads its answer's body.
+async fn get(stream: &mut TcpStream, path: &str) -> Option<String> {
+    let request = format!("GET {path} HTTP/1.1\r\nhost: test\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut read = Vec::new();
+    let mut buffer = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut buffer).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        read.extend_from_slice(&buffer[..n]);
+        let text = String::from_utf8_lossy(&read).to_string();
+        let Some(end) = text.find("\r\n\r\n") else {
+            continue;
+        };
+        let length: usize = text[..end]
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        if text.len() >= end + 4 + length {
+            assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+            return Some(text[end + 4..end + 4 + length].to_string());
+        }
+    }
+}
+
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// A server on `threads` answering with its thread's name; `/hold` waits for `release`
+/// (and says when it started on `held`), `/panic` panics.
+async fn server(threads: ConnectionThreads, held: Arc<Notify>, release: Arc<Notify>) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = tower::service_fn(move |request: axum::http::Request<Incoming>| {
+        let held = Arc::clone(&held);
+        let release = Arc::clone(&release);
+        async move {
+            match request.uri().path() {
+                "/panic" => panic!("a connection's service panicked (on purpose)"),
+                "/hold" => {
+                    held.notify_one();
+                    release.notified().await;
+                }
+                _ => {}
+            }
+            Ok::<Answer, Infallible>(Answer::new(Full::new(Bytes::from(thread_name()))))
+        }
+    });
+    let mut limits = HttpLimits::new(Duration::from_secs(10));
+    limits.threads = Some(threads);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(serve_service_with(
+        listener,
+        service,
+        limits,
+        Peer::Unrecorded,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    Server {
+        addr,
+        stop: Some(stop),
+        served,
+    }
+}
+
+fn threads(count: usize, name: &str) -> ConnectionThreads {
+    ConnectionThreads::start(NonZeroUsize::new(count).unwrap(), name).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_connection_stays_on_one_thread_and_new_ones_go_to_the_least_busy() {
+    let threads = threads(2, "spread");
+    assert_eq!(threads.count(), 2);
+    let server = server(threads, Arc::default(), Arc::default()).await;
+    let mut connections = Vec::new();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        // Answered once before the next connects: the accept loop has handed it over.
+        seen.push(get(&mut stream, "/").await.unwrap());
+        connections.push(stream);
+    }
+    for (stream, first) in connections.iter_mut().zip(&seen) {
+        for _ in 0..3 {
+            assert_eq!(
+                &get(stream, "/").await.unwrap(),
+                first,
+                "a connection moved"
+            );
+        }
+    }
+    for name in &seen {
+        assert!(
+            name.starts_with("spread-"),
+            "served by {name}, not a connection thread"
+        );
+    }
+    let on_first = seen.iter().filter(|n| n.as_str() == "spread-0").count();
+    assert_eq!(
+        on_first, 2,
+        "4 connections over 2 threads, the fewest first: {seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_a_request_in_flight_on_a_thread_finish() {
+    let held = Arc::new(Notify::new());
+    let release = Arc::new(Notify::new());
+    let mut server = server(threads(2, "drain"), Arc::clone(&held), Arc::clone(&release)).await;
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let answer = tokio::spawn(async move { get(&mut stream, "/hold").await });
+    held.notified().await;
+    let _ = server.stop.take().unwrap().send(());
+    release.notify_one();
+    let name = answer
+        .await
+        .unwrap()
+        .expect("the request in flight was answered");
+    assert!(name.starts_with("drain-"), "{name}");
+    server.served.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_panics_leaves_its_thread_serving() {
+    let only = threads(1, "survive");
+    let server = server(only, Arc::default(), Arc::default()).await;
+    let mut first = TcpStream::connect(server.addr).await.unwrap();
+    assert_eq!(
+        get(&mut first, "/panic").await,
+        None,
+        "the panicking connection closes"
+    );
+    let mut names = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        names.push(get(&mut stream, "/").await.unwrap());
+    }
+    assert_eq!(names, ["survive-0", "survive-0"]);
+}
