@@ -203,12 +203,13 @@ pub(crate) struct EngineArgs {
           value_parser = parse_duration)]
     header_read_timeout: Duration,
 
-    /// How many threads serve the listeners' connections, each a single-threaded runtime
-    /// of its own that keeps a connection (its requests, decisions and, for weir proxy, its
-    /// upstream exchange) on one core from accept to close: auto (one per CPU this process
-    /// may use), a number, or 0 for none (connections on the shared work-stealing
-    /// runtime, which can move a busy connection to an idle core but costs about a tenth
-    /// more CPU a request; BENCHMARKS.md)
+    /// How many threads serve the listeners' connections (HTTP, gRPC, RESP, the proxy's and
+    /// its API's), each a single-threaded runtime of its own that keeps a connection (its
+    /// requests, decisions and, for weir proxy, its upstream exchange) on one core from
+    /// accept to close: auto (one per CPU this process may use), a number, or 0 for none
+    /// (connections on the shared work-stealing runtime, which can spread one busy
+    /// connection's HTTP/2 streams over cores, but costs a quarter more CPU a request;
+    /// BENCHMARKS.md)
     #[arg(long, value_name = "N|auto", env = "WEIR_CONNECTION_THREADS", default_value = "auto",
           value_parser = parse_thread_count)]
     connection_threads: ThreadCount,

@@ -164,6 +164,9 @@ pub(crate) fn spawn(
     if let Some(password) = resp.password {
         settings = settings.password(password);
     }
+    if let Some(threads) = server.connection_threads.clone() {
+        settings = settings.connection_threads(threads);
+    }
     if let Some(acceptor) = resp.tls {
         let clock = app.engine().limiter().clock().clone();
         settings = settings.tls(weir_listen::Tls::new(acceptor, "RESP", clock));

@@ -61,6 +61,16 @@ enum Inner {
 }
 
 impl Accepted {
+    /// `stream`, to be served on one of `threads` (it leaves this runtime's reactor now,
+    /// and joins the serving thread's in [`Accepted::open`]), or on the caller's runtime
+    /// when `threads` is `None`. Fails only if the socket cannot leave the reactor.
+    pub fn new(stream: TcpStream, threads: Option<&ConnectionThreads>) -> io::Result<Self> {
+        Ok(match threads {
+            Some(_) => Accepted(Inner::Moving(stream.into_std()?)),
+            None => Accepted(Inner::Registered(stream)),
+        })
+    }
+
     /// The socket, registered with the current runtime (the one the connection runs on).
     /// Fails only if the runtime cannot watch one more socket.
     pub fn open(self) -> io::Result<TcpStream> {
@@ -123,15 +133,12 @@ where
         let _ = stream.set_nodelay(true);
         // A connection served on another thread is watched by that thread's runtime: the
         // socket leaves this runtime's reactor here and joins the other's in `open`.
-        let stream = match &threads {
-            Some(_) => match stream.into_std() {
-                Ok(stream) => Accepted(Inner::Moving(stream)),
-                Err(error) => {
-                    tracing::debug!(%peer, %error, "connection dropped: it could not be handed over");
-                    continue;
-                }
-            },
-            None => Accepted(Inner::Registered(stream)),
+        let stream = match Accepted::new(stream, threads.as_ref()) {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%peer, %error, "connection dropped: it could not be handed over");
+                continue;
+            }
         };
         let connection = serve(stream, peer, Stop(stop.subscribe()));
         let job = async move {

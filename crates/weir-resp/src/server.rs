@@ -1,6 +1,7 @@
 //! The accept loop: at most [`Settings::max_connections`] connections at once (one past it
 //! is told Redis's `-ERR max number of clients reached` and closed), each served by its
-//! own task (`connection.rs`), after a TLS handshake when TLS is on (`weir_listen`'s, with
+//! own task (`connection.rs`; on a connection thread from accept to close when
+//! [`Settings::connection_threads`] gives them), after a TLS handshake when TLS is on (`weir_listen`'s, with
 //! its timeout); on shutdown it stops accepting, lets every connection finish the command
 //! it is running, and returns once all are closed, or once `shutdown_grace` has passed,
 //! dropping those still open (a client that never reads cannot hold the process up).
@@ -10,10 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 use weir_engine::Engine;
+use weir_listen::Accepted;
 
 use crate::commands::Shared;
 use crate::connection;
@@ -55,6 +57,10 @@ pub async fn serve(
     let shared = Arc::new(Shared::new(engine, settings));
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
+    // Connections on connection threads are not in `tasks`: each holds a clone of `alive`
+    // (never sent on) until it ends, and `abort` ends those still open after the grace.
+    let (alive, mut all_ended) = mpsc::channel::<()>(1);
+    let (abort, aborted) = watch::channel(false);
     let mut next_id: u64 = 0;
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -87,34 +93,82 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let threads = shared.settings.threads.clone();
+        let stream = match Accepted::new(stream, threads.as_ref()) {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%peer, %error, "RESP front end: connection dropped: it could not be handed over");
+                continue;
+            }
+        };
         next_id += 1;
         let shared = Arc::clone(&shared);
         let stopped = stopped.clone();
         let id = next_id;
         shared.stats.opened();
-        tasks.spawn(async move {
-            let _open = Open(Arc::clone(&shared));
-            match shared.settings.tls.clone() {
-                None => connection::handle(stream, Arc::clone(&shared), id, stopped).await,
-                Some(tls) => {
-                    if let Some(stream) = weir_listen::tls_handshake(&tls, stream, peer).await {
-                        connection::handle(stream, Arc::clone(&shared), id, stopped).await;
-                    }
+        let open = Open(Arc::clone(&shared));
+        let connection = async move {
+            match stream.open() {
+                Ok(stream) => serve_one(stream, peer, shared, id, stopped).await,
+                Err(error) => {
+                    tracing::debug!(%peer, %error, "RESP front end: connection dropped: its socket could not be watched")
                 }
             }
             drop(permit);
-        });
+            drop(open);
+        };
+        match &threads {
+            None => {
+                tasks.spawn(connection);
+            }
+            // Off this runtime: counted by `alive` and cut short by `abort`.
+            Some(threads) => {
+                let alive = alive.clone();
+                let mut aborted = aborted.clone();
+                threads.spawn(async move {
+                    tokio::select! {
+                        () = connection => {}
+                        _ = aborted.wait_for(|abort| *abort) => {}
+                    }
+                    drop(alive);
+                });
+            }
+        }
     }
     drop(listener);
     let _ = stop.send(true);
-    let drained = async { while tasks.join_next().await.is_some() {} };
+    drop(alive);
+    let drained = async {
+        while tasks.join_next().await.is_some() {}
+        // `None` once every connection on a connection thread has ended.
+        let _ = all_ended.recv().await;
+    };
     if tokio::time::timeout(grace, drained).await.is_err() {
+        let _ = abort.send(true);
         tracing::warn!(
-            open = tasks.len(),
+            open = shared.stats.connected(),
             grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
             "RESP front end: connections still open after the shutdown grace, dropped"
         );
         tasks.shutdown().await;
+    }
+}
+
+/// One connection, after its TLS handshake when TLS is on.
+async fn serve_one(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    shared: Arc<Shared>,
+    id: u64,
+    stopped: watch::Receiver<bool>,
+) {
+    match shared.settings.tls.clone() {
+        None => connection::handle(stream, Arc::clone(&shared), id, stopped).await,
+        Some(tls) => {
+            if let Some(stream) = weir_listen::tls_handshake(&tls, stream, peer).await {
+                connection::handle(stream, Arc::clone(&shared), id, stopped).await;
+            }
+        }
     }
 }
 

@@ -31,6 +31,7 @@ pub struct Settings {
     pub(crate) max_window: Duration,
     pub(crate) password: Option<AdminToken>,
     pub(crate) tls: Option<weir_listen::Tls>,
+    pub(crate) threads: Option<weir_listen::ConnectionThreads>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -48,6 +49,7 @@ impl std::fmt::Debug for Settings {
             .field("max_window", &self.max_window)
             .field("password", &self.password)
             .field("tls", &self.tls.is_some())
+            .field("threads", &self.threads.as_ref().map(|t| t.count()))
             .finish()
     }
 }
@@ -75,6 +77,7 @@ impl Default for Settings {
             max_window: Duration::from_secs(86_400),
             password: None,
             tls: None,
+            threads: None,
         }
     }
 }
@@ -154,6 +157,13 @@ impl Settings {
     /// never printed (`Debug` is redacted).
     pub fn password(mut self, password: AdminToken) -> Self {
         self.password = Some(password);
+        self
+    }
+
+    /// Runs each connection on one of `threads` from accept to close (`weir serve
+    /// --connection-threads`), not on the runtime that accepts.
+    pub fn connection_threads(mut self, threads: weir_listen::ConnectionThreads) -> Self {
+        self.threads = Some(threads);
         self
     }
 

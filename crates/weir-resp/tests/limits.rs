@@ -12,11 +12,13 @@
 
 mod common;
 
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use common::{request, start_engine, start_with, PATIENCE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weir_engine::{EngineSettings, RuleSource};
+use weir_listen::ConnectionThreads;
 use weir_resp::Settings;
 
 #[tokio::test]
@@ -98,12 +100,25 @@ async fn a_client_that_never_reads_is_closed_and_cannot_hold_up_shutdown() {
 
 #[tokio::test]
 async fn a_stalled_client_is_dropped_at_the_shutdown_grace() {
+    stalled_client_is_dropped_at_the_grace(Settings::default()).await;
+}
+
+/// The same on a connection thread (`weir serve --connection-threads`), where the
+/// connection is not a task of the accept loop's runtime: the grace still ends it.
+#[tokio::test]
+async fn a_stalled_client_on_a_connection_thread_is_dropped_at_the_shutdown_grace() {
+    let threads = ConnectionThreads::start(NonZeroUsize::MIN, "resp-grace").unwrap();
+    stalled_client_is_dropped_at_the_grace(Settings::default().connection_threads(threads)).await;
+}
+
+async fn stalled_client_is_dropped_at_the_grace(settings: Settings) {
     // A write timeout longer than the test's patience: only the grace can end it.
-    let settings = Settings::default()
+    let settings = settings
         .write_timeout(Duration::from_secs(3600))
         .shutdown_grace(Duration::from_millis(200));
     let server = start_with(RuleSource::Example, settings).await;
-    let raw = server.raw().await;
+    let mut raw = server.raw().await;
+    assert_eq!(raw.call(&["PING"]).await, "+PONG");
     let (_reader, mut writer) = raw.stream.into_split();
     let command = request(&["ECHO", &"z".repeat(16 * 1024)]);
     let mut sent = 0usize;

@@ -43,6 +43,11 @@ impl Stats {
         }
     }
 
+    /// Connections accepted and not yet closed.
+    pub(crate) fn connected(&self) -> u64 {
+        self.connected.load(Ordering::Relaxed)
+    }
+
     /// A connection was accepted; it counts as connected until [`Stats::closed`].
     pub(crate) fn opened(&self) {
         self.received.fetch_add(1, Ordering::Relaxed);
