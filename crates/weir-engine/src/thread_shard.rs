@@ -10,7 +10,7 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The most shards a structure has.
-pub(crate) const SHARDS_MAX: usize = 32;
+pub const SHARDS_MAX: usize = 32;
 
 /// The next index a thread that writes for the first time takes.
 static NEXT: AtomicUsize = AtomicUsize::new(0);

@@ -8,6 +8,9 @@
 //! - **The accept loop** (`accept.rs`): a connection cap per listener, graceful close on
 //!   shutdown or when idle ([`accept_loop`], [`drive`], [`Activity`]), and the start-up
 //!   warning when the open-files limit is below the caps ([`warn_if_files_run_short`]).
+//! - **Connection threads** (`threads.rs`): one single-threaded runtime a CPU, each
+//!   serving the connections handed to it from accept to close ([`ConnectionThreads`];
+//!   `weir serve` and `weir proxy` start them, `--connection-threads`).
 //! - **HTTP listeners** (`http/listener.rs`): hyper's HTTP/1 server on that loop, with a
 //!   header-read timeout on the connection's own timer and a head size ([`HttpLimits`]);
 //!   a router ([`serve_http_with`]), any tower service ([`serve_service_with`], `weir

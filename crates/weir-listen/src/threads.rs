@@ -29,7 +29,25 @@ type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Threads, each with a single-threaded runtime, that run connections handed to them
 /// ([`ConnectionThreads::spawn`]). Cheap to clone; the threads end once every clone is
-/// dropped and the connections they hold have finished.
+/// dropped and the connections they hold have finished. A listener takes them in its
+/// settings ([`Settings::connection_threads`](crate::Settings::connection_threads), or
+/// [`HttpLimits::threads`](crate::HttpLimits::threads)).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::num::NonZeroUsize;
+/// use weir_listen::{router, serve_http_with, App, ConnectionThreads, HttpLimits, Peer, Settings};
+///
+/// let mut settings = Settings::default();
+/// let cores = std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN);
+/// settings.connection_threads = Some(ConnectionThreads::start(cores, "conn")?);
+/// let limits = HttpLimits::of(&settings); // connections on those threads
+/// let app = App::new(settings).await?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:9090").await?;
+/// serve_http_with(listener, router(app), limits, Peer::Unrecorded, std::future::pending())
+///     .await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct ConnectionThreads {
     lanes: Arc<[Lane]>,

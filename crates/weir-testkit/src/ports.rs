@@ -31,6 +31,20 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// assert!(weir_testkit::ports::RANGE.contains(&port));
 /// ```
 pub fn free_port() -> u16 {
+    free_listener()
+        .local_addr()
+        .map_or(RANGE.start, |addr| addr.port())
+}
+
+/// A listener on a loopback port of [`RANGE`], bound here and kept: for a server in the
+/// test's own process, which then has no window between choosing its port and binding it
+/// (a [`free_port`] can be taken by another process before its server binds it).
+///
+/// ```
+/// let listener = weir_testkit::ports::free_listener();
+/// assert!(weir_testkit::ports::RANGE.contains(&listener.local_addr().unwrap().port()));
+/// ```
+pub fn free_listener() -> TcpListener {
     let span = u32::from(RANGE.end - RANGE.start);
     // Spread processes over the range so that two test binaries rarely walk the same ports.
     let offset = std::process::id().wrapping_mul(7919) % span;
@@ -38,8 +52,8 @@ pub fn free_port() -> u16 {
         let step = NEXT.fetch_add(1, Ordering::Relaxed);
         let index = offset.wrapping_add(step) % span;
         let port = RANGE.start + u16::try_from(index).unwrap_or(0);
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+            return listener;
         }
     }
     panic!("no free loopback port in {RANGE:?}");

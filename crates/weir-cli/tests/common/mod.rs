@@ -8,7 +8,6 @@
 pub mod env_only;
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -31,10 +30,11 @@ pub fn repo(path: &str) -> String {
 }
 
 /// A backend for `weir proxy` on a thread, until the test ends, on a loopback port of
-/// `weir_testkit::ports`: `200 backend` to every request, but `500 failed` to a path that
+/// `weir_testkit::ports`, bound once (`free_listener`: no window for another process to
+/// take the port between choosing and binding it, which failed one CI run): `200 backend` to every request, but `500 failed` to a path that
 /// starts with `/fail` (an upstream failing, as a circuit breaker counts it). Its address.
 pub fn backend() -> String {
-    let listener = TcpListener::bind(("127.0.0.1", weir_testkit::ports::free_port())).unwrap();
+    let listener = weir_testkit::ports::free_listener();
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
