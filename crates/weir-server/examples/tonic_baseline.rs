@@ -4,8 +4,13 @@
 //! and envoy-types as `weir serve`, with 2 tokio workers (the machine's cores), so Weir's
 //! gRPC throughput divided by this one is what deciding costs on top of gRPC itself.
 //!
+//! With a second argument `per-core`, the same server runs one single-threaded runtime on
+//! each of two threads instead (`SO_REUSEPORT`): the ceiling on the layout `weir serve`
+//! uses (`--connection-threads`).
+//!
 //! ```text
 //! cargo run --release -p weir-server --example tonic_baseline -- 127.0.0.1:18095
+//! cargo run --release -p weir-server --example tonic_baseline -- 127.0.0.1:18096 per-core
 //! ```
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
@@ -40,11 +45,54 @@ impl RateLimitService for AlwaysOk {
     }
 }
 
+/// One single-threaded runtime on each of two threads, each serving its own
+/// `SO_REUSEPORT` socket bound to `addr`: the layout `weir serve` serves connections on
+/// (`--connection-threads`).
+fn per_core(addr: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || -> std::io::Result<()> {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(async move {
+                    let socket = match addr {
+                        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+                        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+                    };
+                    socket.set_reuseport(true)?;
+                    socket.set_reuseaddr(true)?;
+                    socket.bind(addr)?;
+                    let incoming =
+                        tonic::transport::server::TcpIncoming::from(socket.listen(1024)?)
+                            .with_nodelay(Some(true));
+                    tonic::transport::Server::builder()
+                        .add_service(RateLimitServiceServer::new(AlwaysOk))
+                        .serve_with_incoming(incoming)
+                        .await
+                        .map_err(std::io::Error::other)
+                })
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread
+            .join()
+            .map_err(|_| std::io::Error::other("a serving thread panicked"))??;
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr = std::env::args()
-        .nth(1)
+    let mut args = std::env::args().skip(1);
+    let addr = args
+        .next()
         .unwrap_or_else(|| "127.0.0.1:18095".into())
         .parse()?;
+    if args.next().as_deref() == Some("per-core") {
+        eprintln!("tonic baseline (per core): ShouldRateLimit -> OK on {addr}");
+        return per_core(addr);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
