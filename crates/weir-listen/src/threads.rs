@@ -10,10 +10,11 @@
 //! workers, stealing), and on a small host the extra wake-ups are preemptions that the
 //! kernel charges to every request. A plain hyper proxy on one runtime per core forwards
 //! 1.36x the requests of the same proxy on a 2-worker work-stealing runtime, at 0.71x its
-//! CPU a request (BENCHMARKS.md, "One runtime a core"). The price: a connection cannot move
-//! to an idle core, so one very busy connection is bounded by one core; connections are
-//! spread over the threads by how many each holds (the fewest first), which keeps many
-//! connections balanced.
+//! CPU a request (docs/benchmarks-history.md, "One runtime a core"). The price: a
+//! connection cannot move to an idle core, so one very busy connection (all the streams of
+//! one HTTP/2 connection included) is bounded by one core; connections are spread over the
+//! threads by how many each holds (the fewest first), which keeps many connections
+//! balanced.
 
 use std::future::Future;
 use std::io;
