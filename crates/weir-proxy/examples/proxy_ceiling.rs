@@ -92,37 +92,6 @@ async fn serve(listener: tokio::net::TcpListener, to: Arc<str>) -> std::io::Resu
     }
 }
 
-/// One single-threaded runtime on each of two threads, each accepting on its own socket
-/// bound to `listen` (`SO_REUSEPORT`: the kernel spreads connections over them).
-fn per_core(listen: std::net::SocketAddr, to: Arc<str>) -> std::io::Result<()> {
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
-            let to = Arc::clone(&to);
-            std::thread::spawn(move || -> std::io::Result<()> {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                runtime.block_on(async move {
-                    let socket = match listen {
-                        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
-                        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
-                    };
-                    socket.set_reuseport(true)?;
-                    socket.set_reuseaddr(true)?;
-                    socket.bind(listen)?;
-                    serve(socket.listen(1024)?, to).await
-                })
-            })
-        })
-        .collect();
-    for thread in threads {
-        thread
-            .join()
-            .map_err(|_| std::io::Error::other("a serving thread panicked"))??;
-    }
-    Ok(())
-}
-
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let listen = args.next().unwrap_or_else(|| "127.0.0.1:18240".to_string());
@@ -132,7 +101,9 @@ fn main() -> std::io::Result<()> {
         let listen = listen
             .parse()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        return per_core(listen, to);
+        return weir_testkit::per_core::serve_per_core(listen, 2, move |listener| {
+            serve(listener, Arc::clone(&to))
+        });
     }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -28,8 +28,10 @@
 //! thread, as the engine's histograms are: `weir_engine::thread_shard`). On connection
 //! threads (`--connection-threads`) a connection's socket is watched by the reactor of the
 //! thread that dialled it: taken by another thread, each of its readiness events would
-//! have to wake that thread first. So a thread never takes another's idle connections, and
-//! no lock or cache line of the pool is shared between the threads on a request's path.
+//! have to wake that thread first. So a thread takes only the idle connections of its own
+//! list, and no lock or cache line of the pool is shared between the threads on a
+//! request's path (as long as each thread has a shard of its own: there are twice as many
+//! shards as cores; two threads that share one still get correct, only slower, reuse).
 //!
 //! This file is the pool: checking connections out and in, dialling new ones.
 //! `pool/conn.rs` is one connection and its waker; `pool/exchange.rs` one request on one.

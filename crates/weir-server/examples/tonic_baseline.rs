@@ -45,44 +45,6 @@ impl RateLimitService for AlwaysOk {
     }
 }
 
-/// One single-threaded runtime on each of two threads, each serving its own
-/// `SO_REUSEPORT` socket bound to `addr`: the layout `weir serve` serves connections on
-/// (`--connection-threads`).
-fn per_core(addr: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
-            std::thread::spawn(move || -> std::io::Result<()> {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                runtime.block_on(async move {
-                    let socket = match addr {
-                        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
-                        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
-                    };
-                    socket.set_reuseport(true)?;
-                    socket.set_reuseaddr(true)?;
-                    socket.bind(addr)?;
-                    let incoming =
-                        tonic::transport::server::TcpIncoming::from(socket.listen(1024)?)
-                            .with_nodelay(Some(true));
-                    tonic::transport::Server::builder()
-                        .add_service(RateLimitServiceServer::new(AlwaysOk))
-                        .serve_with_incoming(incoming)
-                        .await
-                        .map_err(std::io::Error::other)
-                })
-            })
-        })
-        .collect();
-    for thread in threads {
-        thread
-            .join()
-            .map_err(|_| std::io::Error::other("a serving thread panicked"))??;
-    }
-    Ok(())
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let addr = args
@@ -91,7 +53,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .parse()?;
     if args.next().as_deref() == Some("per-core") {
         eprintln!("tonic baseline (per core): ShouldRateLimit -> OK on {addr}");
-        return per_core(addr);
+        weir_testkit::per_core::serve_per_core(addr, 2, |listener| async move {
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            tonic::transport::Server::builder()
+                .add_service(RateLimitServiceServer::new(AlwaysOk))
+                .serve_with_incoming(incoming)
+                .await
+                .map_err(std::io::Error::other)
+        })?;
+        return Ok(());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

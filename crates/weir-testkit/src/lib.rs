@@ -15,6 +15,7 @@
 //! - [`faults`]: a memory store behind a fault switch, for the wrappers that guard stores.
 //! - [`browser`]: headless Chromium and the scripts that drive it, for the dashboard's
 //!   browser tests.
+//! - [`per_core`]: the benchmark ceilings' one-runtime-per-core layout.
 //! - [`servers`]: throwaway `redis-server` (single and Cluster) and `memcached` processes
 //!   on free loopback ports, for the store crates' tests.
 
@@ -27,6 +28,7 @@ pub mod contention;
 pub mod faults;
 pub mod invariants;
 mod model;
+pub mod per_core;
 pub mod ports;
 pub mod sentinel;
 pub mod servers;
