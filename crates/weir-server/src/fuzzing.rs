@@ -17,10 +17,20 @@ use weir_engine::CheckRequest;
 use weir_listen::http::parse;
 
 /// A `POST /v1/check` body → the request the engine decides, or the 400 message.
+///
+/// # Panics
+///
+/// When the hand reader of the common shape (`http/check_fast.rs`) reads `bytes` other
+/// than `serde_json` does: the fuzz target's finding.
 pub fn check_body(bytes: &[u8]) -> Result<CheckRequest, String> {
-    let request = parse::<CheckBody>(bytes)
-        .and_then(CheckBody::into_request)
-        .map_err(|e| e.message)?;
+    let by_serde = parse::<CheckBody>(bytes).and_then(CheckBody::into_request);
+    let request = crate::http::check::check_request(bytes).map_err(|e| e.message)?;
+    assert_eq!(
+        Some(&request),
+        by_serde.as_ref().ok(),
+        "the hand reader and serde_json disagree on {:?}",
+        String::from_utf8_lossy(bytes)
+    );
     let owned = |s: std::borrow::Cow<'_, str>| s.into_owned();
     Ok(CheckRequest {
         domain: owned(request.domain),

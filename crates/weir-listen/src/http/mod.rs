@@ -23,7 +23,8 @@ mod origin;
 mod router;
 
 pub use body::{
-    parse, read_limited, require_json, too_large, BodyRead, EntryBody, JsonType, RawBody,
+    parse, read_limited, require_json, require_json_type, too_large, BodyRead, EntryBody, JsonType,
+    RawBody,
 };
 pub use error::{method_not_allowed, ApiError};
 pub use listener::{
@@ -31,4 +32,4 @@ pub use listener::{
     HttpLimits, NoDirect, Peer,
 };
 pub use origin::refuse_cross_site;
-pub use router::{head_too_large, out_of_time, router, routes, Part};
+pub use router::{head_too_large, out_of_time, router, routes, HeadFacts, Part};

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody as _};
 use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header::{CONTENT_TYPE, ORIGIN};
 use axum::http::{self as http, header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -104,6 +105,44 @@ async fn bounded(State(app): State<App>, request: Request, next: Next) -> Respon
             .request_duration(api, std::time::Duration::from_nanos(took_ns));
     }
     response
+}
+
+/// What the listener's direct routes read of a request's headers, in one pass: their size
+/// as [`head_too_large`] counts it, whether [`refuse_cross_site`](super::refuse_cross_site)
+/// has a header to judge, and the `Content-Type` for
+/// [`require_json_type`](super::require_json_type). Each check then runs only when it has
+/// something to say (the same checks, the same answers: this only spares a request three
+/// lookups of its headers).
+#[derive(Debug, Clone, Copy)]
+pub struct HeadFacts<'a> {
+    /// The headers' bytes: names and values.
+    pub bytes: usize,
+    /// An `Origin` or `Sec-Fetch-Site` header is present.
+    pub from_browser: bool,
+    /// The first `Content-Type` header.
+    pub content_type: Option<&'a HeaderValue>,
+}
+
+impl<'a> HeadFacts<'a> {
+    /// Reads `headers`.
+    pub fn of(headers: &'a HeaderMap) -> Self {
+        let mut facts = HeadFacts {
+            bytes: 0,
+            from_browser: false,
+            content_type: None,
+        };
+        for (name, value) in headers {
+            facts.bytes = facts
+                .bytes
+                .saturating_add(name.as_str().len().saturating_add(value.len()));
+            if *name == CONTENT_TYPE {
+                facts.content_type = facts.content_type.or(Some(value));
+            } else if *name == ORIGIN || name.as_str() == "sec-fetch-site" {
+                facts.from_browser = true;
+            }
+        }
+        facts
+    }
 }
 
 /// A `431` when the request's headers (names and values) add up to more than

@@ -183,6 +183,19 @@ fn written_body(verdict: &Verdict) -> Bytes {
     })
 }
 
+/// A rate-limit header's name: the ones every answer carries are constants, made when
+/// compiling (`HeaderName::from_static` on a runtime string looks it up in the standard
+/// names and checks its bytes, on every response).
+fn header_name(name: &'static str) -> HeaderName {
+    const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+    const LIVE: HeaderName = HeaderName::from_static("ratelimit");
+    match name {
+        "ratelimit" => LIVE,
+        "ratelimit-policy" => POLICY,
+        other => HeaderName::from_static(other),
+    }
+}
+
 /// Renders a verdict as the `/v1/check` response: status, headers and body.
 pub(crate) fn render(app: &App, verdict: &Verdict) -> Response<Full<Bytes>> {
     let over = verdict.overall == Code::OverLimit;
@@ -192,7 +205,7 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response<Full<Bytes>> {
     put_verdict_headers(verdict, app.settings().headers, |name, value| {
         // The header's own bytes, not a copy (values are printable ASCII by construction).
         if let Ok(value) = HeaderValue::from_maybe_shared(value) {
-            headers.insert(HeaderName::from_static(name), value);
+            headers.insert(header_name(name), value);
         }
     });
     // A request one enforced descriptor can never allow gets no Retry-After: a client
@@ -220,6 +233,16 @@ pub(crate) fn render(app: &App, verdict: &Verdict) -> Response<Full<Bytes>> {
     response
 }
 
+/// A `/v1/check` body as the engine's request, its strings borrowed from `body`: read by
+/// hand when it has the common shape (`check_fast.rs`), else by `serde_json`, which
+/// also words every 400.
+pub(crate) fn check_request(body: &[u8]) -> Result<CheckRequest<Cow<'_, str>>, ApiError> {
+    match super::check_fast::read(body) {
+        Some(request) => Ok(request),
+        None => parse::<CheckBody>(body)?.into_request(),
+    }
+}
+
 /// `POST /v1/check` once its body has arrived, for both ways in (the router's [`handle`]
 /// and the listener's direct route, `direct.rs`): the content type (`json`, read from the
 /// head), the body, the decision, and the answer or the error, counted in the API's
@@ -232,7 +255,7 @@ pub(crate) async fn answer(
     let metrics = app.engine().metrics();
     let result = async {
         json?;
-        let request = parse::<CheckBody>(body)?.into_request()?;
+        let request = check_request(body)?;
         Ok::<_, ApiError>(app.engine().decide(&request).await?)
     }
     .await;

@@ -23,7 +23,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use weir_core::Clock as _;
 use weir_listen::http::{
-    head_too_large, out_of_time, read_limited, refuse_cross_site, require_json,
+    head_too_large, out_of_time, read_limited, refuse_cross_site, require_json_type, HeadFacts,
 };
 
 use super::{check, json};
@@ -87,21 +87,33 @@ pub(crate) async fn serve(
     route: Route,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
-    if let Some(error) = head_too_large(app.listen(), request.headers()) {
-        return error.into_full();
+    // One pass over the headers says which checks have anything to judge.
+    let head = HeadFacts::of(request.headers());
+    if head.bytes > app.listen().settings().max_header_bytes {
+        if let Some(error) = head_too_large(app.listen(), request.headers()) {
+            return error.into_full();
+        }
     }
     let metrics = app.engine().metrics();
-    if let Some(error) = refuse_cross_site(request.method(), request.headers()) {
-        metrics.request(route.api(), "invalid");
-        return error.into_full();
+    if head.from_browser {
+        if let Some(error) = refuse_cross_site(request.method(), request.headers()) {
+            metrics.request(route.api(), "invalid");
+            return error.into_full();
+        }
     }
+    let json = require_json_type(head.content_type);
     let _in_flight = metrics.http_request_started();
     let clock = app.engine().limiter().clock();
     let start_ns = clock.now_ns();
     let limit = app.settings().request_timeout;
     let mut body_read = false;
     let elapsed = || Duration::from_nanos(clock.now_ns().saturating_sub(start_ns));
-    let response = match in_time(limit, elapsed, within(app, route, request, &mut body_read)).await
+    let response = match in_time(
+        limit,
+        elapsed,
+        within(app, route, request, json, &mut body_read),
+    )
+    .await
     {
         Some(response) => response,
         None => out_of_time(limit, !body_read),
@@ -111,21 +123,23 @@ pub(crate) async fn serve(
     response
 }
 
-/// The body, then the answer; `body_read` is set once the body has arrived whole.
+/// The body, then the answer (`json`: whether the head said the body is JSON); `body_read`
+/// is set once the body has arrived whole.
 async fn within(
     app: &App,
     route: Route,
     request: Request<Incoming>,
+    json: Result<(), weir_listen::http::ApiError>,
     body_read: &mut bool,
 ) -> Response<Full<Bytes>> {
-    let (head, body) = request.into_parts();
+    let body = request.into_body();
     let body = match read_limited(body, app.settings().max_body_bytes).await {
         Ok(body) => body,
         Err(error) => return error.into_full(),
     };
     *body_read = true;
     match route {
-        Route::Check => check::answer(app, require_json(&head.headers), &body).await,
+        Route::Check => check::answer(app, json, &body).await,
         Route::Json => json::answer(app, &body).await,
     }
 }

@@ -6,6 +6,7 @@
 //! hot paths are answered by the listener itself (`direct.rs`, a `weir_listen::Direct`).
 
 pub(crate) mod check;
+mod check_fast;
 mod direct;
 pub(crate) mod json;
 mod json_out;
