@@ -48,6 +48,51 @@ pub(crate) struct Domain {
 const EXAMPLE: &str = include_str!("../example.yaml");
 
 impl RuleSet {
+    /// A copy of these rules for one thread: the same rules, matched the same way, whose
+    /// rule ids and names are allocations of its own (the descriptor trees are shared:
+    /// matching only reads them). A match clones the id and the name it reports; on one
+    /// set shared by every core, each clone and drop writes a count that every core writes,
+    /// and its cache line moves between cores on every request (issue 31). The engine
+    /// keeps one copy a thread (`RuleBook::snapshot_here`).
+    ///
+    /// ```
+    /// use weir_config::RuleSet;
+    /// let rules = RuleSet::example();
+    /// let copy = rules.fork();
+    /// assert_eq!(copy.rules(), rules.rules());
+    /// assert!(!std::sync::Arc::ptr_eq(&copy.rules()[0].id, &rules.rules()[0].id));
+    /// ```
+    pub fn fork(&self) -> RuleSet {
+        let own = |text: &Arc<str>| Arc::<str>::from(&**text);
+        RuleSet {
+            inner: Arc::new(Inner {
+                domains: self
+                    .inner
+                    .domains
+                    .iter()
+                    .map(|(name, domain)| {
+                        let copy = Domain {
+                            file: domain.file.clone(),
+                            tree: Arc::clone(&domain.tree),
+                            first_rule: domain.first_rule,
+                        };
+                        (Arc::clone(name), copy)
+                    })
+                    .collect(),
+                rules: self
+                    .inner
+                    .rules
+                    .iter()
+                    .map(|rule| RuleInfo {
+                        id: own(&rule.id),
+                        name: rule.name.as_ref().map(own),
+                        ..rule.clone()
+                    })
+                    .collect(),
+            }),
+        }
+    }
+
     /// Loads a rule file, or every `*.yaml` / `*.yml` file of a directory (not recursive,
     /// hidden files skipped, in name order). Each file holds one domain, as in
     /// envoyproxy/ratelimit; a domain defined in two files is an error naming both.

@@ -155,7 +155,7 @@ impl Engine {
         // The request's own addend (each descriptor's is checked by `matches`).
         weir_config::bounds::check_hits_addend(request.hits_addend)
             .map_err(|e| DecideError::Invalid(e.to_string()))?;
-        let snapshot = self.rules().snapshot();
+        let snapshot = self.rules().snapshot_here();
         let matched = match snapshot.rules.matches(domain, &request.descriptors) {
             Ok(matched) => matched,
             Err(MatchError::UnknownDomain(_)) => {

@@ -164,7 +164,7 @@ impl Engine {
         }
         // Descriptors are bounded and domains checked when rules load; should matching
         // still fail, the request is refused: an error here must never mean "no limit".
-        let snapshot = self.rules().snapshot();
+        let snapshot = self.rules().snapshot_here();
         let matched: Vec<Matched> = snapshot
             .rules
             .matches(domain, descriptors)

@@ -81,7 +81,7 @@ pub(crate) async fn serve_grpc(
                 async move {
                     let start_ns = clock.now_ns();
                     let elapsed = || Duration::from_nanos(clock.now_ns().saturating_sub(start_ns));
-                    let response = match in_time(limit, elapsed, call).await {
+                    let response = match in_time(limit, elapsed, std::pin::pin!(call)).await {
                         Some(Ok(response)) => malformed_is_invalid_argument(response),
                         Some(Err(never)) => match never {},
                         None => tonic::Status::cancelled(format!(

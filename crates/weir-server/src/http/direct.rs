@@ -108,13 +108,11 @@ pub(crate) async fn serve(
     let limit = app.settings().request_timeout;
     let mut body_read = false;
     let elapsed = || Duration::from_nanos(clock.now_ns().saturating_sub(start_ns));
-    let response = match in_time(
-        limit,
-        elapsed,
-        within(app, route, request, json, &mut body_read),
-    )
-    .await
-    {
+    let answered = {
+        let within = std::pin::pin!(within(app, route, request, json, &mut body_read));
+        in_time(limit, elapsed, within).await
+    };
+    let response = match answered {
         Some(response) => response,
         None => out_of_time(limit, !body_read),
     };
