@@ -150,13 +150,16 @@ pub fn put_header_values(
     });
     if style.ietf {
         put("ratelimit-policy", policy_value(applied));
-        let mut live = String::with_capacity(tight.name.len() + 48);
-        push_sf_string(&mut live, &tight.name);
-        live.push_str(";r=");
-        push_u64(&mut live, d.remaining);
-        live.push_str(";t=");
-        push_u64(&mut live, reset);
-        put("ratelimit", owned_bytes(live));
+        put(
+            "ratelimit",
+            written(|live| {
+                push_sf_string(live, &tight.name);
+                live.push_str(";r=");
+                push_u64(live, d.remaining);
+                live.push_str(";t=");
+                push_u64(live, reset);
+            }),
+        );
     }
     if style.x_ratelimit {
         let mut limit = String::with_capacity(48);
@@ -250,6 +253,30 @@ pub fn policy_value(applied: &[Applied]) -> Bytes {
 }
 
 /// A rendered value as bytes, without copying it (its buffer trimmed to its length).
+/// A value written by `write` into this thread's buffer and copied out at its exact size:
+/// one allocation (a `String` of a guessed size made `Bytes` takes a second, to shrink it).
+fn written(write: impl FnOnce(&mut String)) -> Bytes {
+    /// A buffer grown past this by an unusually long value is not kept.
+    const KEPT_BYTES: usize = 1024;
+    thread_local! {
+        static BUFFER: RefCell<String> = const { RefCell::new(String::new()) };
+    }
+    BUFFER.with(|buffer| {
+        let Ok(mut buffer) = buffer.try_borrow_mut() else {
+            let mut own = String::new();
+            write(&mut own);
+            return owned_bytes(own);
+        };
+        buffer.clear();
+        write(&mut buffer);
+        let value = Bytes::copy_from_slice(buffer.as_bytes());
+        if buffer.capacity() > KEPT_BYTES {
+            *buffer = String::new();
+        }
+        value
+    })
+}
+
 fn owned_bytes(text: String) -> Bytes {
     Bytes::from(text.into_bytes().into_boxed_slice())
 }

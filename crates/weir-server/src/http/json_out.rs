@@ -2,6 +2,8 @@
 //! `/v1/check`, `json.rs` for `/json`): on every decision's path, without building a
 //! `serde_json::Value` or a struct to serialise first. Field names are the callers'
 //! constants (plain ASCII, no escaping needed); string values are escaped by `serde_json`.
+//! The writers are inlined: each field's name is then a constant the compiler copies in
+//! place (called, they took a sixth of `/v1/check`'s answer, issue 31).
 
 /// A JSON object being written: `{`, then fields separated by commas, then `}`.
 pub(crate) struct JsonObject<'a> {
@@ -10,12 +12,14 @@ pub(crate) struct JsonObject<'a> {
 }
 
 impl<'a> JsonObject<'a> {
+    #[inline]
     pub(crate) fn open(out: &'a mut Vec<u8>) -> Self {
         out.push(b'{');
         Self { out, empty: true }
     }
 
     /// Starts field `name`; its value is written next into the returned buffer.
+    #[inline]
     pub(crate) fn field(&mut self, name: &str) -> &mut Vec<u8> {
         if !self.empty {
             self.out.push(b',');
@@ -27,26 +31,31 @@ impl<'a> JsonObject<'a> {
         self.out
     }
 
+    #[inline]
     pub(crate) fn str_field(&mut self, name: &str, value: &str) {
         write_str(self.field(name), value);
     }
 
+    #[inline]
     pub(crate) fn u64_field(&mut self, name: &str, value: u64) {
         let out = self.field(name);
         out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     }
 
     /// `"name":true`.
+    #[inline]
     pub(crate) fn true_field(&mut self, name: &str) {
         self.field(name).extend_from_slice(b"true");
     }
 
+    #[inline]
     pub(crate) fn close(self) {
         self.out.push(b'}');
     }
 }
 
 /// A JSON string, escaped as JSON requires (rule ids and names are the operator's text).
+#[inline]
 pub(crate) fn write_str(out: &mut Vec<u8>, value: &str) {
     // The common string (no quote, backslash or control character: every code and most
     // rule ids) is copied whole; the test folds without an early exit, so that it runs
