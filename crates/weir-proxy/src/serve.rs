@@ -18,7 +18,7 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::{Layer, Service};
-use weir_engine::{Engine, EngineError, InFlight, Lifecycle, Metrics, UpstreamBreakers as _};
+use weir_engine::{Engine, EngineError, Lifecycle, Metrics, UpstreamBreakers as _};
 use weir_listen::{header_limit, serve_http_with, serve_service_with, App, HttpLimits, Peer};
 use weir_tower::{OnLimit, PathMatch, RateLimitLayer};
 
@@ -81,7 +81,7 @@ where
 
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let metrics = self.app.engine().metrics();
-        let in_flight = metrics.http_request_started();
+        metrics.http_request_begun();
         let answer = if let Some(answer) = header_limit(&self.app, request.headers()) {
             tracing::debug!("request refused: its headers are too large");
             Answer::Refused(Some(Box::new(answer.map(ProxyBody::own))))
@@ -98,7 +98,6 @@ where
         Counting {
             answer,
             metrics: Arc::clone(metrics),
-            _in_flight: in_flight,
         }
     }
 }
@@ -112,11 +111,17 @@ enum Answer<F> {
     Refused(Option<Box<Response<ProxyBody>>>),
 }
 
-/// The future of a [`Counted`] request: its answer, counted when it is ready.
+/// The future of a [`Counted`] request: its answer, counted when it is ready; the request
+/// is in flight (`weir_http_requests_in_flight`) from its call until this is dropped.
 struct Counting<F> {
     answer: Answer<F>,
     metrics: Arc<Metrics>,
-    _in_flight: InFlight,
+}
+
+impl<F> Drop for Counting<F> {
+    fn drop(&mut self) {
+        self.metrics.http_request_ended();
+    }
 }
 
 impl<F> Future for Counting<F>

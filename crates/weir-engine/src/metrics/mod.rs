@@ -12,7 +12,8 @@
 //! metrics (`process.rs`, from `/proc/self`).
 //!
 //! The decision path touches only pre-built counters ([`RuleCounters`], rebuilt with each
-//! rule snapshot) and the latency histograms (`histogram.rs`: no lock); store and cache counters kept by
+//! rule snapshot), the latency histograms (`histogram.rs`: no lock) and the request counters and
+//! in-flight gauge (`sharded.rs`: a cache line a thread); store and cache counters kept by
 //! `weir-resilience`, and the process metrics, are read when `/metrics` is scraped.
 //! `history.rs` samples the per-rule counters once a second into a short per-second
 //! history (the dashboard's chart). `weir proxy`'s upstream circuit breakers are read at
@@ -29,6 +30,7 @@ mod panels;
 mod process;
 mod registry;
 mod service;
+mod sharded;
 mod statsd;
 mod upstreams;
 

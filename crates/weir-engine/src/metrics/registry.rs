@@ -11,6 +11,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+
+use super::sharded::{HotCounter, HotGauge};
 use prometheus_client::registry::{Registry, Unit};
 use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
@@ -77,15 +79,15 @@ pub struct Metrics {
     registry: Registry,
     store_kind: &'static str,
     decisions: Family<DecisionLabels, Counter>,
-    requests: Family<RequestLabels, Counter>,
+    requests: Family<RequestLabels, HotCounter>,
     /// Every (api, result) counter of `requests`, built up front: counting a request is
     /// a scan of a few pointers and one atomic add, no lock and no hashing.
-    request_counters: Vec<(RequestLabels, Counter)>,
+    request_counters: Vec<(RequestLabels, HotCounter)>,
     /// `weir proxy`'s counters of `requests`, one per [`PROXY_RESULTS`], each made on its
     /// first request (a series shows once counted, as the family's do) and kept: no lock
     /// and no hashing of the labels a request (the family's SipHash and lock were some
     /// 600 instructions of every proxied request).
-    proxy_counters: [OnceLock<Counter>; PROXY_RESULTS.len()],
+    proxy_counters: [OnceLock<HotCounter>; PROXY_RESULTS.len()],
     store_duration: Latency,
     store_errors: Family<StoreErrorLabels, Counter>,
     fallback: Family<StoreLabels, Gauge>,
@@ -97,7 +99,7 @@ pub struct Metrics {
     config_ok: Gauge,
     config_rules: Gauge,
     admin_denied: Counter,
-    in_flight: Gauge,
+    in_flight: HotGauge,
     request_duration: Family<ApiLabels, Latency>,
     /// Every API's histogram of `request_duration`, built up front (as `request_counters`).
     request_latencies: Vec<(&'static str, Latency)>,
@@ -145,7 +147,7 @@ impl Metrics {
             "Descriptor decisions by domain, rule and outcome",
             decisions.clone(),
         );
-        let requests = Family::<RequestLabels, Counter>::default();
+        let requests = Family::<RequestLabels, HotCounter>::default();
         registry.register(
             "weir_requests",
             "Requests by API (grpc, http, json, lease, admin) and result (ok, over_limit, invalid, error)",
@@ -218,7 +220,7 @@ impl Metrics {
             "Admin API calls refused for a missing or wrong token",
             admin_denied.clone(),
         );
-        let in_flight = Gauge::default();
+        let in_flight = HotGauge::default();
         registry.register(
             "weir_http_requests_in_flight",
             "HTTP requests being handled now",
@@ -471,9 +473,21 @@ impl Metrics {
     }
 
     /// Counts an HTTP request as being handled until the returned guard is dropped.
-    pub fn http_request_started(&self) -> InFlight {
+    pub fn http_request_started(&self) -> InFlight<'_> {
         self.in_flight.inc();
-        InFlight(self.in_flight.clone())
+        InFlight(&self.in_flight)
+    }
+
+    /// One HTTP request begun, for a caller that holds the metrics by `Arc` and cannot keep
+    /// an [`InFlight`] borrowing them (`weir proxy`'s counting future): it calls
+    /// [`Metrics::http_request_ended`] exactly once when the request ends.
+    pub fn http_request_begun(&self) {
+        self.in_flight.inc();
+    }
+
+    /// The end of a request begun by [`Metrics::http_request_begun`].
+    pub fn http_request_ended(&self) {
+        self.in_flight.dec();
     }
 
     /// HTTP requests being handled now.
@@ -589,9 +603,9 @@ impl Metrics {
 
 /// One HTTP request being handled; dropping it ends the count.
 #[derive(Debug)]
-pub struct InFlight(Gauge);
+pub struct InFlight<'a>(&'a HotGauge);
 
-impl Drop for InFlight {
+impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.dec();
     }

@@ -1,0 +1,164 @@
+//! Counters and gauges every request writes, sharded by thread: the requests by API and
+//! result, and the HTTP requests in flight. Each thread adds into a cache line of its own
+//! (`thread_shard.rs`), and a scrape adds the shards up, so no two cores write one line on
+//! a request's path (one shared line took a contended atomic each on every request: issue
+//! 31). They are `prometheus_client` counters and gauges over these atomics, registered and
+//! encoded as any other; only a few exist (a fixed set of labels), so the shards' memory
+//! (64 bytes a thread a series) stays small. Per-rule counters stay plain: a rule set may
+//! hold thousands.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use prometheus_client::metrics::counter::{self, Counter};
+use prometheus_client::metrics::gauge::{self, Gauge};
+
+use crate::thread_shard;
+
+/// A counter every request writes (`weir_requests_total`).
+pub(crate) type HotCounter = Counter<u64, ShardedU64>;
+
+/// A gauge every request moves (`weir_http_requests_in_flight`).
+pub(crate) type HotGauge = Gauge<i64, ShardedI64>;
+
+/// One shard, alone on its cache line.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Line<A>(A);
+
+/// A `u64` counted in shards by thread; its value is their sum.
+#[derive(Debug)]
+pub struct ShardedU64(Box<[Line<AtomicU64>]>);
+
+impl Default for ShardedU64 {
+    fn default() -> Self {
+        Self(
+            (0..thread_shard::shard_count())
+                .map(|_| Line::default())
+                .collect(),
+        )
+    }
+}
+
+impl ShardedU64 {
+    fn here(&self) -> Option<&AtomicU64> {
+        self.0
+            .get(thread_shard::this_thread(self.0.len()))
+            .map(|line| &line.0)
+    }
+}
+
+impl counter::Atomic<u64> for ShardedU64 {
+    fn inc(&self) -> u64 {
+        self.inc_by(1)
+    }
+
+    fn inc_by(&self, v: u64) -> u64 {
+        self.here()
+            .map_or(0, |shard| shard.fetch_add(v, Ordering::Relaxed))
+    }
+
+    fn get(&self) -> u64 {
+        self.0.iter().fold(0_u64, |sum, line| {
+            sum.wrapping_add(line.0.load(Ordering::Relaxed))
+        })
+    }
+}
+
+/// An `i64` moved in shards by thread; its value is their sum (a shard may go negative when
+/// one thread starts what another ends).
+#[derive(Debug)]
+pub struct ShardedI64(Box<[Line<AtomicI64>]>);
+
+impl Default for ShardedI64 {
+    fn default() -> Self {
+        Self(
+            (0..thread_shard::shard_count())
+                .map(|_| Line::default())
+                .collect(),
+        )
+    }
+}
+
+impl ShardedI64 {
+    fn here(&self) -> Option<&AtomicI64> {
+        self.0
+            .get(thread_shard::this_thread(self.0.len()))
+            .map(|line| &line.0)
+    }
+}
+
+impl gauge::Atomic<i64> for ShardedI64 {
+    fn inc(&self) -> i64 {
+        self.inc_by(1)
+    }
+
+    fn inc_by(&self, v: i64) -> i64 {
+        self.here()
+            .map_or(0, |shard| shard.fetch_add(v, Ordering::Relaxed))
+    }
+
+    fn dec(&self) -> i64 {
+        self.dec_by(1)
+    }
+
+    fn dec_by(&self, v: i64) -> i64 {
+        self.here()
+            .map_or(0, |shard| shard.fetch_sub(v, Ordering::Relaxed))
+    }
+
+    /// Sets the sum: this thread's shard takes the value, the others are zeroed (not atomic
+    /// with their concurrent moves; no request-path gauge is ever set).
+    fn set(&self, v: i64) -> i64 {
+        let before = self.get();
+        let here = thread_shard::this_thread(self.0.len());
+        for (i, line) in self.0.iter().enumerate() {
+            line.0
+                .store(if i == here { v } else { 0 }, Ordering::Relaxed);
+        }
+        before
+    }
+
+    fn get(&self) -> i64 {
+        self.0.iter().fold(0_i64, |sum, line| {
+            sum.wrapping_add(line.0.load(Ordering::Relaxed))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+    use prometheus_client::registry::Registry;
+
+    use super::*;
+
+    #[test]
+    fn threads_count_apart_and_a_scrape_sees_the_sum() {
+        let (requests, in_flight) = (HotCounter::default(), HotGauge::default());
+        let mut registry = Registry::default();
+        registry.register("requests", "", requests.clone());
+        registry.register("in_flight", "", in_flight.clone());
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        requests.inc();
+                        in_flight.inc();
+                    }
+                });
+            }
+        });
+        // Ended on another thread than the one that started them.
+        std::thread::scope(|s| {
+            s.spawn(|| in_flight.dec_by(7990));
+        });
+        assert_eq!(requests.get(), 8000);
+        assert_eq!(in_flight.get(), 10);
+        in_flight.set(3);
+        assert_eq!(in_flight.get(), 3);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(text.contains("requests_total 8000"), "{text}");
+        assert!(text.contains("in_flight 3"), "{text}");
+    }
+}
