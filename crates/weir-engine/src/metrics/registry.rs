@@ -12,7 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
-use super::sharded::{HotCounter, HotGauge};
+use super::sharded::{HotCounter, HotGauge, InFlight};
 use prometheus_client::registry::{Registry, Unit};
 use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
@@ -598,15 +598,5 @@ impl Metrics {
             self.breaker_families
                 .collect(&breakers.views(), &mut seen.breakers);
         }
-    }
-}
-
-/// One HTTP request being handled; dropping it ends the count.
-#[derive(Debug)]
-pub struct InFlight<'a>(&'a HotGauge);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.dec();
     }
 }

@@ -20,6 +20,19 @@ pub(crate) type HotCounter = Counter<u64, ShardedU64>;
 /// A gauge every request moves (`weir_http_requests_in_flight`).
 pub(crate) type HotGauge = Gauge<i64, ShardedI64>;
 
+/// One HTTP request being handled ([`Metrics::http_request_started`]); dropping it ends
+/// the count.
+///
+/// [`Metrics::http_request_started`]: super::Metrics::http_request_started
+#[derive(Debug)]
+pub struct InFlight<'a>(pub(crate) &'a HotGauge);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// One shard, alone on its cache line.
 #[derive(Debug, Default)]
 #[repr(align(64))]
