@@ -97,6 +97,9 @@ impl Engine {
             &settings.store_options(),
         )?;
         let metrics = Arc::new(Metrics::new(store.kind()));
+        if settings.statsd.is_some() {
+            metrics.count_for_statsd();
+        }
         let rules = RuleBook::open(
             settings.rules.clone(),
             settings.validate,

@@ -16,7 +16,7 @@
 //! The same counting also keeps each rule's counts since the last statsd flush
 //! ([`RuleHits::take`], read by `statsd.rs`): one place counts, both outputs read it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -61,6 +61,10 @@ pub(crate) struct HitFamilies {
     near: Family<HitLabels, HitCount>,
     within: Family<HitLabels, HitCount>,
     shadow: Family<HitLabels, HitCount>,
+    /// Whether statsd is sent ([`HitFamilies::send_statsd`]): only then does a hit also
+    /// count in its rule's pending counts, so a server without statsd writes half as many
+    /// counters a decision (each on a line every core writes when one rule is hot).
+    statsd: Arc<AtomicBool>,
 }
 
 impl HitFamilies {
@@ -109,7 +113,14 @@ impl HitFamilies {
             within: self.within.get_or_create_owned(&labels),
             shadow: self.shadow.get_or_create_owned(&labels),
             pending: Arc::default(),
+            statsd: Arc::clone(&self.statsd),
         }
+    }
+
+    /// From now on, hits also count for statsd ([`RuleHits::take`]): the engine says so
+    /// when it is built with a statsd sink, before its first decision.
+    pub(crate) fn send_statsd(&self) {
+        self.statsd.store(true, Ordering::Relaxed);
     }
 }
 
@@ -130,8 +141,10 @@ pub(crate) struct RuleHits {
     near: HitCount,
     within: HitCount,
     shadow: HitCount,
-    /// This rule's counts not yet flushed to statsd, in [`STATS`] order.
+    /// This rule's counts not yet flushed to statsd, in [`STATS`] order (counted only when
+    /// statsd is sent).
     pending: Arc<[AtomicU64; 5]>,
+    statsd: Arc<AtomicBool>,
 }
 
 impl RuleHits {
@@ -149,6 +162,9 @@ impl RuleHits {
             _ => &self.shadow,
         };
         family.inc_by(hits);
+        if !self.statsd.load(Ordering::Relaxed) {
+            return;
+        }
         if let Some(pending) = self.pending.get(stat) {
             pending.fetch_add(hits, Ordering::Relaxed);
         }
@@ -226,6 +242,7 @@ mod tests {
     #[test]
     fn hits_split_as_ratelimits_base_limiter_splits_them() {
         let families = HitFamilies::default();
+        families.send_statsd();
         let hits = families.counters("rl", "rl.foo.bar.baz");
         let near = NearLimit::DEFAULT; // limit 10: threshold 8
         for remaining in (0..10).rev() {
@@ -252,5 +269,19 @@ mod tests {
             }
         );
         assert_eq!(HitLabels::of("d", "d.k").key2, "");
+    }
+
+    #[test]
+    fn without_statsd_only_the_prometheus_counters_count() {
+        let families = HitFamilies::default();
+        let hits = families.counters("rl", "rl.foo");
+        hits.count(&decision(true, 10, 9), 1, false, NearLimit::DEFAULT);
+        assert_eq!(counts(&hits), [1, 0, 0, 1, 0]);
+        assert_eq!(hits.take(), [0; 5]);
+        // Turned on, the next hits count for statsd too (the counters made before included).
+        families.send_statsd();
+        hits.count(&decision(true, 10, 8), 1, false, NearLimit::DEFAULT);
+        assert_eq!(counts(&hits), [2, 0, 0, 2, 0]);
+        assert_eq!(hits.take(), [1, 0, 0, 1, 0]);
     }
 }

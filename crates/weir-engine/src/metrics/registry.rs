@@ -472,6 +472,12 @@ impl Metrics {
         self.admin_denied.inc();
     }
 
+    /// Counts ratelimit's hits for statsd too (`RuleHits::take`); the engine calls it when
+    /// built with a statsd sink. Without it they are counted for Prometheus alone.
+    pub fn count_for_statsd(&self) {
+        self.hit_families.send_statsd();
+    }
+
     /// Counts an HTTP request as being handled until the returned guard is dropped.
     pub fn http_request_started(&self) -> InFlight<'_> {
         self.in_flight.inc();
