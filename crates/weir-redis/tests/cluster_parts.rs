@@ -181,10 +181,34 @@ async fn a_promoted_replica_takes_over_the_dead_primarys_part() {
         replica.raw("CLUSTER FAILOVER TAKEOVER").as_deref(),
         Some("+OK\r\n")
     );
-    until("the replica, promoted, answers for the part", || async {
-        store.ping_part(dead).await.is_ok()
+    // The Cluster first: every live node must see the replica as a primary (gossip, which
+    // a loaded host slows) before the store, which reads the slot map from them, can.
+    let promoted = replica.port();
+    let live: Vec<_> = cluster.nodes().iter().skip(1).collect();
+    until("every live node sees the replica promoted", || async {
+        live.iter().all(|node| {
+            node.raw("CLUSTER NODES").is_some_and(|nodes| {
+                nodes
+                    .lines()
+                    .any(|l| l.contains(&format!(":{promoted}@")) && l.contains("master"))
+            })
+        })
     })
     .await;
+    let answered = async {
+        for _ in 0..600 {
+            if store.ping_part(dead).await.is_ok() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    };
+    if !answered.await {
+        // What each live node said, for whoever meets this.
+        let views: Vec<_> = live.iter().map(|n| n.raw("CLUSTER NODES")).collect();
+        panic!("the replica, promoted, answers for the part within 30 s; the nodes: {views:#?}");
+    }
     for (key, part) in &placed {
         assert_eq!(part_of(&store, key), *part, "{key} stays in its part");
     }
