@@ -12,7 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
-use super::sharded::{HotCounter, HotGauge, InFlight};
+use super::sharded::{HotCounter, HotGauge};
 use prometheus_client::registry::{Registry, Unit};
 use weir_config::RuleSet;
 use weir_resilience::{FailoverStats, Mode};
@@ -99,7 +99,7 @@ pub struct Metrics {
     config_ok: Gauge,
     config_rules: Gauge,
     admin_denied: Counter,
-    in_flight: HotGauge,
+    pub(super) in_flight: HotGauge,
     request_duration: Family<ApiLabels, Latency>,
     /// Every API's histogram of `request_duration`, built up front (as `request_counters`).
     request_latencies: Vec<(&'static str, Latency)>,
@@ -476,29 +476,6 @@ impl Metrics {
     /// built with a statsd sink. Without it they are counted for Prometheus alone.
     pub fn count_for_statsd(&self) {
         self.hit_families.send_statsd();
-    }
-
-    /// Counts an HTTP request as being handled until the returned guard is dropped.
-    pub fn http_request_started(&self) -> InFlight<'_> {
-        self.in_flight.inc();
-        InFlight(&self.in_flight)
-    }
-
-    /// One HTTP request begun, for a caller that holds the metrics by `Arc` and cannot keep
-    /// an [`InFlight`] borrowing them (`weir proxy`'s counting future): it calls
-    /// [`Metrics::http_request_ended`] exactly once when the request ends.
-    pub fn http_request_begun(&self) {
-        self.in_flight.inc();
-    }
-
-    /// The end of a request begun by [`Metrics::http_request_begun`].
-    pub fn http_request_ended(&self) {
-        self.in_flight.dec();
-    }
-
-    /// HTTP requests being handled now.
-    pub fn http_in_flight(&self) -> i64 {
-        self.in_flight.get()
     }
 
     /// `weir proxy`'s upstream circuit breakers, read at each scrape

@@ -5,13 +5,15 @@
 //! 31). They are `prometheus_client` counters and gauges over these atomics, registered and
 //! encoded as any other; only a few exist (a fixed set of labels), so the shards' memory
 //! (64 bytes a thread a series) stays small. Per-rule counters stay plain: a rule set may
-//! hold thousands.
+//! hold thousands. The in-flight gauge's own calls (`Metrics::http_request_started` and
+//! the rest) are here too.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use prometheus_client::metrics::counter::{self, Counter};
 use prometheus_client::metrics::gauge::{self, Gauge};
 
+use super::Metrics;
 use crate::thread_shard;
 
 /// A counter every request writes (`weir_requests_total`).
@@ -33,16 +35,41 @@ impl Drop for InFlight<'_> {
     }
 }
 
+impl Metrics {
+    /// Counts an HTTP request as being handled until the returned guard is dropped.
+    pub fn http_request_started(&self) -> InFlight<'_> {
+        self.in_flight.inc();
+        InFlight(&self.in_flight)
+    }
+
+    /// One HTTP request begun, for a caller that holds the metrics by `Arc` and cannot keep
+    /// an [`InFlight`] borrowing them (`weir proxy`'s counting future): it calls
+    /// [`Metrics::http_request_ended`] exactly once when the request ends.
+    pub fn http_request_begun(&self) {
+        self.in_flight.inc();
+    }
+
+    /// The end of a request begun by [`Metrics::http_request_begun`].
+    pub fn http_request_ended(&self) {
+        self.in_flight.dec();
+    }
+
+    /// HTTP requests being handled now.
+    pub fn http_in_flight(&self) -> i64 {
+        self.in_flight.get()
+    }
+}
+
 /// One shard, alone on its cache line.
 #[derive(Debug, Default)]
 #[repr(align(64))]
 struct Line<A>(A);
 
-/// A `u64` counted in shards by thread; its value is their sum.
+/// An atomic kept in shards by thread, one cache line each; its value is their sum.
 #[derive(Debug)]
-pub struct ShardedU64(Box<[Line<AtomicU64>]>);
+pub struct Sharded<A>(Box<[Line<A>]>);
 
-impl Default for ShardedU64 {
+impl<A: Default> Default for Sharded<A> {
     fn default() -> Self {
         Self(
             (0..thread_shard::shard_count())
@@ -52,13 +79,25 @@ impl Default for ShardedU64 {
     }
 }
 
-impl ShardedU64 {
-    fn here(&self) -> Option<&AtomicU64> {
+impl<A> Sharded<A> {
+    /// This thread's shard.
+    fn here(&self) -> Option<&A> {
         self.0
             .get(thread_shard::this_thread(self.0.len()))
             .map(|line| &line.0)
     }
+
+    fn shards(&self) -> impl Iterator<Item = &A> {
+        self.0.iter().map(|line| &line.0)
+    }
 }
+
+/// A `u64` counted in shards by thread.
+pub type ShardedU64 = Sharded<AtomicU64>;
+
+/// An `i64` moved in shards by thread (a shard may go negative when one thread starts what
+/// another ends).
+pub type ShardedI64 = Sharded<AtomicI64>;
 
 impl counter::Atomic<u64> for ShardedU64 {
     fn inc(&self) -> u64 {
@@ -71,32 +110,9 @@ impl counter::Atomic<u64> for ShardedU64 {
     }
 
     fn get(&self) -> u64 {
-        self.0.iter().fold(0_u64, |sum, line| {
-            sum.wrapping_add(line.0.load(Ordering::Relaxed))
+        self.shards().fold(0_u64, |sum, shard| {
+            sum.wrapping_add(shard.load(Ordering::Relaxed))
         })
-    }
-}
-
-/// An `i64` moved in shards by thread; its value is their sum (a shard may go negative when
-/// one thread starts what another ends).
-#[derive(Debug)]
-pub struct ShardedI64(Box<[Line<AtomicI64>]>);
-
-impl Default for ShardedI64 {
-    fn default() -> Self {
-        Self(
-            (0..thread_shard::shard_count())
-                .map(|_| Line::default())
-                .collect(),
-        )
-    }
-}
-
-impl ShardedI64 {
-    fn here(&self) -> Option<&AtomicI64> {
-        self.0
-            .get(thread_shard::this_thread(self.0.len()))
-            .map(|line| &line.0)
     }
 }
 
@@ -124,16 +140,15 @@ impl gauge::Atomic<i64> for ShardedI64 {
     fn set(&self, v: i64) -> i64 {
         let before = self.get();
         let here = thread_shard::this_thread(self.0.len());
-        for (i, line) in self.0.iter().enumerate() {
-            line.0
-                .store(if i == here { v } else { 0 }, Ordering::Relaxed);
+        for (i, shard) in self.shards().enumerate() {
+            shard.store(if i == here { v } else { 0 }, Ordering::Relaxed);
         }
         before
     }
 
     fn get(&self) -> i64 {
-        self.0.iter().fold(0_i64, |sum, line| {
-            sum.wrapping_add(line.0.load(Ordering::Relaxed))
+        self.shards().fold(0_i64, |sum, shard| {
+            sum.wrapping_add(shard.load(Ordering::Relaxed))
         })
     }
 }
