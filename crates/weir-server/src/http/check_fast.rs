@@ -147,24 +147,11 @@ impl<'a> Cursor<'a> {
     /// An object: each member's name (its bytes: a name with an escape or outside ASCII is
     /// no name the reader knows, and declines there), then `member` reads its value.
     fn object(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        if self.peek()? == b'}' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            let name = self.raw_string()?;
-            self.eat(b':')?;
-            member(self, name)?;
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+        self.sequence(b'{', b'}', |at| {
+            let name = at.raw_string()?;
+            at.eat(b':')?;
+            member(at, name)
+        })
     }
 
     /// An array, each element read by `item`.
@@ -178,17 +165,28 @@ impl<'a> Cursor<'a> {
     }
 
     /// An array: `item` reads each element.
-    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.eat(b'[')?;
-        if self.peek()? == b']' {
+    fn array(&mut self, item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.sequence(b'[', b']', item)
+    }
+
+    /// `open`, then elements read by `each` separated by commas, then `close`; nothing
+    /// else (a trailing comma declines).
+    fn sequence(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut each: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(open)?;
+        if self.peek()? == close {
             self.at += 1;
             return Some(());
         }
         loop {
-            item(self)?;
+            each(self)?;
             match self.peek()? {
                 b',' => self.at += 1,
-                b']' => {
+                b if b == close => {
                     self.at += 1;
                     return Some(());
                 }
