@@ -88,12 +88,28 @@ mod not_regular_files {
 
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
+    /// A scratch rule directory holding `a.yaml`, removed when the test ends (pass or fail).
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("weir-config-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("a.yaml"), "domain: a\ndescriptors: []\n").unwrap();
-        dir
+        Scratch(dir)
     }
 
     /// Loads on a thread, so that a hang fails the test instead of stalling it.

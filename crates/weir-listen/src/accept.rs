@@ -34,6 +34,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use weir_core::{Clock as _, SystemClock};
 
+use crate::beside::{beside, First};
 use crate::threads::ConnectionThreads;
 
 /// Tells a connection's task that the server is stopping.
@@ -260,10 +261,18 @@ pub async fn drive<C>(
     C: Stoppable,
 {
     let mut connection = pin!(connection);
-    let bound = tokio::select! {
-        result = connection.as_mut() => return closed(result, peer),
-        () = stop.requested() => None,
-        () = idle => Some(grace),
+    // The stop and the idle watch are polled only when one of them was woken (`beside.rs`):
+    // the connection's own wakes, several a request, do not touch the stop channel every
+    // connection shares.
+    let outside = Box::pin(async {
+        tokio::select! {
+            () = stop.requested() => None,
+            () = idle => Some(grace),
+        }
+    });
+    let bound = match beside(connection.as_mut(), outside).await {
+        First::Main(result) => return closed(result, peer),
+        First::Side(bound) => bound,
     };
     connection.as_mut().stop();
     match bound {

@@ -44,6 +44,7 @@
 mod accept;
 mod admin_token;
 mod app;
+mod beside;
 pub mod http;
 mod settings;
 mod threads;

@@ -1,79 +1,104 @@
 //! [`HeadTimer`]: the timer hyper's HTTP/1 server uses for one connection's header-read
-//! timeout (`listener.rs`), without a tokio timer entry per request.
+//! timeout (`listener.rs`), without a tokio timer entry, a lock or a waker per request.
 //!
 //! hyper starts the header-read clock each time a connection waits for a request head:
 //! with `TokioTimer`, a boxed tokio `Sleep` a request, registered in tokio's timer wheel
 //! while the connection waits and removed once the head has arrived (about 3 % of
-//! `weir serve`'s CPU on `/v1/check`: docs/benchmarks-history.md, "Hot paths"). Here the sleep hyper gets
-//! only records its deadline in the connection's own state; one watcher per connection
-//! ([`HeadTimer::watch`], run beside the connection by the accept loop's `drive`) sleeps
-//! until the deadline armed when it last looked, and wakes the connection if that same
-//! deadline is still armed then, so hyper sees its sleep complete and closes the
-//! connection as before. While requests keep coming, the deadline moves on and the watcher
-//! wakes about once per timeout, not once per request; a deadline still fires exactly when
-//! it is due (the watcher, finding it unarmed, waits at most one timeout, and any deadline
-//! armed meanwhile is at least one timeout after it looked).
+//! `weir serve`'s CPU on `/v1/check`: docs/benchmarks-history.md, "Hot paths"). Here the
+//! sleep hyper gets only records its deadline in one atomic word of the connection's
+//! timer; one watcher per connection ([`HeadTimer::watch`]) sleeps until the deadline
+//! armed when it last looked and, if that same deadline is still armed then, marks it due.
+//! While requests keep coming, the deadline moves on and the watcher wakes about once per
+//! timeout, not once per request; a deadline still fires when it is due (the watcher,
+//! finding none armed, waits at most one timeout, and any deadline armed meanwhile is at
+//! least one timeout after it looked).
+//!
+//! **The watcher runs in the connection's own task**, as the side future of `drive`
+//! (`beside.rs`), which polls it before the connection whenever it wakes: the connection
+//! sees a deadline marked due in that same poll, so hyper's sleep needs no waker of its
+//! own (and the watcher, having marked one, yields once, which polls both again).
 //!
 //! hyper's HTTP/1 server holds at most one such sleep at a time (the header-read timeout is
 //! its only use of the timer); any other sleep asked of this timer is a plain tokio one.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hyper::rt::{Sleep, Timer};
 
 /// One connection's header-read timer (cheap to clone: one `Arc`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct HeadTimer {
-    state: Arc<Mutex<State>>,
+    shared: Arc<Shared>,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    /// The deadline of the sleep hyper holds, if any.
-    armed: Option<Instant>,
-    /// The armed deadline the watcher found due.
-    expired: Option<Instant>,
-    /// Who to wake when it is due: the connection's task.
-    waker: Option<Waker>,
+#[derive(Debug)]
+struct Shared {
+    /// Deadlines are kept as nanoseconds after this instant.
+    base: Instant,
+    /// The deadline of the sleep hyper holds (its [`code`]), with [`DUE`] set once the
+    /// watcher found it due; 0 when none is armed.
+    armed: AtomicU64,
+}
+
+/// Set in [`Shared::armed`] once the armed deadline is due.
+const DUE: u64 = 1 << 63;
+
+impl Default for HeadTimer {
+    // hyper's deadlines are `std::time::Instant`s of its own clock (its `Timer::now`, by
+    // default `Instant::now`); the base only has to come before them. No decision reads it.
+    #[allow(clippy::disallowed_methods)]
+    fn default() -> Self {
+        HeadTimer {
+            shared: Arc::new(Shared {
+                base: Instant::now(),
+                armed: AtomicU64::new(0),
+            }),
+        }
+    }
 }
 
 impl HeadTimer {
-    fn state(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves plain values behind: still usable.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// `deadline` as kept in [`Shared::armed`]: nanoseconds after `base`, plus one so that
+    /// no deadline is 0, below [`DUE`] (a deadline before `base` counts as `base`; one
+    /// beyond 292 years as then).
+    fn code(&self, deadline: Instant) -> u64 {
+        let after = deadline.saturating_duration_since(self.shared.base);
+        u64::try_from(after.as_nanos())
+            .unwrap_or(u64::MAX)
+            .min(DUE - 2)
+            + 1
     }
 
-    /// Wakes the connection whenever the deadline it armed comes; never completes (run
-    /// beside the connection, it ends with it). `period`: how long to wait when nothing is
-    /// armed (the header-read timeout; at least a millisecond, so a zero timeout cannot
+    fn instant(&self, code: u64) -> Instant {
+        self.shared.base + Duration::from_nanos(code - 1)
+    }
+
+    /// Marks the armed deadline due whenever it comes; never completes (run beside the
+    /// connection, in its task, it ends with it). `period`: how long to wait when nothing
+    /// is armed (the header-read timeout; at least a millisecond, so a zero timeout cannot
     /// make the watcher spin).
     pub(crate) async fn watch(self, period: Duration) {
         let period = period.max(Duration::from_millis(1));
+        let armed = &self.shared.armed;
         loop {
-            let due = {
-                let state = self.state();
-                state.armed.filter(|&at| state.expired != Some(at))
-            };
-            let Some(at) = due else {
+            let code = armed.load(Ordering::Acquire);
+            if code == 0 || code & DUE != 0 {
                 tokio::time::sleep(period).await;
                 continue;
-            };
-            tokio::time::sleep_until(at.into()).await;
-            let waker = {
-                let mut state = self.state();
-                if state.armed == Some(at) {
-                    state.expired = Some(at);
-                    state.waker.take()
-                } else {
-                    None
-                }
-            };
-            if let Some(waker) = waker {
-                waker.wake();
+            }
+            tokio::time::sleep_until(self.instant(code).into()).await;
+            if armed
+                .compare_exchange(code, code | DUE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                // `beside` polls the connection right after this; the yield has the task
+                // polled once more in any case.
+                tokio::task::yield_now().await;
             }
         }
     }
@@ -85,47 +110,45 @@ impl Timer for HeadTimer {
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
-        let mut state = self.state();
-        state.armed = Some(deadline);
-        state.expired = None;
-        drop(state);
+        let code = self.code(deadline);
+        self.shared.armed.store(code, Ordering::Release);
         Box::pin(HeadSleep {
-            timer: self.clone(),
-            deadline,
+            shared: Arc::clone(&self.shared),
+            code,
         })
     }
 }
 
 /// The sleep hyper holds while a connection waits for a request head.
 struct HeadSleep {
-    timer: HeadTimer,
-    deadline: Instant,
+    shared: Arc<Shared>,
+    code: u64,
 }
 
 impl Future for HeadSleep {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut state = self.timer.state();
-        if state.expired == Some(self.deadline) {
-            return Poll::Ready(());
+    /// Ready once the watcher marked this deadline due. No waker is kept: the watcher runs
+    /// in this same task and polls it right after marking (module header).
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.shared.armed.load(Ordering::Acquire) == self.code | DUE {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
-        match &mut state.waker {
-            Some(waker) if waker.will_wake(cx.waker()) => {}
-            slot => *slot = Some(cx.waker().clone()),
-        }
-        Poll::Pending
     }
 }
 
 impl Sleep for HeadSleep {}
 
 impl Drop for HeadSleep {
+    /// Disarms the timer if this sleep's deadline is the armed one (hyper makes the next
+    /// sleep before dropping the one it replaces). Only this connection's task writes the
+    /// word besides the watcher, which only ever adds [`DUE`]: a plain store is enough.
     fn drop(&mut self) {
-        let mut state = self.timer.state();
-        if state.armed == Some(self.deadline) {
-            state.armed = None;
-            state.waker = None;
+        let armed = &self.shared.armed;
+        if armed.load(Ordering::Relaxed) & !DUE == self.code {
+            armed.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -145,37 +168,82 @@ impl Sleep for TokioSleep {}
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::task::Waker;
 
-    /// A sleep whose deadline comes is woken and completes; one replaced by a later
-    /// deadline before it came never does; dropping it disarms the watcher.
+    use super::*;
+    use crate::beside::{beside, First};
+
+    fn poll_once(sleep: &mut Pin<Box<dyn Sleep>>) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        sleep.as_mut().poll(&mut cx).is_ready()
+    }
+
+    /// A sleep whose deadline comes completes, polled beside its watcher as `drive` runs
+    /// them; one replaced by a later deadline before it came never does; dropping the
+    /// armed one disarms the timer.
     #[tokio::test]
-    async fn a_due_deadline_wakes_and_a_moved_one_does_not() {
+    async fn a_due_deadline_completes_and_a_moved_one_does_not() {
         let timer = HeadTimer::default();
-        let watcher = tokio::spawn(timer.clone().watch(Duration::from_millis(20)));
         // hyper's own clock for deadlines (the Timer trait's default `now`).
         let now = Timer::now(&timer);
         let mut first = timer.sleep_until(now + Duration::from_millis(30));
         // Re-armed later before it came: the first never completes, the second does.
-        tokio::time::sleep(Duration::from_millis(5)).await;
         let second = timer.sleep_until(now + Duration::from_millis(60));
-        tokio::time::timeout(Duration::from_secs(10), second)
+        let watcher = Box::pin(timer.clone().watch(Duration::from_millis(20)));
+        let first_done = tokio::time::timeout(Duration::from_secs(10), beside(second, watcher))
             .await
-            .unwrap_or_else(|_| panic!("the armed deadline came and woke the sleep"));
-        let first_done = futures_poll_once(&mut first);
+            .expect("the armed deadline came and completed the sleep");
+        assert_eq!(first_done, First::Main(()));
         assert!(
-            !first_done,
+            !poll_once(&mut first),
             "a deadline replaced before it came never fires"
         );
         drop(first);
-        // Both sleeps gone: nothing armed, the watcher waits and wakes nobody.
-        assert!(timer.state().armed.is_none());
-        watcher.abort();
+        // The second sleep went with `beside`: nothing is armed.
+        assert_eq!(timer.shared.armed.load(Ordering::Relaxed), 0);
     }
 
-    fn futures_poll_once(sleep: &mut Pin<Box<dyn Sleep>>) -> bool {
-        let waker = Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        sleep.as_mut().poll(&mut cx).is_ready()
+    /// A deadline armed after the watcher found nothing armed still fires, within one
+    /// period of the watcher after it is due.
+    #[tokio::test]
+    async fn a_deadline_armed_while_the_watcher_waits_fires() {
+        let timer = HeadTimer::default();
+        let mut watcher = Box::pin(timer.clone().watch(Duration::from_millis(20)));
+        // The watcher looks first and finds nothing armed.
+        assert!(poll_once_future(&mut watcher).is_pending());
+        let sleep = timer.sleep_until(Timer::now(&timer) + Duration::from_millis(10));
+        let done = tokio::time::timeout(Duration::from_secs(10), beside(sleep, watcher))
+            .await
+            .expect("the deadline fired");
+        assert_eq!(done, First::Main(()));
+    }
+
+    /// A sleep dropped before its deadline disarms the timer: the watcher marks nothing.
+    #[test]
+    fn dropping_the_armed_sleep_disarms() {
+        let timer = HeadTimer::default();
+        let sleep = timer.sleep_until(Timer::now(&timer) + Duration::from_secs(30));
+        assert_ne!(timer.shared.armed.load(Ordering::Relaxed), 0);
+        drop(sleep);
+        assert_eq!(timer.shared.armed.load(Ordering::Relaxed), 0);
+    }
+
+    /// Deadlines round-trip through their code to the nanosecond, and none is 0 or due.
+    #[test]
+    fn codes_round_trip() {
+        let timer = HeadTimer::default();
+        let base = timer.shared.base;
+        for after in [0, 1, 999, 5_000_000_000] {
+            let at = base + Duration::from_nanos(after);
+            let code = timer.code(at);
+            assert!(code != 0 && code & DUE == 0);
+            assert_eq!(timer.instant(code), at);
+        }
+        assert_eq!(timer.code(base - Duration::from_secs(1)), timer.code(base));
+    }
+
+    fn poll_once_future<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+        let mut cx = Context::from_waker(Waker::noop());
+        Pin::new(future).poll(&mut cx)
     }
 }
