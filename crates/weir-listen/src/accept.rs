@@ -250,10 +250,14 @@ where
 
 /// Serves `connection` until it ends. On `stop` it is asked to close gracefully and
 /// awaited; once `idle` completes, likewise, but dropped if it has not closed within
-/// `grace` (a peer that never acknowledges the goodbye cannot keep it open).
+/// `grace` (a peer that never acknowledges the goodbye cannot keep it open). `watch` runs
+/// beside the connection for its whole life, the graceful close included, and is not
+/// expected to complete (HTTP/1: the header-read timer's watcher, `http/head_timer.rs`,
+/// which is what closes a connection still sending its head when the server stops).
 pub async fn drive<C>(
     connection: C,
     mut stop: Stop,
+    watch: impl Future<Output = ()>,
     idle: impl Future<Output = ()>,
     grace: Duration,
     peer: SocketAddr,
@@ -261,13 +265,15 @@ pub async fn drive<C>(
     C: Stoppable,
 {
     let mut connection = pin!(connection);
-    // The stop and the idle watch are polled only when one of them was woken (`beside.rs`):
-    // the connection's own wakes, several a request, do not touch the stop channel every
-    // connection shares.
+    let mut watch = Box::pin(watch);
+    // The stop, the idle watch and `watch` are polled only when one of them was woken
+    // (`beside.rs`): the connection's own wakes, several a request, do not touch the stop
+    // channel every connection shares.
     let outside = Box::pin(async {
         tokio::select! {
             () = stop.requested() => None,
             () = idle => Some(grace),
+            () = watch.as_mut() => None,
         }
     });
     let bound = match beside(connection.as_mut(), outside).await {
@@ -275,9 +281,16 @@ pub async fn drive<C>(
         First::Side(bound) => bound,
     };
     connection.as_mut().stop();
+    let closing = async {
+        let first = beside(connection.as_mut(), watch.as_mut()).await;
+        match first {
+            First::Main(result) => result,
+            First::Side(()) => connection.as_mut().await,
+        }
+    };
     match bound {
-        None => closed(connection.await, peer),
-        Some(grace) => match tokio::time::timeout(grace, connection).await {
+        None => closed(closing.await, peer),
+        Some(grace) => match tokio::time::timeout(grace, closing).await {
             Ok(result) => closed(result, peer),
             Err(_) => tracing::debug!(%peer, "idle connection dropped: it did not close in time"),
         },

@@ -1,7 +1,9 @@
 //! Connections served on [`ConnectionThreads`]: each stays on one thread from accept to
 //! close, new ones go to the thread holding the fewest, shutdown still lets a request in
-//! flight finish, and a connection that panics leaves its thread serving the next.
-//! Real sockets on loopback; every wait is for an answer or a signal, none for time.
+//! flight finish (and a client still sending its head cannot hold it past the header-read
+//! timeout), and a connection that panics leaves its thread serving the next.
+//! Real sockets on loopback; every wait is for an answer or a signal, none for time, but for
+//! the header-read timeout's own cut (300 ms, waited for with a bound of 20 s).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
 
@@ -177,4 +179,45 @@ async fn a_connection_that_panics_leaves_its_thread_serving() {
         names.push(get(&mut stream, "/").await.unwrap());
     }
     assert_eq!(names, ["survive-0", "survive-0"]);
+}
+
+/// A client still sending its first request head when the server stops cannot hold the
+/// shutdown past the header-read timeout: the timer's watcher keeps running through the
+/// graceful close (it stopped with the stop signal, and the shutdown waited on the client
+/// for as long as it kept the socket open).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_still_arriving_at_shutdown_is_cut_at_the_header_read_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = tower::service_fn(|_: axum::http::Request<Incoming>| async {
+        Ok::<Answer, Infallible>(Answer::new(Full::new(Bytes::from(thread_name()))))
+    });
+    let mut limits = HttpLimits::new(Duration::from_millis(300));
+    limits.threads = Some(threads(2, "cut"));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(serve_service_with(
+        listener,
+        service,
+        limits,
+        Peer::Unrecorded,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nhost: te").await.unwrap();
+    // Answered after the slow one connected: the accept loop has taken the slow one too.
+    let mut other = TcpStream::connect(addr).await.unwrap();
+    assert!(get(&mut other, "/").await.is_some());
+    drop(other);
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(20), served)
+        .await
+        .expect("the shutdown ended: the slow head was cut at its timeout")
+        .unwrap()
+        .unwrap();
+    // The slow client's socket was closed by the server, not left open.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), slow.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the server closed the slow connection");
 }

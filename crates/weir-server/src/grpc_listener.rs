@@ -17,7 +17,7 @@
 //! requests (GOAWAY), then closes.
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{pending, Future};
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,13 +111,13 @@ pub(crate) async fn serve_grpc(
                 match tls {
                     None => {
                         let connection = builder.serve_connection(TokioIo::new(stream), service);
-                        drive(connection, stop, idle, grace, peer).await;
+                        drive(connection, stop, pending(), idle, grace, peer).await;
                     }
                     Some(tls) => {
                         if let Some(stream) = weir_listen::tls_handshake(&tls, stream, peer).await {
                             let connection =
                                 builder.serve_connection(TokioIo::new(stream), service);
-                            drive(connection, stop, idle, grace, peer).await;
+                            drive(connection, stop, pending(), idle, grace, peer).await;
                         }
                     }
                 }

@@ -21,7 +21,7 @@
 //! request, then closes.
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{pending, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -327,9 +327,10 @@ where
             builder.timer(head_timer.clone());
             let tls = tls.clone();
             // HTTP/1's idle bound is the header-read timeout, which hyper enforces on this
-            // connection's own timer; the timer's watcher runs beside the connection and
-            // never completes (no idle close of its own).
-            let idle = head_timer.watch(limits.header_read_timeout);
+            // connection's own timer; the timer's watcher runs beside the connection for its
+            // whole life, the graceful close included, and never completes (no idle close of
+            // its own).
+            let watch = head_timer.watch(limits.header_read_timeout);
             async move {
                 let stream = match stream.open() {
                     Ok(stream) => stream,
@@ -343,14 +344,14 @@ where
                         let connection = builder
                             .serve_connection(TokioIo::new(stream), service)
                             .with_upgrades();
-                        drive(connection, stop, idle, Duration::ZERO, peer).await;
+                        drive(connection, stop, watch, pending(), Duration::ZERO, peer).await;
                     }
                     Some(tls) => {
                         if let Some(stream) = crate::tls::handshake(&tls, stream, peer).await {
                             let connection = builder
                                 .serve_connection(TokioIo::new(stream), service)
                                 .with_upgrades();
-                            drive(connection, stop, idle, Duration::ZERO, peer).await;
+                            drive(connection, stop, watch, pending(), Duration::ZERO, peer).await;
                         }
                     }
                 }
