@@ -70,6 +70,16 @@ struct Server {
 /// A server on `threads` answering with its thread's name; `/hold` waits for `release`
 /// (and says when it started on `held`), `/panic` panics.
 async fn server(threads: ConnectionThreads, held: Arc<Notify>, release: Arc<Notify>) -> Server {
+    server_with(threads, held, release, Duration::from_secs(10)).await
+}
+
+/// [`server`] with another header-read timeout.
+async fn server_with(
+    threads: ConnectionThreads,
+    held: Arc<Notify>,
+    release: Arc<Notify>,
+    header_read_timeout: Duration,
+) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let service = tower::service_fn(move |request: axum::http::Request<Incoming>| {
@@ -87,7 +97,7 @@ async fn server(threads: ConnectionThreads, held: Arc<Notify>, release: Arc<Noti
             Ok::<Answer, Infallible>(Answer::new(Full::new(Bytes::from(thread_name()))))
         }
     });
-    let mut limits = HttpLimits::new(Duration::from_secs(10));
+    let mut limits = HttpLimits::new(header_read_timeout);
     limits.threads = Some(threads);
     let (stop, stopped) = oneshot::channel::<()>();
     let served = tokio::spawn(serve_service_with(
@@ -187,31 +197,22 @@ async fn a_connection_that_panics_leaves_its_thread_serving() {
 /// for as long as it kept the socket open).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_still_arriving_at_shutdown_is_cut_at_the_header_read_timeout() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let service = tower::service_fn(|_: axum::http::Request<Incoming>| async {
-        Ok::<Answer, Infallible>(Answer::new(Full::new(Bytes::from(thread_name()))))
-    });
-    let mut limits = HttpLimits::new(Duration::from_millis(300));
-    limits.threads = Some(threads(2, "cut"));
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(serve_service_with(
-        listener,
-        service,
-        limits,
-        Peer::Unrecorded,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let mut server = server_with(
+        threads(2, "cut"),
+        Arc::default(),
+        Arc::default(),
+        Duration::from_millis(300),
+    )
+    .await;
+    let addr = server.addr;
     let mut slow = TcpStream::connect(addr).await.unwrap();
     slow.write_all(b"GET / HTTP/1.1\r\nhost: te").await.unwrap();
     // Answered after the slow one connected: the accept loop has taken the slow one too.
     let mut other = TcpStream::connect(addr).await.unwrap();
     assert!(get(&mut other, "/").await.is_some());
     drop(other);
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(20), served)
+    let _ = server.stop.take().unwrap().send(());
+    tokio::time::timeout(Duration::from_secs(20), server.served)
         .await
         .expect("the shutdown ended: the slow head was cut at its timeout")
         .unwrap()
