@@ -196,7 +196,8 @@ pub(crate) struct EngineArgs {
     no_watch: bool,
 
     /// How long an HTTP client may take to send its request headers, and how long an idle
-    /// keep-alive connection stays open; then it is closed (slow-client protection). With
+    /// keep-alive connection stays open; then it is closed (slow-client protection). A
+    /// shutdown waits no longer than this for a client still sending its headers. With
     /// weir serve --resp, also how long a RESP client may take to send one whole command
     /// and to read its replies
     #[arg(long, value_name = "DURATION", env = "WEIR_HEADER_READ_TIMEOUT", default_value = "10s",
