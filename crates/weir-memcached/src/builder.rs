@@ -42,6 +42,7 @@ pub struct MemcachedStoreBuilder {
     timeout: Duration,
     max_retries: u32,
     prefix: String,
+    ttl_grace: Duration,
 }
 
 impl MemcachedStore {
@@ -69,6 +70,7 @@ impl Default for MemcachedStoreBuilder {
             timeout: Self::DEFAULT_TIMEOUT,
             max_retries: Self::DEFAULT_MAX_RETRIES,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
+            ttl_grace: Duration::ZERO,
         }
     }
 }
@@ -131,6 +133,16 @@ impl MemcachedStoreBuilder {
         self
     }
 
+    /// How long past its freshness memcached keeps a record (default: none beyond the
+    /// second memcached's own clock may take). Keeping a record longer never changes a
+    /// decision (its own expiry decides); it only holds memory. For callers whose clock is
+    /// not memcached's: the tests drive the store with a manual clock, whose seconds pass in
+    /// a fraction of real ones, so they keep records ten minutes longer.
+    pub fn ttl_grace(mut self, grace: Duration) -> Self {
+        self.ttl_grace = grace;
+        self
+    }
+
     /// Checks the settings and builds the store (without connecting).
     pub fn build(self) -> Result<MemcachedStore, ConfigError> {
         let addrs = addresses(&self.servers, Self::MAX_SERVERS)?;
@@ -160,11 +172,12 @@ impl MemcachedStoreBuilder {
                 addr,
             })
             .collect();
-        Ok(MemcachedStore::from_inner(Inner::new(
-            servers,
-            self.prefix,
-            self.max_retries,
-        )))
+        let mut inner = Inner::new(servers, self.prefix, self.max_retries);
+        // Whole seconds, rounded up (memcached's TTLs are in seconds).
+        inner.ttl_grace_s = u32::try_from(self.ttl_grace.as_secs())
+            .unwrap_or(u32::MAX)
+            .saturating_add(u32::from(self.ttl_grace.subsec_nanos() > 0));
+        Ok(MemcachedStore::from_inner(inner))
     }
 }
 

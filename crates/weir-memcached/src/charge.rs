@@ -79,7 +79,8 @@ async fn check_record(
     now_ns: u64,
 ) -> Result<Charged, CheckError> {
     let op = Op::Check { cost };
-    let absent = Snapshot::read(Layout::Record, names, now_ns, &HashMap::new())?;
+    let absent =
+        Snapshot::read(Layout::Record, names, now_ns, &HashMap::new())?.graced(inner.ttl_grace_s);
     let (outcome, writes) = decide(&absent, rule, &op, now_ns)?;
     let [Write {
         name,
@@ -136,7 +137,11 @@ async fn check_counter(
     let zero = match (counter.kind, counter.starts(now_ns).last()) {
         (CounterKind::Fixed, Some(start)) => Some(Command::Add {
             key: current.clone(),
-            ttl_s: ttl_s(start.saturating_add(counter.window_ns), now_ns),
+            ttl_s: ttl_s(
+                start.saturating_add(counter.window_ns),
+                now_ns,
+                inner.ttl_grace_s,
+            ),
             data: b"0".to_vec(),
         }),
         _ => None,
@@ -185,7 +190,8 @@ async fn check_counter(
     }
     let op = Op::Check { cost };
     let snap = Snapshot::read(Layout::Counter(*counter), names, now_ns, &values)?
-        .with_value(current, found);
+        .with_value(current, found)
+        .graced(inner.ttl_grace_s);
     let (outcome, writes) = decide(&snap, rule, &op, now_ns)?;
     let charged = matches!(
         writes.as_slice(),

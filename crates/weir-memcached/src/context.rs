@@ -35,6 +35,8 @@ pub(crate) struct Inner {
     pub prefix: String,
     pub max_retries: u32,
     pub backoff: Backoff,
+    /// Seconds memcached keeps a record past its freshness (`MemcachedStoreBuilder::ttl_grace`).
+    pub ttl_grace_s: u32,
 }
 
 impl Inner {
@@ -47,6 +49,7 @@ impl Inner {
             prefix,
             max_retries,
             backoff: Backoff::new(),
+            ttl_grace_s: 0,
         }
     }
 

@@ -57,10 +57,11 @@ const NO_RECORD: &[u8] = b"";
 const NO_COUNT: &[u8] = b"";
 
 /// The TTL for a value that must last until `until_ns`: whole seconds rounded up, plus one
-/// for memcached's own second-granular clock, so memcached never forgets it early. Late is
-/// harmless: the record's own expiry decides (an expired record is fresh anyway).
-pub(crate) fn ttl_s(until_ns: u64, now_ns: u64) -> u32 {
-    let secs = until_ns.saturating_sub(now_ns).div_ceil(SECOND_NS) + 1;
+/// for memcached's own second-granular clock, so memcached never forgets it early, plus the
+/// store's `grace_s`. Late is harmless: the record's own expiry decides (an expired record
+/// is fresh anyway).
+pub(crate) fn ttl_s(until_ns: u64, now_ns: u64, grace_s: u32) -> u32 {
+    let secs = until_ns.saturating_sub(now_ns).div_ceil(SECOND_NS) + 1 + u64::from(grace_s);
     if secs > MAX_RELATIVE_TTL_S {
         0
     } else {
@@ -93,9 +94,9 @@ fn store(
 
 /// The TTL the stored record needed, to put it back.
 fn stored_ttl_s(snap: &Snapshot, now_ns: u64) -> u32 {
-    snap.stored
-        .as_ref()
-        .map_or(TOMBSTONE_TTL_S, |s| ttl_s(s.expires_ns, now_ns))
+    snap.stored.as_ref().map_or(TOMBSTONE_TTL_S, |s| {
+        ttl_s(s.expires_ns, now_ns, snap.ttl_grace_s)
+    })
 }
 
 /// The writes that store `after`, the record `step::apply` left from `before` (the record
@@ -126,7 +127,7 @@ fn plan_record(
     let found = &snap.record_found;
     let keep = op.keeps(before.is_live(now_ns), after, now_ns);
     let previous_ttl = stored_ttl_s(snap, now_ns);
-    let ttl = ttl_s(after.expires_ns, now_ns);
+    let ttl = ttl_s(after.expires_ns, now_ns, snap.ttl_grace_s);
     Ok(if snap.held() {
         if !keep {
             let ttls = (TOMBSTONE_TTL_S, previous_ttl);
@@ -198,7 +199,11 @@ fn plan_counter(
             Some(action) => Write { name, action },
             None => {
                 // Appears, shrinks, disappears (tombstone), or would overflow.
-                let ttl = ttl_s(start.saturating_add(counter.window_ns), now_ns);
+                let ttl = ttl_s(
+                    start.saturating_add(counter.window_ns),
+                    now_ns,
+                    snap.ttl_grace_s,
+                );
                 let stored = now.map_or_else(Vec::new, |c| {
                     c.saturating_add(counter.offset()).to_string().into_bytes()
                 });
@@ -253,7 +258,7 @@ fn plan_guard(snap: &Snapshot, after: &Record, now_ns: u64) -> Result<Option<Wri
                 guard: Some(Box::new(guard)),
             };
             let data = codec::encode(&record, false)?;
-            let ttl = ttl_s(until_ns, now_ns);
+            let ttl = ttl_s(until_ns, now_ns, snap.ttl_grace_s);
             store(
                 &snap.record_name,
                 found,
@@ -386,10 +391,12 @@ mod tests {
 
     #[test]
     fn ttls_round_up_and_never_go_absolute() {
-        assert_eq!(ttl_s(0, 5), 1);
-        assert_eq!(ttl_s(SECOND_NS, 0), 2);
-        assert_eq!(ttl_s(SECOND_NS + 1, 0), 3);
-        assert_eq!(ttl_s(MAX_RELATIVE_TTL_S * SECOND_NS, 0), 0);
-        assert_eq!(ttl_s(u64::MAX, 0), 0);
+        assert_eq!(ttl_s(0, 5, 0), 1);
+        assert_eq!(ttl_s(SECOND_NS, 0, 0), 2);
+        assert_eq!(ttl_s(SECOND_NS + 1, 0, 0), 3);
+        // The grace adds whole seconds.
+        assert_eq!(ttl_s(SECOND_NS, 0, 600), 602);
+        assert_eq!(ttl_s(MAX_RELATIVE_TTL_S * SECOND_NS, 0, 0), 0);
+        assert_eq!(ttl_s(u64::MAX, 0, 0), 0);
     }
 }

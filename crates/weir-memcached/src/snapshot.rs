@@ -41,6 +41,9 @@ pub(crate) struct Snapshot {
     /// The decoded record value; `None` when absent or a tombstone.
     pub stored: Option<Stored>,
     pub buckets: Vec<Bucket>,
+    /// Seconds memcached keeps what is written past its freshness (the store's
+    /// `ttl_grace`; 0 until [`Snapshot::graced`]).
+    pub ttl_grace_s: u32,
 }
 
 /// The names to read for `layout` at `now_ns`: the record name first, then the buckets.
@@ -102,7 +105,14 @@ impl Snapshot {
             record_found,
             stored,
             buckets,
+            ttl_grace_s: 0,
         })
+    }
+
+    /// The snapshot, its writes kept `grace_s` seconds past their freshness.
+    pub(crate) fn graced(mut self, grace_s: u32) -> Self {
+        self.ttl_grace_s = grace_s;
+        self
     }
 
     /// Whether the model would hold a record for this key (record layout): a value that is
