@@ -17,6 +17,7 @@
 //!   flight finish; HTTP/1: after the request in flight). An idle connection that does not
 //!   finish closing within a grace period is dropped.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -251,9 +252,10 @@ where
 /// Serves `connection` until it ends. On `stop` it is asked to close gracefully and
 /// awaited; once `idle` completes, likewise, but dropped if it has not closed within
 /// `grace` (a peer that never acknowledges the goodbye cannot keep it open). `watch` runs
-/// beside the connection for its whole life, the graceful close included, and is not
-/// expected to complete (HTTP/1: the header-read timer's watcher, `http/head_timer.rs`,
-/// which is what closes a connection still sending its head when the server stops).
+/// beside the connection for its whole life, the graceful close included (HTTP/1: the
+/// header-read timer's watcher, `http/head_timer.rs`, which is what closes a connection
+/// still sending its head when the server stops); should it complete, it is simply not
+/// polled again.
 pub async fn drive<C>(
     connection: C,
     mut stop: Stop,
@@ -265,7 +267,11 @@ pub async fn drive<C>(
     C: Stoppable,
 {
     let mut connection = pin!(connection);
-    let mut watch = Box::pin(watch);
+    // Never completes, so that both phases below may poll it.
+    let mut watch = Box::pin(async {
+        watch.await;
+        std::future::pending::<Infallible>().await
+    });
     // The stop, the idle watch and `watch` are polled only when one of them was woken
     // (`beside.rs`): the connection's own wakes, several a request, do not touch the stop
     // channel every connection shares.
@@ -273,7 +279,7 @@ pub async fn drive<C>(
         tokio::select! {
             () = stop.requested() => None,
             () = idle => Some(grace),
-            () = watch.as_mut() => None,
+            never = watch.as_mut() => match never {},
         }
     });
     let bound = match beside(connection.as_mut(), outside).await {
@@ -282,10 +288,9 @@ pub async fn drive<C>(
     };
     connection.as_mut().stop();
     let closing = async {
-        let first = beside(connection.as_mut(), watch.as_mut()).await;
-        match first {
+        match beside(connection.as_mut(), watch.as_mut()).await {
             First::Main(result) => result,
-            First::Side(()) => connection.as_mut().await,
+            First::Side(never) => match never {},
         }
     };
     match bound {
