@@ -195,11 +195,13 @@ pub(crate) struct EngineArgs {
     #[arg(long, env = "WEIR_NO_WATCH")]
     no_watch: bool,
 
-    /// How long an HTTP client may take to send its request headers, and how long an idle
-    /// keep-alive connection stays open; then it is closed (slow-client protection). A
-    /// shutdown waits no longer than this for a client still sending its headers. With
-    /// weir serve --resp, also how long a RESP client may take to send one whole command
-    /// and to read its replies
+    /// How long an HTTP client may take to send its request headers, how long an idle
+    /// keep-alive connection stays open, and how long an answer may wait for the client to
+    /// read any of it; then the connection is closed (slow-client protection: a client
+    /// that stops reading is closed within one to two of these). A shutdown waits no
+    /// longer than this for a client still sending its headers. With weir serve --resp,
+    /// also how long a RESP client may take to send one whole command and to read its
+    /// replies
     #[arg(long, value_name = "DURATION", env = "WEIR_HEADER_READ_TIMEOUT", default_value = "10s",
           value_parser = parse_duration)]
     header_read_timeout: Duration,

@@ -39,8 +39,9 @@ pub struct Settings {
     pub headers: HeaderStyle,
     /// The longest one HTTP or gRPC request may take (default 5 s).
     pub request_timeout: Duration,
-    /// How long an HTTP client may take to send a request's headers, and how long an idle
-    /// keep-alive connection stays open (default 10 s); then the connection is closed.
+    /// How long an HTTP client may take to send a request's headers, how long an idle
+    /// keep-alive connection stays open, and how long an answer may wait for the client to
+    /// read any of it (default 10 s); then the connection is closed.
     pub header_read_timeout: Duration,
     /// The largest HTTP request body or gRPC message accepted (default 64 KiB).
     pub max_body_bytes: usize,

@@ -1,7 +1,8 @@
 //! Connections served on [`ConnectionThreads`]: each stays on one thread from accept to
 //! close, new ones go to the thread holding the fewest, shutdown still lets a request in
 //! flight finish (and a client still sending its head cannot hold it past the header-read
-//! timeout), and a connection that panics leaves its thread serving the next.
+//! timeout), a client that reads none of its answers is disconnected after that timeout,
+//! and a connection that panics leaves its thread serving the next.
 //! Real sockets on loopback; every wait is for an answer or a signal, none for time, but for
 //! the header-read timeout's own cut (300 ms, waited for with a bound of 20 s).
 
@@ -221,4 +222,48 @@ async fn a_head_still_arriving_at_shutdown_is_cut_at_the_header_read_timeout() {
     let mut rest = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(20), slow.read_to_end(&mut rest)).await;
     assert!(read.is_ok(), "the server closed the slow connection");
+}
+
+/// A client that sends requests and never reads the answers is disconnected once the
+/// server's writes have made no progress for the header-read timeout (before, it held its
+/// connection, a task and the buffers for as long as it kept the socket open: a few such
+/// sockets per `max_connections` would shut everyone else out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_no_answers_is_disconnected_at_the_header_read_timeout() {
+    let server = server_with(
+        threads(1, "unread"),
+        Arc::default(),
+        Arc::default(),
+        Duration::from_millis(300),
+    )
+    .await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    // A small receive window: the server's answers back up sooner.
+    socket.set_recv_buffer_size(4096).unwrap();
+    let client = socket.connect(server.addr).await.unwrap();
+    let batch = b"GET / HTTP/1.1\r\nhost: test\r\n\r\n".repeat(256);
+    // Requests until the server is stalled on answers this client never reads and so stops
+    // reading requests; then the client's writes wait too. The server must end it: a
+    // write then fails (reset) or the socket reports the error.
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Err(error) = client.writable().await {
+                return error;
+            }
+            match client.try_write(&batch) {
+                Ok(_) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(error) => return error,
+            }
+        }
+    })
+    .await
+    .expect("the server disconnected the client that read nothing");
+    assert!(
+        matches!(
+            ended.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ),
+        "{ended}"
+    );
 }

@@ -20,6 +20,12 @@
 //!
 //! hyper's HTTP/1 server holds at most one such sleep at a time (the header-read timeout is
 //! its only use of the timer); any other sleep asked of this timer is a plain tokio one.
+//!
+//! **The same watcher bounds a stalled write** (`write_stall.rs`): a write the client's
+//! socket cannot take notes when it began in a second word, and the watcher marks that
+//! stall expired once it has lasted the period (the header-read timeout), after which the
+//! connection's writes fail and hyper closes it. A client must read its answers as it must
+//! send its heads: making no progress for one timeout.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -43,9 +49,13 @@ struct Shared {
     /// The deadline of the sleep hyper holds (its [`code`]), with [`DUE`] set once the
     /// watcher found it due; 0 when none is armed.
     armed: AtomicU64,
+    /// When the write that cannot proceed began to wait (its [`code`]), with [`DUE`] set
+    /// once the watcher found the stall expired; 0 while writes proceed.
+    stalled: AtomicU64,
 }
 
-/// Set in [`Shared::armed`] once the armed deadline is due.
+/// Set in [`Shared::armed`] once the armed deadline is due, and in [`Shared::stalled`]
+/// once the stall has lasted the period.
 const DUE: u64 = 1 << 63;
 
 impl Default for HeadTimer {
@@ -57,6 +67,7 @@ impl Default for HeadTimer {
             shared: Arc::new(Shared {
                 base: Instant::now(),
                 armed: AtomicU64::new(0),
+                stalled: AtomicU64::new(0),
             }),
         }
     }
@@ -78,29 +89,68 @@ impl HeadTimer {
         self.shared.base + Duration::from_nanos(code - 1)
     }
 
-    /// Marks the armed deadline due whenever it comes; never completes (run beside the
-    /// connection, in its task, it ends with it). `period`: how long to wait when nothing
-    /// is armed (the header-read timeout; at least a millisecond, so a zero timeout cannot
-    /// make the watcher spin).
+    /// Marks the armed deadline due whenever it comes, and a write stall expired once it
+    /// has lasted `period`; never completes (run beside the connection, in its task, it
+    /// ends with it). `period`: the header-read timeout, and how long to wait when nothing
+    /// is armed (at least a millisecond, so a zero timeout cannot make the watcher spin).
     pub(crate) async fn watch(self, period: Duration) {
         let period = period.max(Duration::from_millis(1));
-        let armed = &self.shared.armed;
+        let (armed, stalled) = (&self.shared.armed, &self.shared.stalled);
         loop {
-            let code = armed.load(Ordering::Acquire);
-            if code == 0 || code & DUE != 0 {
+            let head = armed.load(Ordering::Acquire);
+            let stall = stalled.load(Ordering::Acquire);
+            let head_at = (head != 0 && head & DUE == 0).then(|| self.instant(head));
+            let stall_at = (stall != 0 && stall & DUE == 0).then(|| self.instant(stall) + period);
+            let Some(at) = head_at.into_iter().chain(stall_at).min() else {
                 tokio::time::sleep(period).await;
                 continue;
+            };
+            tokio::time::sleep_until(at.into()).await;
+            // Each is marked only if it is still the one looked at (a new head or a write
+            // that proceeded since replaced it).
+            let mut marked = false;
+            for (word, code, due_at) in [(armed, head, head_at), (stalled, stall, stall_at)] {
+                if due_at.is_some_and(|due_at| due_at <= at) {
+                    marked |= word
+                        .compare_exchange(code, code | DUE, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok();
+                }
             }
-            tokio::time::sleep_until(self.instant(code).into()).await;
-            if armed
-                .compare_exchange(code, code | DUE, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
+            if marked {
                 // `beside` polls the connection right after this; the yield has the task
                 // polled once more in any case.
                 tokio::task::yield_now().await;
             }
         }
+    }
+
+    /// A write could not proceed: the stall starts now unless one is running. Only the
+    /// connection's task calls this and [`write_proceeded`](Self::write_proceeded); the
+    /// watcher only ever adds [`DUE`].
+    pub(crate) fn write_stalled(&self) {
+        let stalled = &self.shared.stalled;
+        if stalled.load(Ordering::Relaxed) == 0 {
+            // hyper's clock, as for its deadlines (the stall is measured on the same base).
+            #[allow(clippy::disallowed_methods)]
+            let now = Instant::now();
+            stalled.store(self.code(now), Ordering::Release);
+        }
+    }
+
+    /// A write proceeded: no stall (unless the watcher already found it expired, which
+    /// stays: the connection is being given up).
+    pub(crate) fn write_proceeded(&self) {
+        let stalled = &self.shared.stalled;
+        let stall = stalled.load(Ordering::Relaxed);
+        if stall != 0 && stall & DUE == 0 {
+            // A CAS, not a store: the watcher may be marking it expired right now.
+            let _ = stalled.compare_exchange(stall, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the watcher found a write stall expired.
+    pub(crate) fn write_expired(&self) -> bool {
+        self.shared.stalled.load(Ordering::Acquire) & DUE != 0
     }
 }
 
@@ -216,6 +266,44 @@ mod tests {
             .await
             .expect("the deadline fired");
         assert_eq!(done, First::Main(()));
+    }
+
+    /// A write stall the watcher sees last its period is marked expired (and stays so); a
+    /// write that proceeds before clears the stall, and nothing expires.
+    #[tokio::test]
+    async fn a_write_stall_expires_after_its_period_and_progress_clears_it() {
+        let timer = HeadTimer::default();
+        timer.write_stalled();
+        timer.write_proceeded();
+        assert_eq!(timer.shared.stalled.load(Ordering::Relaxed), 0);
+        let watcher = Box::pin(timer.clone().watch(Duration::from_millis(20)));
+        let quiet = tokio::time::sleep(Duration::from_millis(80));
+        assert_eq!(beside(Box::pin(quiet), watcher).await, First::Main(()));
+        assert!(!timer.write_expired(), "no stall, nothing expired");
+
+        timer.write_stalled();
+        let first = timer.shared.stalled.load(Ordering::Relaxed);
+        timer.write_stalled();
+        assert_eq!(
+            timer.shared.stalled.load(Ordering::Relaxed),
+            first,
+            "a stall running keeps its start"
+        );
+        let watcher = Box::pin(timer.clone().watch(Duration::from_millis(20)));
+        let expired = std::future::poll_fn(|_| {
+            if timer.write_expired() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        });
+        let done =
+            tokio::time::timeout(Duration::from_secs(10), beside(Box::pin(expired), watcher))
+                .await
+                .expect("the stall expired");
+        assert_eq!(done, First::Main(()));
+        timer.write_proceeded();
+        assert!(timer.write_expired(), "an expired stall stays expired");
     }
 
     /// A sleep dropped before its deadline disarms the timer: the watcher marks nothing.

@@ -13,6 +13,9 @@
 //!   per request). The clock starts whenever the connection waits
 //!   for a request's headers, so an idle keep-alive connection is closed after the same
 //!   time. A slow body is bounded by the router's request timeout instead (`408`);
+//! - a client must read its answers: a write that makes no progress for the same
+//!   `header_read_timeout` closes the connection (`write_stall.rs`; a client that sends
+//!   requests and never reads cannot hold a connection, a task and its buffers either);
 //! - at most `max_connections` open at once (a connection past the cap is closed at once);
 //! - hyper reads a request head of at most `max_head_bytes` (`431` past it, from hyper
 //!   itself); the router's own header limit answers below that in JSON.
@@ -41,6 +44,7 @@ use tower::{Service, ServiceExt as _};
 use super::error::ApiError;
 use super::head_timer::HeadTimer;
 use super::router::head_too_large;
+use super::write_stall::Watched;
 use crate::accept::{accept_loop, drive};
 use crate::app::App;
 use crate::settings::Settings;
@@ -107,8 +111,9 @@ pub enum Peer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HttpLimits {
-    /// How long a client may take to send a request's headers, and how long an idle
-    /// keep-alive connection stays open.
+    /// How long a client may take to send a request's headers, how long an idle
+    /// keep-alive connection stays open, and how long an answer's writes may make no
+    /// progress (the client reads none of it).
     pub header_read_timeout: Duration,
     /// The most connections open at once; one past it is closed as soon as it is accepted.
     /// `None`: no cap.
@@ -329,7 +334,8 @@ where
             // HTTP/1's idle bound is the header-read timeout, which hyper enforces on this
             // connection's own timer; the timer's watcher runs beside the connection for its
             // whole life, the graceful close included, and never completes (no idle close of
-            // its own).
+            // its own). It also bounds a write the client does not read (`write_stall.rs`).
+            let writes = head_timer.clone();
             let watch = head_timer.watch(limits.header_read_timeout);
             async move {
                 let stream = match stream.open() {
@@ -341,6 +347,7 @@ where
                 };
                 match tls {
                     None => {
+                        let stream = Watched::new(stream, writes);
                         let connection = builder
                             .serve_connection(TokioIo::new(stream), service)
                             .with_upgrades();
@@ -348,6 +355,7 @@ where
                     }
                     Some(tls) => {
                         if let Some(stream) = crate::tls::handshake(&tls, stream, peer).await {
+                            let stream = Watched::new(stream, writes);
                             let connection = builder
                                 .serve_connection(TokioIo::new(stream), service)
                                 .with_upgrades();

@@ -21,6 +21,7 @@ mod listener;
 mod ops;
 mod origin;
 mod router;
+mod write_stall;
 
 pub use body::{
     parse, read_limited, require_json, require_json_type, too_large, BodyRead, EntryBody, JsonType,
