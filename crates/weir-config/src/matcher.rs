@@ -95,12 +95,14 @@ impl RuleSet {
             infos.push(info);
             matched.push(info.map(|info| configured(domain, descriptor, info, shared)));
         }
-        let replaced: HashSet<&str> = infos
-            .iter()
-            .flatten()
-            .flat_map(|info| info.replaces.iter().map(|name| name.as_ref()))
-            .collect();
-        if !replaced.is_empty() {
+        // Most rules replace nothing: no set to make (its hasher's seed is a thread-local
+        // read and write) unless one does.
+        if infos.iter().flatten().any(|info| !info.replaces.is_empty()) {
+            let replaced: HashSet<&str> = infos
+                .iter()
+                .flatten()
+                .flat_map(|info| info.replaces.iter().map(|name| name.as_ref()))
+                .collect();
             let is_replaced = |m: &Matched| {
                 m.name
                     .as_deref()

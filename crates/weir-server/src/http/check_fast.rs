@@ -23,7 +23,14 @@ use weir_engine::CheckRequest;
 
 /// The request in `body`, when it has the common shape; `None` sends it to `serde_json`.
 pub(crate) fn read(body: &[u8]) -> Option<CheckRequest<Cow<'_, str>>> {
-    let mut at = Cursor { bytes: body, at: 0 };
+    // The whole body checked once (a JSON text is UTF-8; `serde_json` refuses it
+    // otherwise): each string is then a slice of it, not a check of its own.
+    let text = std::str::from_utf8(body).ok()?;
+    let mut at = Cursor {
+        text,
+        bytes: body,
+        at: 0,
+    };
     let (mut domain, mut descriptors, mut hits) = (None, None, None);
     at.object(|at, field| match field {
         b"domain" => set(&mut domain, Cow::Borrowed(at.string()?)),
@@ -78,6 +85,9 @@ fn set<T>(slot: &mut Option<T>, value: T) -> Option<()> {
 /// A position in the body. Every method skips the JSON whitespace before its token and
 /// declines (`None`) on anything outside the common shape.
 struct Cursor<'a> {
+    /// The body, valid UTF-8.
+    text: &'a str,
+    /// `text`'s bytes.
     bytes: &'a [u8],
     at: usize,
 }
@@ -101,10 +111,12 @@ impl<'a> Cursor<'a> {
         self.peek().is_none().then_some(())
     }
 
-    /// A string's bytes, with no escape and no control character.
-    fn raw_string(&mut self) -> Option<&'a [u8]> {
+    /// Where a string's bytes are in the body (after its opening quote, before its
+    /// closing one), with no escape and no control character.
+    fn string_at(&mut self) -> Option<std::ops::Range<usize>> {
         self.eat(b'"')?;
-        let rest = self.bytes.get(self.at..)?;
+        let start = self.at;
+        let rest = self.bytes.get(start..)?;
         let len = rest
             .iter()
             .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
@@ -112,12 +124,20 @@ impl<'a> Cursor<'a> {
             return None;
         }
         self.at += len + 1;
-        rest.get(..len)
+        Some(start..start + len)
     }
 
-    /// A string with no escape and no control character, valid UTF-8.
+    /// A string's bytes, with no escape and no control character.
+    fn raw_string(&mut self) -> Option<&'a [u8]> {
+        let at = self.string_at()?;
+        self.bytes.get(at)
+    }
+
+    /// A string with no escape and no control character (a slice of the body, which is
+    /// UTF-8, between two quotes: always on character boundaries).
     fn string(&mut self) -> Option<&'a str> {
-        std::str::from_utf8(self.raw_string()?).ok()
+        let at = self.string_at()?;
+        self.text.get(at)
     }
 
     /// An unsigned integer as JSON writes it (no sign, fraction, exponent or leading zero)
