@@ -46,7 +46,7 @@ pub(crate) async fn apply(
             Some(values) => values,
             None => read(inner.pool(&names)?, to_read.clone()).await?,
         };
-        let snap = Snapshot::read(layout, &names, now_ns, &values)?.graced(inner.ttl_grace_s);
+        let snap = Snapshot::read(layout, &names, now_ns, &values, inner.ttl_grace_s)?;
         let (outcome, writes) = decide(&snap, rule, &op, now_ns)?;
         match exec::run(inner, writes).await? {
             Ran::Done => return Ok(outcome),

@@ -79,8 +79,13 @@ async fn check_record(
     now_ns: u64,
 ) -> Result<Charged, CheckError> {
     let op = Op::Check { cost };
-    let absent =
-        Snapshot::read(Layout::Record, names, now_ns, &HashMap::new())?.graced(inner.ttl_grace_s);
+    let absent = Snapshot::read(
+        Layout::Record,
+        names,
+        now_ns,
+        &HashMap::new(),
+        inner.ttl_grace_s,
+    )?;
     let (outcome, writes) = decide(&absent, rule, &op, now_ns)?;
     let [Write {
         name,
@@ -189,9 +194,14 @@ async fn check_counter(
         return Ok(Charged::Continue(None));
     }
     let op = Op::Check { cost };
-    let snap = Snapshot::read(Layout::Counter(*counter), names, now_ns, &values)?
-        .with_value(current, found)
-        .graced(inner.ttl_grace_s);
+    let snap = Snapshot::read(
+        Layout::Counter(*counter),
+        names,
+        now_ns,
+        &values,
+        inner.ttl_grace_s,
+    )?
+    .with_value(current, found);
     let (outcome, writes) = decide(&snap, rule, &op, now_ns)?;
     let charged = matches!(
         writes.as_slice(),

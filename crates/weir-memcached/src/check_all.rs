@@ -78,8 +78,8 @@ pub(crate) async fn check_all(
         let mut snaps = Vec::with_capacity(slots.len());
         let mut before = Vec::with_capacity(slots.len());
         for (slot, (_, rule)) in slots.iter().zip(first_rules(limits, &slot_of, slots.len())) {
-            let snap = Snapshot::read(slot.layout, &slot.names, now_ns, &values)?
-                .graced(inner.ttl_grace_s);
+            let snap =
+                Snapshot::read(slot.layout, &slot.names, now_ns, &values, inner.ttl_grace_s)?;
             before.push(snap.record(rule, now_ns)?);
             snaps.push(snap);
         }

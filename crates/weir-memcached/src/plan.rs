@@ -304,7 +304,7 @@ mod tests {
                 (name.clone(), value)
             })
             .collect();
-        let snap = Snapshot::read(Layout::of(rule), &names(), NOW, &values).unwrap();
+        let snap = Snapshot::read(Layout::of(rule), &names(), NOW, &values, 0).unwrap();
         let before = snap.record(rule, NOW).unwrap();
         let mut after = before.clone();
         step::apply(rule, &mut after, &op, NOW).unwrap();

@@ -42,7 +42,7 @@ pub(crate) struct Snapshot {
     pub stored: Option<Stored>,
     pub buckets: Vec<Bucket>,
     /// Seconds memcached keeps what is written past its freshness (the store's
-    /// `ttl_grace`; 0 until [`Snapshot::graced`]).
+    /// `ttl_grace`, given to [`Snapshot::read`]: no snapshot is made without it).
     pub ttl_grace_s: u32,
 }
 
@@ -63,12 +63,14 @@ pub(crate) fn live_guard(guard: Option<&Guard>, now_ns: u64) -> Option<Guard> {
 }
 
 impl Snapshot {
-    /// Builds the snapshot from a `gets` reply.
+    /// Builds the snapshot from a `gets` reply; its writes are kept `ttl_grace_s` seconds
+    /// past their freshness (the store's `ttl_grace`).
     pub(crate) fn read(
         layout: Layout,
         names: &Names,
         now_ns: u64,
         values: &HashMap<String, Value>,
+        ttl_grace_s: u32,
     ) -> Result<Self, StoreError> {
         let found = |name: &str| values.get(name).map(|v| (v.data.clone(), v.unique));
         let record_name = names.record();
@@ -105,14 +107,8 @@ impl Snapshot {
             record_found,
             stored,
             buckets,
-            ttl_grace_s: 0,
+            ttl_grace_s,
         })
-    }
-
-    /// The snapshot, its writes kept `grace_s` seconds past their freshness.
-    pub(crate) fn graced(mut self, grace_s: u32) -> Self {
-        self.ttl_grace_s = grace_s;
-        self
     }
 
     /// Whether the model would hold a record for this key (record layout): a value that is
