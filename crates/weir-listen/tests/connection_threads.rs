@@ -19,6 +19,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Notify};
 use weir_listen::{serve_service_with, ConnectionThreads, HttpLimits, Peer};
+use weir_testkit::slow_reader::{ended_by_the_server, send_without_reading};
 
 type Answer = axum::http::Response<Full<Bytes>>;
 
@@ -237,33 +238,13 @@ async fn a_client_that_reads_no_answers_is_disconnected_at_the_header_read_timeo
         Duration::from_millis(300),
     )
     .await;
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    // A small receive window: the server's answers back up sooner.
-    socket.set_recv_buffer_size(4096).unwrap();
-    let client = socket.connect(server.addr).await.unwrap();
-    let batch = b"GET / HTTP/1.1\r\nhost: test\r\n\r\n".repeat(256);
-    // Requests until the server is stalled on answers this client never reads and so stops
-    // reading requests; then the client's writes wait too. The server must end it: a
-    // write then fails (reset) or the socket reports the error.
-    let ended = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            if let Err(error) = client.writable().await {
-                return error;
-            }
-            match client.try_write(&batch) {
-                Ok(_) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(error) => return error,
-            }
-        }
-    })
+    // Requests until the server is stalled on answers this client never reads and so
+    // stops reading requests; then the client's writes wait too. The server must end it.
+    let ended = tokio::time::timeout(
+        Duration::from_secs(30),
+        send_without_reading(server.addr, b"GET / HTTP/1.1\r\nhost: test\r\n\r\n"),
+    )
     .await
     .expect("the server disconnected the client that read nothing");
-    assert!(
-        matches!(
-            ended.kind(),
-            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
-        ),
-        "{ended}"
-    );
+    assert!(ended_by_the_server(&ended), "{ended}");
 }

@@ -1,7 +1,8 @@
 //! Slow HTTP clients (slowloris): a client that never finishes its request headers is
 //! disconnected after `header_read_timeout`, one whose body stalls is answered `408` after
-//! `request_timeout`, over a real socket, while a client that sends a whole request on the
-//! same server is answered. Real time here (hyper's own timer),
+//! `request_timeout`, one that reads none of its answers is disconnected after
+//! `header_read_timeout`, over a real socket, while a client that sends a whole request on
+//! the same server is answered. Real time here (hyper's own timer),
 //! with a short timeout and every wait bounded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests state expectations by panicking
@@ -14,6 +15,7 @@ use common::{bounded, settings, TestServer};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use weir_core::{Clock as _, SystemClock};
+use weir_testkit::slow_reader::{ended_by_the_server, send_without_reading};
 
 const HEADER_READ_TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -113,6 +115,36 @@ async fn a_body_that_never_arrives_is_a_408() {
             "{text}"
         );
         // Meanwhile a whole request on the same server is answered.
+        assert_eq!(server.get("/healthz").await.status, 200);
+        server.stop().await.unwrap();
+    })
+    .await;
+}
+
+/// A client that pipelines decisions on `/v1/check` (the listener's direct route) and reads
+/// none of the answers is disconnected once the server's writes have made no progress for
+/// `header_read_timeout`; the server keeps answering others and stops without waiting on
+/// it. Before, the connection stayed open for as long as the client kept its socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_no_decisions_is_dropped() {
+    bounded(async {
+        let (mut settings, _clock) = settings(None);
+        settings.header_read_timeout = HEADER_READ_TIMEOUT;
+        let server = TestServer::start(settings).await;
+        let body = r#"{"domain":"api","descriptors":[{"entries":[{"key":"remote_address","value":"10.0.0.1"}]}]}"#;
+        let request = format!(
+            "POST /v1/check HTTP/1.1\r\nhost: weir\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let ended = tokio::time::timeout(
+            Duration::from_secs(40),
+            send_without_reading(server.http, request.as_bytes()),
+        )
+        .await
+        .expect("the server disconnected the client that read nothing");
+        assert!(ended_by_the_server(&ended), "{ended}");
+        // Meanwhile a whole request on the same server is answered, and it stops at once.
         assert_eq!(server.get("/healthz").await.status, 200);
         server.stop().await.unwrap();
     })

@@ -16,6 +16,8 @@
 //! - [`browser`]: headless Chromium and the scripts that drive it, for the dashboard's
 //!   browser tests.
 //! - [`per_core`]: the benchmark ceilings' one-runtime-per-core layout.
+//! - [`slow_reader`]: a client that sends requests and never reads the answers, for the
+//!   HTTP listeners' tests.
 //! - [`servers`]: throwaway `redis-server` (single and Cluster) and `memcached` processes
 //!   on free loopback ports, for the store crates' tests.
 
@@ -32,6 +34,7 @@ pub mod per_core;
 pub mod ports;
 pub mod sentinel;
 pub mod servers;
+pub mod slow_reader;
 pub mod strategy;
 
 pub use model::Model;
