@@ -7,10 +7,8 @@ use std::net::SocketAddr;
 /// Connects to `addr` with a small receive window and writes `request` over and over,
 /// reading nothing, until the server ends the connection: the error that ended it (a reset
 /// or a broken pipe once the server gave the connection up). Bound it with a timeout: a
-/// server that never gives up makes this wait for ever.
-///
-/// # Errors
-/// Connecting fails (the error is returned, as a refused or ended connection would be).
+/// server that never gives up makes this wait for ever. A connection that cannot be made
+/// returns its error too, which [`ended_by_the_server`] does not take for an ending.
 pub async fn send_without_reading(addr: SocketAddr, request: &[u8]) -> io::Error {
     let client = async {
         let socket = tokio::net::TcpSocket::new_v4()?;

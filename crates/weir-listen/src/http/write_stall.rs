@@ -13,8 +13,9 @@
 //! connection, its task and its buffers for as long as it kept the socket open, and a
 //! shutdown waited for it until the grace ran out (SECURITY.md, rule 6).
 //!
-//! On the hot path a write that proceeds costs one relaxed load of a word only this
-//! connection's task and its watcher touch; the clock is read only when a write stalls.
+//! On the hot path a write that proceeds costs two plain loads (before the write: expired?
+//! after it: a stall to clear?) of a word only this connection's task and its watcher
+//! touch; the clock is read only when a write stalls.
 
 use std::io;
 use std::pin::Pin;

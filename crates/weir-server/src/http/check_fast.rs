@@ -26,11 +26,7 @@ pub(crate) fn read(body: &[u8]) -> Option<CheckRequest<Cow<'_, str>>> {
     // The whole body checked once (a JSON text is UTF-8; `serde_json` refuses it
     // otherwise): each string is then a slice of it, not a check of its own.
     let text = std::str::from_utf8(body).ok()?;
-    let mut at = Cursor {
-        text,
-        bytes: body,
-        at: 0,
-    };
+    let mut at = Cursor { text, at: 0 };
     let (mut domain, mut descriptors, mut hits) = (None, None, None);
     at.object(|at, field| match field {
         b"domain" => set(&mut domain, Cow::Borrowed(at.string()?)),
@@ -87,18 +83,21 @@ fn set<T>(slot: &mut Option<T>, value: T) -> Option<()> {
 struct Cursor<'a> {
     /// The body, valid UTF-8.
     text: &'a str,
-    /// `text`'s bytes.
-    bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Cursor<'a> {
+    /// The body's bytes.
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
     /// The next byte after whitespace, not consumed.
     fn peek(&mut self) -> Option<u8> {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes().get(self.at) {
             self.at += 1;
         }
-        self.bytes.get(self.at).copied()
+        self.bytes().get(self.at).copied()
     }
 
     /// Consumes `byte` as the next token.
@@ -116,7 +115,7 @@ impl<'a> Cursor<'a> {
     fn string_at(&mut self) -> Option<std::ops::Range<usize>> {
         self.eat(b'"')?;
         let start = self.at;
-        let rest = self.bytes.get(start..)?;
+        let rest = self.bytes().get(start..)?;
         let len = rest
             .iter()
             .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
@@ -130,7 +129,7 @@ impl<'a> Cursor<'a> {
     /// A string's bytes, with no escape and no control character.
     fn raw_string(&mut self) -> Option<&'a [u8]> {
         let at = self.string_at()?;
-        self.bytes.get(at)
+        self.bytes().get(at)
     }
 
     /// A string with no escape and no control character (a slice of the body, which is
@@ -144,7 +143,7 @@ impl<'a> Cursor<'a> {
     /// that fits in a `u64`.
     fn u64(&mut self) -> Option<u64> {
         self.peek()?;
-        let rest = self.bytes.get(self.at..)?;
+        let rest = self.bytes().get(self.at..)?;
         let len = rest
             .iter()
             .position(|b| !b.is_ascii_digit())
