@@ -125,7 +125,21 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// Checks a request of `cost` units and consumes them if allowed. `cost == 0` is a peek.
     /// A cost above the rule's limit is [`CheckError::CostAboveCapacity`], not a denial.
     pub async fn check(&self, key: &Key, rule: &Rule, cost: u64) -> Result<Decision, CheckError> {
-        self.run(key, rule, Op::Check { cost })
+        self.check_at(key, rule, cost, self.clock.now_ns()).await
+    }
+
+    /// [`check`](Self::check) at `now_ns`, an instant of this limiter's clock the caller
+    /// has just read (the engine times each store call from it: one clock read a decision
+    /// fewer, as [`check_all`](Self::check_all)'s callers do).
+    pub async fn check_at(
+        &self,
+        key: &Key,
+        rule: &Rule,
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decision, CheckError> {
+        self.store
+            .apply(ScopedKey::scoped(key), rule, Op::Check { cost }, now_ns)
             .await
             .and_then(decision)
     }

@@ -172,13 +172,15 @@ impl Engine {
         };
         let mut statuses = Vec::with_capacity(matched.len());
         let mut overall = Overall::default();
-        for m in matched {
+        // By reference: a match held by value across the decision's `await` would grow its
+        // future by its size (see `noted`).
+        for m in &matched {
             let Some(m) = m else {
                 snapshot.counters.unmatched(domain);
                 statuses.push(Status::unmatched());
                 continue;
             };
-            let status = self.decide_one(domain, &m, request.hits_addend).await?;
+            let status = self.decide_one(domain, m, request.hits_addend).await?;
             let outcome = outcome(&status, self.near());
             snapshot.counters.matched(domain, &m.rule_id, outcome);
             if let Some(decision) = &status.decision {
@@ -211,7 +213,9 @@ impl Engine {
         request_hits: u64,
     ) -> Result<Status, DecideError> {
         if let Some(configured) = &m.configured {
-            if let Some(denied) = self.guard(configured).await? {
+            // Boxed: only a limit override has a guard, and its future (a store read) would
+            // otherwise size every decision's (see `noted`).
+            if let Some(denied) = Box::pin(self.guard(configured)).await? {
                 self.top_denied()
                     .record(&configured.key, &configured.rule_id);
                 return Ok(Status {
@@ -224,14 +228,15 @@ impl Engine {
                 });
             }
         }
-        let matched = matched_rule(m);
-        let (decision, never_allowed, failed_closed) = match m.limit {
+        // The rule is borrowed and the answer's rule made after the check, so that neither
+        // is held across the store's `await` (see `noted`).
+        let (decision, never_allowed, failed_closed) = match &m.limit {
             Limit::Rule(rule) => {
-                self.check(&m.key, &rule, m.hits(request_hits), &m.rule_id)
+                self.check(&m.key, rule, m.hits(request_hits), &m.rule_id)
                     .await?
             }
             Limit::Deny { window } => (
-                deny_all(window, self.limiter().clock().now_ns()),
+                deny_all(*window, self.limiter().clock().now_ns()),
                 false,
                 false,
             ),
@@ -239,7 +244,7 @@ impl Engine {
             _ => {
                 return Ok(Status {
                     code: Code::Ok,
-                    matched: Some(matched),
+                    matched: Some(matched_rule(m)),
                     decision: None,
                     shadow_denied: false,
                     never_allowed: false,
@@ -247,6 +252,7 @@ impl Engine {
                 })
             }
         };
+        let matched = matched_rule(m);
         if decision.allowed {
             return Ok(Status {
                 code: Code::Ok,
@@ -346,12 +352,10 @@ impl Engine {
     ) -> Result<(Decision, bool, bool), DecideError> {
         let clock = self.limiter().clock();
         let start_ns = clock.now_ns();
-        let check = self.limiter().check(key, rule, hits);
-        let (result, failed_closed) = if self.store().is_guarded() {
-            weir_resilience::noting_failed_closed(check).await
-        } else {
-            (check.await, false)
-        };
+        let (result, failed_closed) = noted(self.store().is_guarded(), || {
+            self.limiter().check_at(key, rule, hits, start_ns)
+        })
+        .await;
         let took_ns = clock.now_ns().saturating_sub(start_ns);
         self.metrics().store_call(Duration::from_nanos(took_ns));
         let decision = match result {
@@ -361,7 +365,8 @@ impl Engine {
                 // No wait makes them pass; the retry-after is for protocols that cannot say
                 // "never" (Envoy's): the key's reset, as ratelimit's for a fixed window, or
                 // the whole window when nothing is used, never "retry now".
-                let now = self.limiter().peek(key, rule).await.ok();
+                // Boxed, as a rare path's store call (see `noted`).
+                let now = Box::pin(self.limiter().peek(key, rule)).await.ok();
                 let reset_after = now.map_or(rule.window(), |d| d.reset_after);
                 let retry_after = if reset_after.is_zero() {
                     rule.window()
@@ -425,6 +430,26 @@ pub(crate) fn allowed_without_store(rule: &Rule) -> Decision {
         reset_after: Duration::ZERO,
         retry_after: Duration::ZERO,
         delay: Duration::ZERO,
+    }
+}
+
+/// `check()`'s output, and whether the failover guard marked it a denial made because the
+/// store is down and the rule fails closed (`weir_resilience::noting_failed_closed`;
+/// `guarded`: the store has that guard, which only a network store has).
+///
+/// The noting future holds the check three times over (some 800 bytes), and a future is
+/// copied whole at each `await` that takes it in, from the store's up to hyper's. Boxed on
+/// the guarded path, where a round trip to the store dwarfs one allocation, it no longer
+/// sizes the memory store's decisions: a `/v1/check`'s decision future went from 2.2 KB to
+/// 0.6 KB (issue 31, docs/benchmarks-history.md "Decisions' futures").
+pub(crate) async fn noted<F: std::future::Future>(
+    guarded: bool,
+    check: impl FnOnce() -> F,
+) -> (F::Output, bool) {
+    if guarded {
+        Box::pin(weir_resilience::noting_failed_closed(check())).await
+    } else {
+        (check().await, false)
     }
 }
 

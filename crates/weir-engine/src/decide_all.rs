@@ -322,14 +322,12 @@ impl Engine {
         let start_ns = limiter.clock().now_ns();
         // What `Limiter::check_all` does, at the instant already read for the timing; the
         // store decides in place when it is the memory store (`AnyStore`).
-        let check = limiter
-            .store()
-            .check_all(ScopedLimits::scoped(limits), cost, start_ns);
-        let (result, failed_closed) = if self.store().is_guarded() {
-            weir_resilience::noting_failed_closed(check).await
-        } else {
-            (check.await, false)
-        };
+        let (result, failed_closed) = crate::decide::noted(self.store().is_guarded(), || {
+            limiter
+                .store()
+                .check_all(ScopedLimits::scoped(limits), cost, start_ns)
+        })
+        .await;
         self.checked_all(result, start_ns, checked)
             .map(|answer| answer.map(|(decisions, _)| (decisions, failed_closed)))
     }

@@ -68,12 +68,10 @@ impl Engine {
     ) -> Result<RuleDecision, DecideError> {
         let clock = self.limiter().clock();
         let start_ns = clock.now_ns();
-        let check = self.limiter().check(key, rule, cost);
-        let (result, failed_closed) = if self.store().is_guarded() {
-            weir_resilience::noting_failed_closed(check).await
-        } else {
-            (check.await, false)
-        };
+        let (result, failed_closed) = crate::decide::noted(self.store().is_guarded(), || {
+            self.limiter().check_at(key, rule, cost, start_ns)
+        })
+        .await;
         let took_ns = clock.now_ns().saturating_sub(start_ns);
         self.metrics().store_call(Duration::from_nanos(took_ns));
         let decision = match result {
