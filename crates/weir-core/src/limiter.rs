@@ -295,6 +295,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn check_at_decides_the_record_check_does_at_the_instant_given() {
+        let (limiter, clock) = limiter();
+        let rule = Rule::per_second(1).unwrap();
+        let key = Key::new("at").unwrap();
+        let now = clock.now_ns();
+        assert!(limiter.check_at(&key, &rule, 1, now).await.unwrap().allowed);
+        // The same record as `check`'s, at the clock's instant: spent.
+        assert!(!limiter.check(&key, &rule, 1).await.unwrap().allowed);
+        // A second on, by the instant given alone (the clock has not moved).
+        let later = now + 1_000_000_000;
+        let at_later = || limiter.check_at(&key, &rule, 1, later);
+        assert!(at_later().await.unwrap().allowed);
+        assert!(!at_later().await.unwrap().allowed);
+    }
+
+    #[tokio::test]
     async fn two_rules_on_one_key_never_disturb_each_other() {
         let (limiter, _clock) = limiter();
         let key = Key::new("user:7").unwrap();
