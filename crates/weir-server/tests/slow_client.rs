@@ -19,6 +19,14 @@ use weir_testkit::slow_reader::{ended_by_the_server, send_without_reading};
 
 const HEADER_READ_TIMEOUT: Duration = Duration::from_millis(300);
 
+/// A server whose header-read timeout (and so its write-stall bound) is
+/// [`HEADER_READ_TIMEOUT`].
+async fn start() -> TestServer {
+    let (mut settings, _clock) = settings(None);
+    settings.header_read_timeout = HEADER_READ_TIMEOUT;
+    TestServer::start(settings).await
+}
+
 /// Reads until the server closes the connection (or resets it); what it sent, if anything.
 async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
     let mut seen = Vec::new();
@@ -34,9 +42,7 @@ async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_finishes_its_headers_is_dropped() {
     bounded(async {
-        let (mut settings, _clock) = settings(None);
-        settings.header_read_timeout = HEADER_READ_TIMEOUT;
-        let server = TestServer::start(settings).await;
+        let server = start().await;
 
         let clock = SystemClock::new(); // hyper's timer runs on real time
         let started = clock.now_ns();
@@ -72,9 +78,7 @@ async fn a_client_that_never_finishes_its_headers_is_dropped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_sends_nothing_is_dropped_too() {
     bounded(async {
-        let (mut settings, _clock) = settings(None);
-        settings.header_read_timeout = HEADER_READ_TIMEOUT;
-        let server = TestServer::start(settings).await;
+        let server = start().await;
         let mut idle = TcpStream::connect(server.http).await.unwrap();
         let closed = tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut idle))
             .await
@@ -128,9 +132,7 @@ async fn a_body_that_never_arrives_is_a_408() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_reads_no_decisions_is_dropped() {
     bounded(async {
-        let (mut settings, _clock) = settings(None);
-        settings.header_read_timeout = HEADER_READ_TIMEOUT;
-        let server = TestServer::start(settings).await;
+        let server = start().await;
         let body = r#"{"domain":"api","descriptors":[{"entries":[{"key":"remote_address","value":"10.0.0.1"}]}]}"#;
         let request = format!(
             "POST /v1/check HTTP/1.1\r\nhost: weir\r\ncontent-type: application/json\r\n\
